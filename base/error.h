@@ -1,0 +1,27 @@
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace strata {
+
+// An error the user can cause and fix: a bad config value, a missing swap directory, a locked
+// memory limit too low. `what()` names the cause; `fix()` says what to do about it. Only tools/
+// catches these, prints both and exits non-zero; library code never exits.
+//
+// `exit_status` follows the CLI's convention: 1 for a failure of the work, 2 for bad usage or a
+// bad config (ConfigError passes 2).
+class UserError : public std::runtime_error {
+ public:
+  UserError(const std::string& cause, std::string fix, int exit_status = 1)
+      : std::runtime_error(cause), fix_(std::move(fix)), exit_status_(exit_status) {}
+
+  const std::string& fix() const noexcept { return fix_; }
+  int exit_status() const noexcept { return exit_status_; }
+
+ private:
+  std::string fix_;
+  int exit_status_;
+};
+
+}  // namespace strata

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what strata needs from Debian's packages. Idempotent, and silent when all is there.
+# Both README commands run this first; add a new dependency here and nowhere else.
+set -euo pipefail
+
+packages=(
+  cmake ninja-build g++ clang libclang-rt-14-dev clang-format pkg-config git
+  liburing-dev libisal-dev libhwloc-dev libtbb-dev
+  libopenmpi-dev openmpi-bin libopenblas-dev
+  nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev
+  fio gnuplot-nox
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$package")
+  fi
+done
+((${#missing[@]} == 0)) && exit 0
+
+sudo=""
+if [[ "$(id -u)" -ne 0 ]]; then sudo="sudo"; fi
+echo "strata setup: installing ${missing[*]}"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+  "${missing[@]}" >/dev/null

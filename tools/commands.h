@@ -1,0 +1,16 @@
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace strata::tools {
+
+// What every subcommand can read and set. A subcommand's callback runs inside CLI11's parse and
+// reports a non-zero exit status through `exit_status` (or throws a UserError).
+struct CommandContext {
+  int exit_status = 0;
+};
+
+// One function per subcommand file: it adds the subcommand, its options and its callback.
+void add_report_command(CLI::App& app, CommandContext& context);
+
+}  // namespace strata::tools
