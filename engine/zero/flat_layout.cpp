@@ -1,0 +1,88 @@
+#include "engine/zero/flat_layout.h"
+
+#include <algorithm>
+
+#include "base/assert.h"
+
+namespace strata::engine::zero {
+namespace {
+
+std::int64_t round_up(std::int64_t value, std::int64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+}  // namespace
+
+FlatLayout::FlatLayout(const std::vector<std::vector<ParamSpec>>& modules, int world_size,
+                       std::int64_t shard_alignment_elements)
+    : world_size_(world_size) {
+  STRATA_ASSERT(world_size >= 1);
+  STRATA_ASSERT(shard_alignment_elements >= 1);
+  for (std::size_t m = 0; m < modules.size(); ++m) {
+    first_tensor_.push_back(tensors_.size());
+    std::int64_t offset = 0;
+    for (const ParamSpec& spec : modules[m]) {
+      STRATA_ASSERT(spec.numel() > 0);
+      STRATA_ASSERT(find(spec.name) == nullptr);
+      offset = round_up(offset, kTensorAlignment);
+      tensors_.push_back({spec.name, spec.shape, static_cast<int>(m), offset, spec.numel()});
+      offset += spec.numel();
+      parameter_count_ += spec.numel();
+    }
+    ModuleSlice slice;
+    slice.numel = offset;
+    // An empty module still gets one aligned shard so that every module has a buffer.
+    slice.shard_numel = round_up(std::max<std::int64_t>(1, (offset + world_size - 1) / world_size),
+                                 shard_alignment_elements);
+    slice.padded_numel = slice.shard_numel * world_size;
+    slice.partition_offset = partition_numel_;
+    partition_numel_ += slice.shard_numel;
+    modules_.push_back(slice);
+  }
+  first_tensor_.push_back(tensors_.size());
+}
+
+const ModuleSlice& FlatLayout::module(int index) const {
+  STRATA_ASSERT(index >= 0 && index < module_count());
+  return modules_[static_cast<std::size_t>(index)];
+}
+
+std::span<const TensorSlot> FlatLayout::tensors(int module) const {
+  STRATA_ASSERT(module >= 0 && module < module_count());
+  auto m = static_cast<std::size_t>(module);
+  return std::span<const TensorSlot>(tensors_).subspan(first_tensor_[m],
+                                                       first_tensor_[m + 1] - first_tensor_[m]);
+}
+
+const TensorSlot* FlatLayout::find(std::string_view name) const {
+  for (const TensorSlot& slot : tensors_) {
+    if (slot.name == name) return &slot;
+  }
+  return nullptr;
+}
+
+std::vector<int> FlatLayout::modules_in(Range range) const {
+  std::vector<int> found;
+  for (int m = 0; m < module_count(); ++m) {
+    const ModuleSlice& slice = modules_[static_cast<std::size_t>(m)];
+    std::int64_t begin = slice.partition_offset;
+    std::int64_t end = begin + slice.shard_numel;
+    if (begin < range.end && range.begin < end) found.push_back(m);
+  }
+  return found;
+}
+
+std::vector<Range> make_sub_groups(std::int64_t partition_numel, std::int64_t sub_group_size,
+                                   std::int64_t alignment) {
+  STRATA_ASSERT(partition_numel >= 0);
+  STRATA_ASSERT(sub_group_size >= 1);
+  STRATA_ASSERT(alignment >= 1);
+  std::int64_t step = std::max(alignment, sub_group_size / alignment * alignment);
+  std::vector<Range> groups;
+  for (std::int64_t begin = 0; begin < partition_numel; begin += step) {
+    groups.push_back({begin, std::min(partition_numel, begin + step)});
+  }
+  return groups;
+}
+
+}  // namespace strata::engine::zero
