@@ -1,0 +1,25 @@
+#pragma once
+
+#include <cstdint>
+
+// Linear layers through the BLAS (OpenBLAS's sgemm/dgemm, threaded by OpenBLAS itself). See
+// embedding.h for the conventions shared by every kernel here.
+namespace strata::gpu::host::kernels {
+
+// out[rows, out_channels] = inp[rows, in_channels] @ weight[out_channels, in_channels]^T + bias.
+// weight is stored as PyTorch's nn.Linear stores it (out x in, row-major). bias may be nullptr
+// (the tied LM head: logits = x @ wte^T). out may not alias inp or weight.
+template <typename Real>
+void matmul_forward(Real* out, const Real* inp, const Real* weight, const Real* bias,
+                    std::int64_t rows, std::int64_t in_channels, std::int64_t out_channels);
+
+// dinp += dout @ weight, dweight += dout^T @ inp, dbias += sum over rows of dout. dbias may be
+// nullptr when the forward had no bias. OpenBLAS splits a product over rows and columns of the
+// result, never over the summed dimension, and dbias is summed per column slice in row order, so
+// the bits do not depend on the thread count.
+template <typename Real>
+void matmul_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout, const Real* inp,
+                     const Real* weight, std::int64_t rows, std::int64_t in_channels,
+                     std::int64_t out_channels);
+
+}  // namespace strata::gpu::host::kernels
