@@ -1,0 +1,40 @@
+#pragma once
+
+// The readers of each config section, called in order by parse_config (config_loader.cpp). Each
+// takes the top-level reader, reads its own key's object and records problems in the reader's
+// diagnostics.
+
+#include "engine/config/config.h"
+#include "engine/config/json_reader.h"
+
+namespace strata::engine::detail {
+
+// strata: model, data and run settings. Read first: "auto" elsewhere derives from the model.
+void read_strata(JsonReader& top, StrataConfig& out);
+
+// train_batch_size, train_micro_batch_size_per_gpu, gradient_accumulation_steps.
+void read_batch(JsonReader& top, int world_size, BatchConfig& out);
+
+// fp16, and bf16 (alias bfloat16); both enabled is an error.
+void read_precision(JsonReader& top, Fp16Config& fp16, Bf16Config& bf16);
+
+// optimizer {type, params}.
+void read_optimizer(JsonReader& top, OptimizerConfig& out);
+
+// scheduler {type, params}; "auto" resolves from the optimizer and strata.train_steps.
+void read_scheduler(JsonReader& top, const OptimizerConfig& optimizer, const StrataConfig& strata,
+                    SchedulerConfig& out);
+
+// zero_optimization with offload_param and offload_optimizer; "auto" sizes derive from d_model.
+void read_zero(JsonReader& top, const ModelConfig& model, ZeroConfig& out);
+
+// zero_optimization.offload_param or .offload_optimizer (`key`), read from the zero reader.
+void read_offload(JsonReader& zero, std::string_view key, OffloadConfig& out);
+
+// aio.
+void read_aio(JsonReader& top, AioConfig& out);
+
+// activation_checkpointing.
+void read_activation_checkpointing(JsonReader& top, ActivationCheckpointingConfig& out);
+
+}  // namespace strata::engine::detail
