@@ -1,0 +1,254 @@
+#pragma once
+
+// The one tile loop and the optimizer math, written once over an ISA description `I` and
+// instantiated by each SIMD translation unit with its own I (defined there in an anonymous
+// namespace, so every instantiation has internal linkage and the linker can never hand AVX-512
+// code to a baseline caller). Include only from kernels_avx512.cpp, kernels_avx2.cpp and
+// adam_scalar.cpp.
+//
+// I provides: V (a vector of kWidth floats); set1, add, mul, div, sqrt, fmadd(a, b, c) = a*b+c,
+// sign_step(c, s) = s with its sign flipped when c's sign bit is set; load<T>(ptr) and
+// load_partial<T>(ptr, n) widening element type T to V (zeros past n); store(ptr, V),
+// store_partial; store_copy<T>(ptr, V, stream) and store_copy_partial narrowing to T with round to
+// nearest even; streamable(ptr), fence(); and for the scan Acc, acc_zero, acc_squares, acc_sum,
+// Flags, flags_zero, flags_add (any exponent all ones), flags_any.
+
+#include <cstdint>
+
+#include "cpu_adam/detail/kernels.h"
+
+namespace strata::cpu_adam::detail {
+
+// Element type tags: kKind 0 fp32, 1 bf16, 2 fp16; NoneTag has no storage to write.
+struct F32 {
+  using Storage = float;
+  static constexpr int kKind = 0;
+  static constexpr bool kCopy = true;
+};
+struct Bf16 {
+  using Storage = std::uint16_t;
+  static constexpr int kKind = 1;
+  static constexpr bool kCopy = true;
+};
+struct Fp16 {
+  using Storage = std::uint16_t;
+  static constexpr int kKind = 2;
+  static constexpr bool kCopy = true;
+};
+struct NoneTag {
+  using Storage = unsigned char;
+  static constexpr int kKind = -1;
+  static constexpr bool kCopy = false;
+};
+
+template <class I>
+struct AdamOp {
+  static constexpr bool kUsesM = true;
+  static constexpr bool kUsesV = true;
+  using V = typename I::V;
+  V grad_scale, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, bias_correction2, step_size,
+      weight_decay, decay;
+  bool l2_decay, decoupled_decay;
+
+  explicit AdamOp(const AdamArgs& a)
+      : grad_scale(I::set1(a.grad_scale)),
+        beta1(I::set1(a.beta1)),
+        one_minus_beta1(I::set1(a.one_minus_beta1)),
+        beta2(I::set1(a.beta2)),
+        one_minus_beta2(I::set1(a.one_minus_beta2)),
+        eps(I::set1(a.eps)),
+        bias_correction2(I::set1(a.bias_correction2)),
+        step_size(I::set1(a.step_size)),
+        weight_decay(I::set1(a.weight_decay)),
+        decay(I::set1(a.decay)),
+        l2_decay(a.l2_decay),
+        decoupled_decay(a.decoupled_decay) {}
+
+  // The order of operations is DeepSpeed's Step_AVX, so results can be compared with it.
+  void operator()(V& p, V g, V& m, V& v) const {
+    g = I::mul(g, grad_scale);
+    if (l2_decay) g = I::fmadd(p, weight_decay, g);
+    m = I::fmadd(g, one_minus_beta1, I::mul(m, beta1));
+    v = I::fmadd(I::mul(g, g), one_minus_beta2, I::mul(v, beta2));
+    const V denominator = I::fmadd(I::sqrt(v), bias_correction2, eps);
+    const V update = I::div(m, denominator);
+    if (decoupled_decay) p = I::fmadd(p, decay, p);
+    p = I::fmadd(update, step_size, p);
+  }
+};
+
+template <class I>
+struct AdagradOp {
+  static constexpr bool kUsesM = false;
+  static constexpr bool kUsesV = true;
+  using V = typename I::V;
+  V grad_scale, eps, step_size, weight_decay;
+  bool l2_decay;
+
+  explicit AdagradOp(const AdagradArgs& a)
+      : grad_scale(I::set1(a.grad_scale)),
+        eps(I::set1(a.eps)),
+        step_size(I::set1(a.step_size)),
+        weight_decay(I::set1(a.weight_decay)),
+        l2_decay(a.l2_decay) {}
+
+  void operator()(V& p, V g, V& /*m*/, V& v) const {
+    g = I::mul(g, grad_scale);
+    if (l2_decay) g = I::fmadd(p, weight_decay, g);
+    v = I::fmadd(g, g, v);
+    const V denominator = I::add(I::sqrt(v), eps);
+    p = I::fmadd(I::div(g, denominator), step_size, p);
+  }
+};
+
+template <class I>
+struct LionOp {
+  static constexpr bool kUsesM = true;
+  static constexpr bool kUsesV = false;
+  using V = typename I::V;
+  V grad_scale, beta1, one_minus_beta1, beta2, one_minus_beta2, step_size, after_decay;
+  bool decay;
+
+  explicit LionOp(const LionArgs& a)
+      : grad_scale(I::set1(a.grad_scale)),
+        beta1(I::set1(a.beta1)),
+        one_minus_beta1(I::set1(a.one_minus_beta1)),
+        beta2(I::set1(a.beta2)),
+        one_minus_beta2(I::set1(a.one_minus_beta2)),
+        step_size(I::set1(a.step_size)),
+        after_decay(I::set1(a.after_decay)),
+        decay(a.decay) {}
+
+  void operator()(V& p, V g, V& m, V& /*v*/) const {
+    g = I::mul(g, grad_scale);
+    const V blend = I::fmadd(g, one_minus_beta1, I::mul(m, beta1));
+    const V update = I::sign_step(blend, step_size);  // -lr * sign(blend)
+    p = decay ? I::fmadd(p, after_decay, update) : I::add(p, update);
+    m = I::fmadd(g, one_minus_beta2, I::mul(m, beta2));
+  }
+};
+
+// The bound: the same traffic as the optimizers, one add per array.
+template <class I, bool kM, bool kV>
+struct TouchOp {
+  static constexpr bool kUsesM = kM;
+  static constexpr bool kUsesV = kV;
+  using V = typename I::V;
+  void operator()(V& p, V g, V& m, V& v) const {
+    p = I::add(p, g);
+    if constexpr (kM) m = I::add(m, g);
+    if constexpr (kV) v = I::add(v, g);
+  }
+};
+
+// Loads, updates and stores kWidth elements at i (or the n < kWidth left at the end of a tile).
+template <class I, class Op, class G, class H, bool kPartial>
+inline void stream_block(const Op& op, const Arrays& a, std::int64_t i, int n, bool stream) {
+  using V = typename I::V;
+  const auto* g = static_cast<const typename G::Storage*>(a.g) + i;
+  V p, grad, m{}, v{};
+  if constexpr (kPartial) {
+    p = I::template load_partial<F32>(a.p + i, n);
+    grad = I::template load_partial<G>(g, n);
+    if constexpr (Op::kUsesM) m = I::template load_partial<F32>(a.m + i, n);
+    if constexpr (Op::kUsesV) v = I::template load_partial<F32>(a.v + i, n);
+  } else {
+    p = I::template load<F32>(a.p + i);
+    grad = I::template load<G>(g);
+    if constexpr (Op::kUsesM) m = I::template load<F32>(a.m + i);
+    if constexpr (Op::kUsesV) v = I::template load<F32>(a.v + i);
+  }
+  op(p, grad, m, v);
+  if constexpr (kPartial) {
+    I::store_partial(a.p + i, p, n);
+    if constexpr (Op::kUsesM) I::store_partial(a.m + i, m, n);
+    if constexpr (Op::kUsesV) I::store_partial(a.v + i, v, n);
+    if constexpr (H::kCopy) {
+      I::template store_copy_partial<H>(static_cast<typename H::Storage*>(a.p_out) + i, p, n);
+    }
+  } else {
+    I::store(a.p + i, p);
+    if constexpr (Op::kUsesM) I::store(a.m + i, m);
+    if constexpr (Op::kUsesV) I::store(a.v + i, v);
+    if constexpr (H::kCopy) {
+      I::template store_copy<H>(static_cast<typename H::Storage*>(a.p_out) + i, p, stream);
+    }
+  }
+}
+
+// The one tile loop every optimizer and the bound share. The parameter copy is written with
+// non-temporal stores when its address allows: it is read next by the H2D copy engine, not by
+// this CPU, so caching it would only evict the states.
+template <class I, class Op, class G, class H>
+void stream_tile(const Op& op, const Arrays& a, std::int64_t begin, std::int64_t end) {
+  bool stream = false;
+  if constexpr (H::kCopy)
+    stream = I::streamable(static_cast<typename H::Storage*>(a.p_out) + begin);
+  std::int64_t i = begin;
+  for (; i + I::kWidth <= end; i += I::kWidth) {
+    stream_block<I, Op, G, H, false>(op, a, i, I::kWidth, stream);
+  }
+  if (i < end) stream_block<I, Op, G, H, true>(op, a, i, static_cast<int>(end - i), stream);
+  if (stream) I::fence();
+}
+
+template <class I, class Op, class Args, class G, class H>
+void run_optimizer(const Args& args, const Arrays& a, std::int64_t begin, std::int64_t end) {
+  const Op op(args);
+  stream_tile<I, Op, G, H>(op, a, begin, end);
+}
+
+template <class I, bool kM, bool kV, class G, class H>
+void run_membw(const Arrays& a, std::int64_t begin, std::int64_t end) {
+  const TouchOp<I, kM, kV> op;
+  stream_tile<I, TouchOp<I, kM, kV>, G, H>(op, a, begin, end);
+}
+
+template <class I, class G>
+ScanPartial scan_tile(const void* gradients, std::int64_t begin, std::int64_t end) {
+  const auto* g = static_cast<const typename G::Storage*>(gradients);
+  typename I::Acc acc = I::acc_zero();
+  typename I::Flags flags = I::flags_zero();
+  std::int64_t i = begin;
+  for (; i + I::kWidth <= end; i += I::kWidth) {
+    const typename I::V x = I::template load<G>(g + i);
+    I::acc_squares(acc, x);
+    I::flags_add(flags, x);
+  }
+  if (i < end) {
+    const typename I::V x = I::template load_partial<G>(g + i, static_cast<int>(end - i));
+    I::acc_squares(acc, x);
+    I::flags_add(flags, x);
+  }
+  return ScanPartial{I::acc_sum(acc), I::flags_any(flags)};
+}
+
+template <class I, class G, class H>
+void fill_copy(KernelTable& table, int grad, int copy) {
+  table.adam[grad][copy] = &run_optimizer<I, AdamOp<I>, AdamArgs, G, H>;
+  table.adagrad[grad][copy] = &run_optimizer<I, AdagradOp<I>, AdagradArgs, G, H>;
+  table.lion[grad][copy] = &run_optimizer<I, LionOp<I>, LionArgs, G, H>;
+  table.membw[0][0][grad][copy] = &run_membw<I, false, false, G, H>;
+  table.membw[0][1][grad][copy] = &run_membw<I, false, true, G, H>;
+  table.membw[1][0][grad][copy] = &run_membw<I, true, false, G, H>;
+  table.membw[1][1][grad][copy] = &run_membw<I, true, true, G, H>;
+}
+
+template <class I, class G>
+void fill_grad(KernelTable& table, int grad) {
+  fill_copy<I, G, NoneTag>(table, grad, copy_none);
+  fill_copy<I, G, Bf16>(table, grad, copy_bf16);
+  fill_copy<I, G, Fp16>(table, grad, copy_fp16);
+  table.scan[grad] = &scan_tile<I, G>;
+}
+
+template <class I>
+KernelTable make_kernel_table() {
+  KernelTable table{};
+  fill_grad<I, F32>(table, grad_f32);
+  fill_grad<I, Bf16>(table, grad_bf16);
+  fill_grad<I, Fp16>(table, grad_fp16);
+  return table;
+}
+
+}  // namespace strata::cpu_adam::detail

@@ -1,0 +1,280 @@
+// The optimizer calls: check the arguments, compute the per-call constants in double, pick the
+// active ISA's kernel and walk the tiles with TBB.
+
+#include "cpu_adam/optimizer.h"
+
+#include <fmt/format.h>
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/parallel_reduce.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "base/assert.h"
+#include "base/error.h"
+#include "cpu_adam/detail/kernels.h"
+#include "cpu_adam/isa.h"
+
+namespace strata::cpu_adam {
+namespace {
+
+using detail::Arrays;
+
+const detail::KernelTable& kernels() {
+  switch (active_isa()) {
+    case Isa::avx512:
+      return detail::avx512_kernels();
+    case Isa::avx2:
+      return detail::avx2_kernels();
+    case Isa::scalar:
+      break;
+  }
+  return detail::scalar_kernels();
+}
+
+template <class G>
+constexpr int grad_index() {
+  if constexpr (std::same_as<G, float>) return detail::grad_f32;
+  if constexpr (std::same_as<G, bf16>) return detail::grad_bf16;
+  return detail::grad_fp16;
+}
+
+template <class H>
+constexpr int copy_index() {
+  if constexpr (std::same_as<H, NoCopy>) return detail::copy_none;
+  if constexpr (std::same_as<H, bf16>) return detail::copy_bf16;
+  return detail::copy_fp16;
+}
+
+std::int64_t tile_count(std::int64_t n) {
+  return (n + kTileElements - 1) / kTileElements;
+}
+
+// Runs tile(begin, end) once for every tile of [0, n), spread over the current arena. Each tile
+// runs start to end on one thread, so an element's result never depends on the thread count.
+template <class Tile>
+void for_each_tile(std::int64_t n, const Tile& tile) {
+  const std::int64_t tiles = tile_count(n);
+  if (tiles <= 1) {
+    if (n > 0) tile(std::int64_t{0}, n);
+    return;
+  }
+  tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, tiles),
+                    [&](const tbb::blocked_range<std::int64_t>& range) {
+                      for (std::int64_t t = range.begin(); t != range.end(); ++t) {
+                        tile(t * kTileElements, std::min(n, (t + 1) * kTileElements));
+                      }
+                    });
+}
+
+void check_finite_at_least_zero(float value, const char* key, const char* example) {
+  if (!std::isfinite(value) || value < 0.0f) {
+    throw UserError(
+        fmt::format("optimizer.params.{} is {}; it must be a finite number >= 0", key, value),
+        fmt::format("set optimizer.params.{} to a value such as {}", key, example), 2);
+  }
+}
+
+void check_beta(float value, int index, const char* example) {
+  if (!(value >= 0.0f && value < 1.0f)) {
+    throw UserError(
+        fmt::format("optimizer.params.betas[{}] is {}; it must be in [0, 1)", index, value),
+        fmt::format("set optimizer.params.betas to two numbers in [0, 1), such as {}", example), 2);
+  }
+}
+
+template <class G, class H>
+Arrays make_arrays(std::span<float> p, std::span<const G> g, std::span<float> m, std::span<float> v,
+                   std::span<H> p_out) {
+  const auto n = p.size();
+  STRATA_ASSERT(g.size() == n);
+  STRATA_ASSERT(m.empty() || m.size() == n);
+  STRATA_ASSERT(v.empty() || v.size() == n);
+  if constexpr (std::same_as<H, NoCopy>) {
+    STRATA_ASSERT(p_out.empty());
+    return Arrays{p.data(), g.data(), m.data(), v.data(), nullptr};
+  } else {
+    STRATA_ASSERT(p_out.size() == n);
+    return Arrays{p.data(), g.data(), m.data(), v.data(), p_out.data()};
+  }
+}
+
+float one_minus(float beta) {
+  return static_cast<float>(1.0 - static_cast<double>(beta));
+}
+
+detail::AdamArgs adam_args(const AdamConfig& c, std::int64_t t, float grad_scale) {
+  const double lr = c.lr;
+  double correction1 = 1.0;
+  double correction2 = 1.0;
+  if (c.bias_correction) {
+    const auto power = static_cast<double>(t);
+    correction1 = 1.0 - std::pow(static_cast<double>(c.beta1), power);
+    correction2 = 1.0 / std::sqrt(1.0 - std::pow(static_cast<double>(c.beta2), power));
+  }
+  const bool decays = c.weight_decay > 0.0f;
+  return detail::AdamArgs{
+      .grad_scale = grad_scale,
+      .beta1 = c.beta1,
+      .one_minus_beta1 = one_minus(c.beta1),
+      .beta2 = c.beta2,
+      .one_minus_beta2 = one_minus(c.beta2),
+      .eps = c.eps,
+      .bias_correction2 = static_cast<float>(correction2),
+      .step_size = static_cast<float>(-lr / correction1),
+      .weight_decay = c.weight_decay,
+      .decay = static_cast<float>(-lr * static_cast<double>(c.weight_decay)),
+      .l2_decay = decays && !c.adam_w_mode,
+      .decoupled_decay = decays && c.adam_w_mode,
+  };
+}
+
+}  // namespace
+
+void validate(const AdamConfig& config) {
+  check_finite_at_least_zero(config.lr, "lr", "1e-3");
+  check_beta(config.beta1, 0, "[0.9, 0.999]");
+  check_beta(config.beta2, 1, "[0.9, 0.999]");
+  check_finite_at_least_zero(config.eps, "eps", "1e-8");
+  check_finite_at_least_zero(config.weight_decay, "weight_decay", "0.01");
+}
+
+void validate(const AdagradConfig& config) {
+  check_finite_at_least_zero(config.lr, "lr", "1e-2");
+  check_finite_at_least_zero(config.eps, "eps", "1e-10");
+  check_finite_at_least_zero(config.weight_decay, "weight_decay", "0");
+}
+
+void validate(const LionConfig& config) {
+  check_finite_at_least_zero(config.lr, "lr", "1e-4");
+  check_beta(config.beta1, 0, "[0.9, 0.99]");
+  check_beta(config.beta2, 1, "[0.9, 0.99]");
+  check_finite_at_least_zero(config.weight_decay, "weight_decay", "0.01");
+}
+
+template <GradElement G, CopyElement H>
+void step(const AdamConfig& config, std::int64_t step, std::span<float> p, std::span<const G> g,
+          std::span<float> m, std::span<float> v, std::span<H> p_out, float grad_scale) {
+  validate(config);
+  STRATA_ASSERT(step >= 1);
+  STRATA_ASSERT(m.size() == p.size());
+  STRATA_ASSERT(v.size() == p.size());
+  const Arrays arrays = make_arrays(p, g, m, v, p_out);
+  const detail::AdamArgs args = adam_args(config, step, grad_scale);
+  const detail::AdamKernel kernel = kernels().adam[grad_index<G>()][copy_index<H>()];
+  for_each_tile(static_cast<std::int64_t>(p.size()),
+                [&](std::int64_t begin, std::int64_t end) { kernel(args, arrays, begin, end); });
+}
+
+template <GradElement G, CopyElement H>
+void step(const AdagradConfig& config, std::int64_t step, std::span<float> p, std::span<const G> g,
+          std::span<float> v, std::span<H> p_out, float grad_scale) {
+  validate(config);
+  STRATA_ASSERT(step >= 1);
+  STRATA_ASSERT(v.size() == p.size());
+  const Arrays arrays = make_arrays(p, g, std::span<float>{}, v, p_out);
+  const detail::AdagradArgs args{
+      .grad_scale = grad_scale,
+      .eps = config.eps,
+      .step_size = -config.lr,
+      .weight_decay = config.weight_decay,
+      .l2_decay = config.weight_decay > 0.0f,
+  };
+  const detail::AdagradKernel kernel = kernels().adagrad[grad_index<G>()][copy_index<H>()];
+  for_each_tile(static_cast<std::int64_t>(p.size()),
+                [&](std::int64_t begin, std::int64_t end) { kernel(args, arrays, begin, end); });
+}
+
+template <GradElement G, CopyElement H>
+void step(const LionConfig& config, std::int64_t step, std::span<float> p, std::span<const G> g,
+          std::span<float> m, std::span<H> p_out, float grad_scale) {
+  validate(config);
+  STRATA_ASSERT(step >= 1);
+  STRATA_ASSERT(m.size() == p.size());
+  const Arrays arrays = make_arrays(p, g, m, std::span<float>{}, p_out);
+  const double decay = static_cast<double>(config.lr) * static_cast<double>(config.weight_decay);
+  const detail::LionArgs args{
+      .grad_scale = grad_scale,
+      .beta1 = config.beta1,
+      .one_minus_beta1 = one_minus(config.beta1),
+      .beta2 = config.beta2,
+      .one_minus_beta2 = one_minus(config.beta2),
+      .step_size = -config.lr,
+      .after_decay = static_cast<float>(1.0 - decay),
+      .decay = config.weight_decay > 0.0f,
+  };
+  const detail::LionKernel kernel = kernels().lion[grad_index<G>()][copy_index<H>()];
+  for_each_tile(static_cast<std::int64_t>(p.size()),
+                [&](std::int64_t begin, std::int64_t end) { kernel(args, arrays, begin, end); });
+}
+
+template <GradElement G>
+GradStats scan_gradients(std::span<const G> g) {
+  const detail::ScanKernel kernel = kernels().scan[grad_index<G>()];
+  const auto n = static_cast<std::int64_t>(g.size());
+  const auto scan = [&](std::int64_t tile) {
+    return kernel(g.data(), tile * kTileElements, std::min(n, (tile + 1) * kTileElements));
+  };
+  const std::int64_t tiles = tile_count(n);
+  if (tiles == 0) return GradStats{};
+  if (tiles == 1) {
+    const detail::ScanPartial partial = scan(0);
+    return GradStats{partial.sum_squares, partial.has_inf_or_nan};
+  }
+  // The deterministic reduce splits the tile range the same way whatever the thread count and
+  // joins the halves in the same tree, so the double sum has the same bits every time.
+  const detail::ScanPartial total = tbb::parallel_deterministic_reduce(
+      tbb::blocked_range<std::int64_t>(0, tiles, 1), detail::ScanPartial{0.0, false},
+      [&](const tbb::blocked_range<std::int64_t>& range, detail::ScanPartial sum) {
+        for (std::int64_t t = range.begin(); t != range.end(); ++t) {
+          const detail::ScanPartial partial = scan(t);
+          sum.sum_squares += partial.sum_squares;
+          sum.has_inf_or_nan = sum.has_inf_or_nan || partial.has_inf_or_nan;
+        }
+        return sum;
+      },
+      [](detail::ScanPartial a, detail::ScanPartial b) {
+        return detail::ScanPartial{a.sum_squares + b.sum_squares,
+                                   a.has_inf_or_nan || b.has_inf_or_nan};
+      });
+  return GradStats{total.sum_squares, total.has_inf_or_nan};
+}
+
+template <GradElement G, CopyElement H>
+void membw_step(std::span<float> p, std::span<const G> g, std::span<float> m, std::span<float> v,
+                std::span<H> p_out) {
+  const Arrays arrays = make_arrays(p, g, m, v, p_out);
+  const detail::MembwKernel kernel =
+      kernels().membw[m.empty() ? 0 : 1][v.empty() ? 0 : 1][grad_index<G>()][copy_index<H>()];
+  for_each_tile(static_cast<std::int64_t>(p.size()),
+                [&](std::int64_t begin, std::int64_t end) { kernel(arrays, begin, end); });
+}
+
+#define STRATA_CPU_ADAM_INSTANTIATE(G, H)                                                         \
+  template void step<G, H>(const AdamConfig&, std::int64_t, std::span<float>, std::span<const G>, \
+                           std::span<float>, std::span<float>, std::span<H>, float);              \
+  template void step<G, H>(const AdagradConfig&, std::int64_t, std::span<float>,                  \
+                           std::span<const G>, std::span<float>, std::span<H>, float);            \
+  template void step<G, H>(const LionConfig&, std::int64_t, std::span<float>, std::span<const G>, \
+                           std::span<float>, std::span<H>, float);                                \
+  template void membw_step<G, H>(std::span<float>, std::span<const G>, std::span<float>,          \
+                                 std::span<float>, std::span<H>);
+
+STRATA_CPU_ADAM_INSTANTIATE(float, NoCopy)
+STRATA_CPU_ADAM_INSTANTIATE(float, bf16)
+STRATA_CPU_ADAM_INSTANTIATE(float, fp16)
+STRATA_CPU_ADAM_INSTANTIATE(bf16, NoCopy)
+STRATA_CPU_ADAM_INSTANTIATE(bf16, bf16)
+STRATA_CPU_ADAM_INSTANTIATE(bf16, fp16)
+STRATA_CPU_ADAM_INSTANTIATE(fp16, NoCopy)
+STRATA_CPU_ADAM_INSTANTIATE(fp16, bf16)
+STRATA_CPU_ADAM_INSTANTIATE(fp16, fp16)
+#undef STRATA_CPU_ADAM_INSTANTIATE
+
+template GradStats scan_gradients<float>(std::span<const float>);
+template GradStats scan_gradients<bf16>(std::span<const bf16>);
+template GradStats scan_gradients<fp16>(std::span<const fp16>);
+
+}  // namespace strata::cpu_adam
