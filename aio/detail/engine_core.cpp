@@ -43,18 +43,15 @@ void check_alignment(bool is_read, const FileState& file, std::int64_t offset,
 
 }  // namespace
 
-WorkQueue::WorkQueue(EngineCore& core, int ring_index, int ring_count, int capacity)
-    : core_(core),
-      ring_index_(ring_index),
-      ring_count_(ring_count),
-      slots_(static_cast<std::size_t>(capacity)) {}
+WorkQueue::WorkQueue(EngineCore& core, int ring_count, int capacity)
+    : core_(core), ring_count_(ring_count), entries_(static_cast<std::size_t>(capacity)) {}
 
-void WorkQueue::push(std::uint32_t slot) {
+void WorkQueue::push(std::uint32_t slot, std::int64_t first_piece) {
   {
     std::lock_guard lock(mutex_);
-    STRATA_ASSERT(count_ < slots_.size());  // one entry per outstanding ticket at most
-    slots_[(head_ + count_) % slots_.size()] = slot;
-    if (count_ == 0) next_piece_ = ring_index_;
+    STRATA_ASSERT(count_ < entries_.size());  // one entry per outstanding ticket at most
+    entries_[(head_ + count_) % entries_.size()] = Entry{slot, first_piece};
+    if (count_ == 0) next_piece_ = first_piece;
     ++count_;
   }
   ready_.notify_one();
@@ -64,7 +61,7 @@ WorkQueue::Take WorkQueue::take(Piece& piece, bool block) {
   std::unique_lock lock(mutex_);
   if (block) ready_.wait(lock, [this] { return count_ > 0 || stopping_; });
   if (count_ == 0) return stopping_ ? Take::stopped : Take::empty;
-  std::uint32_t slot = slots_[head_];
+  std::uint32_t slot = entries_[head_].slot;
   const TicketSlot& ticket = core_.slot(slot);
   std::int64_t block_size = core_.options().block_size_bytes;
   std::int64_t start = next_piece_ * block_size;
@@ -72,9 +69,9 @@ WorkQueue::Take WorkQueue::take(Piece& piece, bool block) {
                 std::min(block_size, ticket.length_bytes - start)};
   next_piece_ += ring_count_;
   if (next_piece_ >= ticket.piece_count) {
-    head_ = (head_ + 1) % slots_.size();
+    head_ = (head_ + 1) % entries_.size();
     --count_;
-    next_piece_ = ring_index_;
+    if (count_ > 0) next_piece_ = entries_[head_].first_piece;
   }
   return Take::piece;
 }
@@ -103,7 +100,7 @@ void EngineCore::start_workers(std::span<std::byte> registered) {
     queues_.clear();
     for (int ring = 0; ring < options_.thread_count; ++ring) {
       queues_.push_back(
-          std::make_unique<WorkQueue>(*this, ring, options_.thread_count, options_.tickets_max));
+          std::make_unique<WorkQueue>(*this, options_.thread_count, options_.tickets_max));
     }
   };
   make_queues();
@@ -202,9 +199,11 @@ EngineCore::TicketId EngineCore::submit(bool is_read, FileState& file, std::int6
     }
   }
   ticket.pieces_left.store(ticket.piece_count, std::memory_order_release);
-  auto rings = std::min<std::int64_t>(options_.thread_count, ticket.piece_count);
-  for (int ring = 0; ring < rings; ++ring)
-    queues_[static_cast<std::size_t>(ring)]->push(index);
+  std::int64_t ring_count = options_.thread_count;
+  auto start = static_cast<std::int64_t>(ticket.sequence % static_cast<std::uint64_t>(ring_count));
+  for (std::int64_t piece = 0; piece < std::min(ring_count, ticket.piece_count); ++piece) {
+    queues_[static_cast<std::size_t>((start + piece) % ring_count)]->push(index, piece);
+  }
   return TicketId{index, ticket.generation};
 }
 

@@ -68,14 +68,15 @@ struct Request {
   std::int64_t submitted_ns = 0;
 };
 
-// The transfers one ring still has pieces of, bounded by tickets_max. A ring takes the pieces
-// ring_index, ring_index + ring_count, ... of the transfer at the front.
+// The transfers one ring still has pieces of, bounded by tickets_max. Piece k of a transfer goes
+// to ring (start + k) mod ring_count, where the start ring rotates per transfer, so that small
+// transfers spread over the rings too; a ring takes first_piece, first_piece + ring_count, ...
 class WorkQueue {
  public:
   enum class Take { piece, empty, stopped };
 
-  WorkQueue(EngineCore& core, int ring_index, int ring_count, int capacity);
-  void push(std::uint32_t slot);
+  WorkQueue(EngineCore& core, int ring_count, int capacity);
+  void push(std::uint32_t slot, std::int64_t first_piece);
   // Takes the next piece; with `block`, waits until there is one or the queue stops.
   Take take(Piece& piece, bool block);
   // After stop(), take() returns `stopped` once the queue is empty.
@@ -83,11 +84,14 @@ class WorkQueue {
 
  private:
   EngineCore& core_;
-  const int ring_index_;
   const int ring_count_;
   std::mutex mutex_;
   std::condition_variable ready_;
-  std::vector<std::uint32_t> slots_;  // a circular buffer of `capacity` slots
+  struct Entry {
+    std::uint32_t slot;
+    std::int64_t first_piece;
+  };
+  std::vector<Entry> entries_;  // a circular buffer of `capacity` transfers
   std::size_t head_ = 0;
   std::size_t count_ = 0;
   std::int64_t next_piece_ = 0;
