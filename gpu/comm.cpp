@@ -1,0 +1,119 @@
+#include "gpu/comm.h"
+
+#include <string>
+
+#include "base/assert.h"
+#include "base/error.h"
+#include "gpu/host/mpi_comm.h"
+#include "gpu/host/solo_comm.h"
+
+namespace strata::gpu {
+
+std::string_view to_string(DataType type) {
+  switch (type) {
+    case DataType::float32:
+      return "float32";
+    case DataType::bfloat16:
+      return "bfloat16";
+    case DataType::float16:
+      return "float16";
+    case DataType::int32:
+      return "int32";
+    case DataType::int64:
+      return "int64";
+    case DataType::uint8:
+      return "uint8";
+  }
+  return "unknown";
+}
+
+std::int64_t size_bytes(DataType type) {
+  switch (type) {
+    case DataType::float32:
+    case DataType::int32:
+      return 4;
+    case DataType::bfloat16:
+    case DataType::float16:
+      return 2;
+    case DataType::int64:
+      return 8;
+    case DataType::uint8:
+      return 1;
+  }
+  STRATA_ASSERT(false);
+  return 0;
+}
+
+std::string_view to_string(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum:
+      return "sum";
+    case ReduceOp::avg:
+      return "avg";
+    case ReduceOp::max:
+      return "max";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::all_gather:
+      return "all_gather";
+    case CollectiveKind::reduce_scatter:
+      return "reduce_scatter";
+    case CollectiveKind::all_reduce:
+      return "all_reduce";
+    case CollectiveKind::broadcast:
+      return "broadcast";
+  }
+  return "unknown";
+}
+
+CommCounters Comm::counters() const {
+  CommCounters counters;
+  for (std::size_t i = 0; i < traffic_.size(); ++i) {
+    counters.by_kind[i].calls = traffic_[i].calls.load();
+    counters.by_kind[i].bytes_sent = traffic_[i].bytes_sent.load();
+    counters.by_kind[i].bytes_received = traffic_[i].bytes_received.load();
+  }
+  return counters;
+}
+
+void Comm::reset_counters() {
+  for (AtomicTraffic& traffic : traffic_) {
+    traffic.calls = 0;
+    traffic.bytes_sent = 0;
+    traffic.bytes_received = 0;
+  }
+}
+
+void Comm::count(CollectiveKind kind, std::int64_t bytes_sent, std::int64_t bytes_received) {
+  AtomicTraffic& traffic = traffic_[static_cast<std::size_t>(kind)];
+  traffic.calls += 1;
+  traffic.bytes_sent += bytes_sent;
+  traffic.bytes_received += bytes_received;
+}
+
+void Comm::check_arguments(const void* send, const void* receive, std::int64_t count) const {
+  STRATA_ASSERT(count >= 0);
+  STRATA_ASSERT(count == 0 || send != nullptr);
+  STRATA_ASSERT(count == 0 || receive != nullptr);
+}
+
+void Comm::check_root(int root) const {
+  STRATA_ASSERT(root >= 0);
+  STRATA_ASSERT(root < world_size());
+}
+
+std::unique_ptr<Comm> create_comm(World& world, Device& device) {
+  if (world.uses_mpi() && device.kind() == DeviceKind::host) return host::create_mpi_comm(world);
+  if (world.world_size() == 1) return host::create_solo_comm(world);
+  throw UserError("this job has " + std::to_string(world.world_size()) +
+                      " MPI ranks on CUDA devices, but this build of strata has no NCCL "
+                      "collectives for CUDA device memory yet",
+                  "run one process per machine without mpirun, or set "
+                  "CUDA_VISIBLE_DEVICES= so that every rank trains on the host device");
+}
+
+}  // namespace strata::gpu
