@@ -3,6 +3,7 @@
 #include <cblas.h>
 
 #include <limits>
+#include <mutex>
 
 #include "base/assert.h"
 #include "gpu/host/kernels/detail/parallel.h"
@@ -33,6 +34,43 @@ void gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n, st
               to_blas(lda), b, to_blas(ldb), beta, c, to_blas(ldc));
 }
 
+// OpenBLAS splits a product differently for each thread count, and its micro-kernels then sum in
+// a different order: measured here, sgemm with 3 or 5 threads gives other bits than with 1 or 2
+// (OpenBLAS 0.3.21, Sapphire Rapids kernels). So OpenBLAS runs single-threaded and the product is
+// cut into fixed tiles of the result (never of the summed dimension) that oneTBB runs in
+// parallel: each tile is the same BLAS call whatever the thread count, hence the same bits.
+constexpr std::int64_t tile_rows = 64;
+constexpr std::int64_t tile_cols = 256;
+
+void pin_blas_to_one_thread() {
+  static std::once_flag once;
+  std::call_once(once, [] { openblas_set_num_threads(1); });
+}
+
+// C[m, n] = alpha * op(A) @ op(B) + beta * C (row-major), tile by tile.
+template <typename Real>
+void tiled_gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                Real alpha, const Real* a, std::int64_t lda, const Real* b, std::int64_t ldb,
+                Real beta, Real* c, std::int64_t ldc) {
+  pin_blas_to_one_thread();
+  const std::int64_t row_tiles = (m + tile_rows - 1) / tile_rows;
+  const std::int64_t col_tiles = (n + tile_cols - 1) / tile_cols;
+  detail::parallel_chunks(row_tiles * col_tiles, 1, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t tile = begin; tile < end; ++tile) {
+      const std::int64_t row = (tile / col_tiles) * tile_rows;
+      const std::int64_t col = (tile % col_tiles) * tile_cols;
+      const std::int64_t tile_m = m - row < tile_rows ? m - row : tile_rows;
+      const std::int64_t tile_n = n - col < tile_cols ? n - col : tile_cols;
+      // op(A) rows [row, row + tile_m): rows of A, or columns of A when it is transposed.
+      const Real* a_tile = transpose_a ? a + row : a + row * lda;
+      // op(B) columns [col, col + tile_n): columns of B, or rows of B when it is transposed.
+      const Real* b_tile = transpose_b ? b + col * ldb : b + col;
+      gemm(transpose_a, transpose_b, tile_m, tile_n, k, alpha, a_tile, lda, b_tile, ldb, beta,
+           c + row * ldc + col, ldc);
+    }
+  });
+}
+
 }  // namespace
 
 template <typename Real>
@@ -54,8 +92,8 @@ void matmul_forward(Real* out, const Real* inp, const Real* weight, const Real* 
                             });
     beta = 1;
   }
-  gemm(false, true, rows, out_channels, in_channels, Real{1}, inp, in_channels, weight, in_channels,
-       beta, out, out_channels);
+  tiled_gemm(false, true, rows, out_channels, in_channels, Real{1}, inp, in_channels, weight,
+             in_channels, beta, out, out_channels);
 }
 
 template <typename Real>
@@ -67,11 +105,11 @@ void matmul_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout, c
   STRATA_ASSERT(inp != nullptr && weight != nullptr);
   if (rows == 0) return;
   // dinp[rows, in] += dout[rows, out] @ weight[out, in]
-  gemm(false, false, rows, in_channels, out_channels, Real{1}, dout, out_channels, weight,
-       in_channels, Real{1}, dinp, in_channels);
+  tiled_gemm(false, false, rows, in_channels, out_channels, Real{1}, dout, out_channels, weight,
+             in_channels, Real{1}, dinp, in_channels);
   // dweight[out, in] += dout[rows, out]^T @ inp[rows, in]
-  gemm(true, false, out_channels, in_channels, rows, Real{1}, dout, out_channels, inp, in_channels,
-       Real{1}, dweight, in_channels);
+  tiled_gemm(true, false, out_channels, in_channels, rows, Real{1}, dout, out_channels, inp,
+             in_channels, Real{1}, dweight, in_channels);
   if (dbias == nullptr) return;
   constexpr std::int64_t slice = 64;
   const std::int64_t slices = (out_channels + slice - 1) / slice;

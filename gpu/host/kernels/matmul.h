@@ -2,8 +2,10 @@
 
 #include <cstdint>
 
-// Linear layers through the BLAS (OpenBLAS's sgemm/dgemm, threaded by OpenBLAS itself). See
-// embedding.h for the conventions shared by every kernel here.
+// Linear layers through the BLAS (OpenBLAS's sgemm/dgemm). OpenBLAS is pinned to one thread (on
+// the first call, process-wide) and each product is cut into fixed 64 x 256 tiles of the result
+// that oneTBB runs in parallel: OpenBLAS's own threading changes the bits with the thread count.
+// See embedding.h for the conventions shared by every kernel here.
 namespace strata::gpu::host::kernels {
 
 // out[rows, out_channels] = inp[rows, in_channels] @ weight[out_channels, in_channels]^T + bias.
@@ -14,9 +16,8 @@ void matmul_forward(Real* out, const Real* inp, const Real* weight, const Real* 
                     std::int64_t rows, std::int64_t in_channels, std::int64_t out_channels);
 
 // dinp += dout @ weight, dweight += dout^T @ inp, dbias += sum over rows of dout. dbias may be
-// nullptr when the forward had no bias. OpenBLAS splits a product over rows and columns of the
-// result, never over the summed dimension, and dbias is summed per column slice in row order, so
-// the bits do not depend on the thread count.
+// nullptr when the forward had no bias. Tiles split the result, never the summed dimension, and
+// dbias is summed per column slice in row order, so the bits do not depend on the thread count.
 template <typename Real>
 void matmul_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout, const Real* inp,
                      const Real* weight, std::int64_t rows, std::int64_t in_channels,
