@@ -25,31 +25,43 @@ constexpr std::int64_t heads = 3;
 constexpr std::int64_t head_size = 5;
 constexpr std::int64_t channels = heads * head_size;
 
-double qkv_at(const std::vector<double>& qkv, std::int64_t b, std::int64_t t, std::int64_t part,
-              std::int64_t h, std::int64_t i) {
-  return qkv[(b * seq_len + t) * 3 * channels + part * channels + h * head_size + i];
-}
+struct Shape {
+  std::int64_t batch;
+  std::int64_t seq_len;
+  std::int64_t heads;
+  std::int64_t head_size;
+  std::int64_t channels() const { return heads * head_size; }
+  std::int64_t qkv_size() const { return batch * seq_len * 3 * channels(); }
+  std::int64_t out_size() const { return batch * seq_len * channels(); }
+  std::int64_t att_size() const { return batch * heads * seq_len * seq_len; }
+};
 
-std::vector<double> reference_forward(const std::vector<double>& qkv) {
-  std::vector<double> out(batch * seq_len * channels, 0.0);
-  const double scale = 1.0 / std::sqrt(static_cast<double>(head_size));
-  for (std::int64_t b = 0; b < batch; ++b) {
-    for (std::int64_t h = 0; h < heads; ++h) {
-      for (std::int64_t t = 0; t < seq_len; ++t) {
+// The textbook forward, written independently of the kernel (no blocks, no max subtraction).
+std::vector<double> reference_forward(const std::vector<double>& qkv, const Shape& shape) {
+  const auto qkv_at = [&](std::int64_t b, std::int64_t t, std::int64_t part, std::int64_t h,
+                          std::int64_t i) {
+    return qkv[(b * shape.seq_len + t) * 3 * shape.channels() + part * shape.channels() +
+               h * shape.head_size + i];
+  };
+  std::vector<double> out(shape.batch * shape.seq_len * shape.channels(), 0.0);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(shape.head_size));
+  for (std::int64_t b = 0; b < shape.batch; ++b) {
+    for (std::int64_t h = 0; h < shape.heads; ++h) {
+      for (std::int64_t t = 0; t < shape.seq_len; ++t) {
         std::vector<double> weights(t + 1);
         double total = 0.0;
         for (std::int64_t t2 = 0; t2 <= t; ++t2) {
           double score = 0.0;
-          for (std::int64_t i = 0; i < head_size; ++i) {
-            score += qkv_at(qkv, b, t, 0, h, i) * qkv_at(qkv, b, t2, 1, h, i);
+          for (std::int64_t i = 0; i < shape.head_size; ++i) {
+            score += qkv_at(b, t, 0, h, i) * qkv_at(b, t2, 1, h, i);
           }
           weights[t2] = std::exp(score * scale);
           total += weights[t2];
         }
         for (std::int64_t t2 = 0; t2 <= t; ++t2) {
-          for (std::int64_t i = 0; i < head_size; ++i) {
-            out[(b * seq_len + t) * channels + h * head_size + i] +=
-                weights[t2] / total * qkv_at(qkv, b, t2, 2, h, i);
+          for (std::int64_t i = 0; i < shape.head_size; ++i) {
+            out[(b * shape.seq_len + t) * shape.channels() + h * shape.head_size + i] +=
+                weights[t2] / total * qkv_at(b, t2, 2, h, i);
           }
         }
       }
@@ -60,7 +72,7 @@ std::vector<double> reference_forward(const std::vector<double>& qkv) {
 
 TEST(KernelsAttention, ForwardMatchesScalarReferenceAndIsCausal) {
   const auto qkv = random_values(batch * seq_len * 3 * channels, 1, -2.0, 2.0);
-  const auto expected = reference_forward(qkv);
+  const auto expected = reference_forward(qkv, Shape{batch, seq_len, heads, head_size});
   std::vector<double> out(expected.size());
   std::vector<double> att(batch * heads * seq_len * seq_len, -1.0);
   attention_forward(out.data(), att.data(), qkv.data(), batch, seq_len, channels, heads);
@@ -130,6 +142,34 @@ TEST(KernelsAttention, FloatBackwardMatchesDoubleAndAccumulates) {
   const double error = scaled_error(dqkv_f, fresh);
   report_error("attention backward float vs double", error);
   EXPECT_LT(error, 1e-5);
+}
+
+// 133 positions: two full blocks of 64 query rows and a ragged one of 5, so the causal blocking
+// (each block scoring only the keys it sees) is checked against the reference and the finite
+// differences too.
+TEST(KernelsAttention, SeveralCausalBlocksMatchReferenceAndFiniteDifferences) {
+  const Shape shape{1, 133, 2, 2};
+  auto qkv = random_values(shape.qkv_size(), 8, -2.0, 2.0);
+  const auto expected = reference_forward(qkv, shape);
+  std::vector<double> out(shape.out_size());
+  std::vector<double> att(shape.att_size(), std::nan(""));  // the kernel writes every element
+  attention_forward(out.data(), att.data(), qkv.data(), shape.batch, shape.seq_len,
+                    shape.channels(), shape.heads);
+  EXPECT_LT(scaled_error(out, expected), 1e-13);
+
+  const auto weights = random_values(shape.out_size(), 9);
+  const auto loss = [&] {
+    attention_forward(out.data(), att.data(), qkv.data(), shape.batch, shape.seq_len,
+                      shape.channels(), shape.heads);
+    return weighted_sum(out, weights);
+  };
+  loss();
+  std::vector<double> dqkv(qkv.size(), 0.0);
+  attention_backward(dqkv.data(), weights.data(), qkv.data(), att.data(), shape.batch,
+                     shape.seq_len, shape.channels(), shape.heads);
+  const double error = scaled_error(dqkv, finite_difference(qkv, loss));
+  report_error("attention backward dqkv vs finite differences, 133 positions", error);
+  EXPECT_LT(error, 1e-8);
 }
 
 TEST(KernelsAttention, SinglePositionAndSingleHeadShapes) {

@@ -4,25 +4,18 @@
 #include <limits>
 #include <vector>
 
+#include <tbb/enumerable_thread_specific.h>
+
 #include "base/assert.h"
+#include "gpu/host/kernels/detail/blas.h"
 #include "gpu/host/kernels/detail/parallel.h"
 
 namespace strata::gpu::host::kernels {
 namespace {
 
-template <typename Real>
-Real dot(const Real* a, const Real* b, std::int64_t n) {
-  Real sum = 0;
-  for (std::int64_t i = 0; i < n; ++i)
-    sum += a[i] * b[i];
-  return sum;
-}
-
-template <typename Real>
-void axpy(Real* y, Real alpha, const Real* x, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i)
-    y[i] += alpha * x[i];
-}
+// Queries are processed in blocks of this many rows: a block's scores need keys up to its last
+// row only, which halves the work of a causal head, and the pieces stay fixed (determinism).
+constexpr std::int64_t causal_block = 64;
 
 // The pointers of one (batch, head) pair: row t of q, k, v is base + t * stride.
 template <typename Real>
@@ -59,6 +52,54 @@ void softmax_causal_row(Real* row, std::int64_t t, std::int64_t seq_len) {
     row[t2] = 0;
 }
 
+// One row of the softmax backward, in place: on entry row[0..t] holds datt, on exit dpre =
+// att * (datt - sum(att * datt)) there and zeros in row[t+1..seq_len).
+template <typename Real>
+void softmax_backward_causal_row(Real* row, const Real* att_row, std::int64_t t,
+                                 std::int64_t seq_len) {
+  double weighted = 0.0;
+  for (std::int64_t t2 = 0; t2 <= t; ++t2)
+    weighted += static_cast<double>(att_row[t2]) * row[t2];
+  const Real weighted_sum = static_cast<Real>(weighted);
+  for (std::int64_t t2 = 0; t2 <= t; ++t2)
+    row[t2] = att_row[t2] * (row[t2] - weighted_sum);
+  for (std::int64_t t2 = t + 1; t2 < seq_len; ++t2)
+    row[t2] = 0;
+}
+
+// The backward of one (batch, head) pair; dpre is (seq_len x seq_len) scratch.
+template <typename Real>
+void backward_head(Real* dpre, const HeadView<Real>& grad, const HeadView<const Real>& view,
+                   const Real* att, const Real* dout, std::int64_t seq_len, std::int64_t channels,
+                   std::int64_t head_size, Real scale) {
+  for (std::int64_t row = 0; row < seq_len; row += causal_block) {
+    const std::int64_t row_end = row + causal_block < seq_len ? row + causal_block : seq_len;
+    const std::int64_t block = row_end - row;
+    // datt[t, t2] = dout[t] . v[t2] for the block's rows and the keys they see.
+    detail::gemm(false, true, block, row_end, head_size, Real{1}, dout + row * channels, channels,
+                 view.v, view.stride, Real{0}, dpre + row * seq_len, seq_len);
+    for (std::int64_t t = row; t < row_end; ++t) {
+      softmax_backward_causal_row(dpre + t * seq_len, att + t * seq_len, t, seq_len);
+    }
+    // dq[t] += scale * sum over t2 < row_end of dpre[t, t2] * k[t2].
+    detail::gemm(false, false, block, head_size, row_end, scale, dpre + row * seq_len, seq_len,
+                 view.k, view.stride, Real{1}, grad.q + row * grad.stride, grad.stride);
+  }
+  // Column block [col, col_end) of keys is seen by queries [col, seq_len) only:
+  //   dv[t2] += sum over t of att[t, t2] * dout[t];  dk[t2] += scale * sum of dpre[t, t2] * q[t].
+  for (std::int64_t col = 0; col < seq_len; col += causal_block) {
+    const std::int64_t col_end = col + causal_block < seq_len ? col + causal_block : seq_len;
+    const std::int64_t block = col_end - col;
+    const std::int64_t queries = seq_len - col;
+    detail::gemm(true, false, block, head_size, queries, Real{1}, att + col * seq_len + col,
+                 seq_len, dout + col * channels, channels, Real{1}, grad.v + col * grad.stride,
+                 grad.stride);
+    detail::gemm(true, false, block, head_size, queries, scale, dpre + col * seq_len + col, seq_len,
+                 view.q + col * view.stride, view.stride, Real{1}, grad.k + col * grad.stride,
+                 grad.stride);
+  }
+}
+
 }  // namespace
 
 template <typename Real>
@@ -67,6 +108,7 @@ void attention_forward(Real* out, Real* att, const Real* qkv, std::int64_t batch
   STRATA_ASSERT(batch >= 0 && seq_len >= 0 && channels > 0 && heads > 0);
   STRATA_ASSERT(channels % heads == 0);
   STRATA_ASSERT(out != nullptr && att != nullptr && qkv != nullptr);
+  detail::pin_blas_to_one_thread();
   const std::int64_t head_size = channels / heads;
   const Real scale = static_cast<Real>(1.0 / std::sqrt(static_cast<double>(head_size)));
   detail::parallel_chunks(batch * heads, 1, [&](std::int64_t begin, std::int64_t end) {
@@ -75,19 +117,18 @@ void attention_forward(Real* out, Real* att, const Real* qkv, std::int64_t batch
       const std::int64_t h = task % heads;
       const HeadView<const Real> view = head_view(qkv, b, h, seq_len, channels, head_size);
       Real* att_head = att + task * seq_len * seq_len;
-      for (std::int64_t t = 0; t < seq_len; ++t) {
-        Real* row = att_head + t * seq_len;
-        const Real* q = view.q + t * view.stride;
-        for (std::int64_t t2 = 0; t2 <= t; ++t2) {
-          row[t2] = scale * dot(q, view.k + t2 * view.stride, head_size);
+      Real* out_head = out + b * seq_len * channels + h * head_size;
+      // Row block [row, row_end) of queries sees keys [0, row_end) only (causal).
+      for (std::int64_t row = 0; row < seq_len; row += causal_block) {
+        const std::int64_t row_end = row + causal_block < seq_len ? row + causal_block : seq_len;
+        const std::int64_t block = row_end - row;
+        detail::gemm(false, true, block, row_end, head_size, scale, view.q + row * view.stride,
+                     view.stride, view.k, view.stride, Real{0}, att_head + row * seq_len, seq_len);
+        for (std::int64_t t = row; t < row_end; ++t) {
+          softmax_causal_row(att_head + t * seq_len, t, seq_len);
         }
-        softmax_causal_row(row, t, seq_len);
-        Real* out_row = out + (b * seq_len + t) * channels + h * head_size;
-        for (std::int64_t i = 0; i < head_size; ++i)
-          out_row[i] = 0;
-        for (std::int64_t t2 = 0; t2 <= t; ++t2) {
-          axpy(out_row, row[t2], view.v + t2 * view.stride, head_size);
-        }
+        detail::gemm(false, false, block, head_size, row_end, Real{1}, att_head + row * seq_len,
+                     seq_len, view.v, view.stride, Real{0}, out_head + row * channels, channels);
       }
     }
   });
@@ -100,34 +141,24 @@ void attention_backward(Real* dqkv, const Real* dout, const Real* qkv, const Rea
   STRATA_ASSERT(batch >= 0 && seq_len >= 0 && channels > 0 && heads > 0);
   STRATA_ASSERT(channels % heads == 0);
   STRATA_ASSERT(dqkv != nullptr && dout != nullptr && qkv != nullptr && att != nullptr);
+  detail::pin_blas_to_one_thread();
   const std::int64_t head_size = channels / heads;
   const Real scale = static_cast<Real>(1.0 / std::sqrt(static_cast<double>(head_size)));
+  // One (seq_len x seq_len) dpre buffer per worker thread, reused by its tasks; every element a
+  // task reads it has written first, so what a previous task left there never matters.
+  tbb::enumerable_thread_specific<std::vector<Real>> scratch;
   detail::parallel_chunks(batch * heads, 1, [&](std::int64_t begin, std::int64_t end) {
-    std::vector<Real> datt(static_cast<std::size_t>(seq_len));
+    std::vector<Real>& dpre = scratch.local();
+    dpre.resize(static_cast<std::size_t>(seq_len * seq_len));
     for (std::int64_t task = begin; task < end; ++task) {
       const std::int64_t b = task / heads;
       const std::int64_t h = task % heads;
       const HeadView<const Real> view = head_view(qkv, b, h, seq_len, channels, head_size);
       const HeadView<Real> grad = head_view(dqkv, b, h, seq_len, channels, head_size);
       const Real* att_head = att + task * seq_len * seq_len;
-      for (std::int64_t t = 0; t < seq_len; ++t) {
-        const Real* row = att_head + t * seq_len;
-        const Real* dout_row = dout + (b * seq_len + t) * channels + h * head_size;
-        double weighted = 0.0;
-        for (std::int64_t t2 = 0; t2 <= t; ++t2) {
-          datt[t2] = dot(dout_row, view.v + t2 * view.stride, head_size);
-          axpy(grad.v + t2 * grad.stride, row[t2], dout_row, head_size);
-          weighted += static_cast<double>(row[t2]) * datt[t2];
-        }
-        const Real weighted_sum = static_cast<Real>(weighted);
-        const Real* q = view.q + t * view.stride;
-        Real* dq = grad.q + t * grad.stride;
-        for (std::int64_t t2 = 0; t2 <= t; ++t2) {
-          const Real dpre = scale * row[t2] * (datt[t2] - weighted_sum);
-          axpy(dq, dpre, view.k + t2 * view.stride, head_size);
-          axpy(grad.k + t2 * grad.stride, dpre, q, head_size);
-        }
-      }
+      const Real* dout_head = dout + b * seq_len * channels + h * head_size;
+      backward_head(dpre.data(), grad, view, att_head, dout_head, seq_len, channels, head_size,
+                    scale);
     }
   });
 }

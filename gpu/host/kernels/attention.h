@@ -13,6 +13,8 @@ namespace strata::gpu::host::kernels {
 //   att[t, t2] = softmax over t2 <= t of pre (max subtracted first), 0 for t2 > t,
 //   out[b, t, h * head_size + i] = sum over t2 of att[t, t2] * v[t2, i].
 // Saves att: (batch, heads, seq_len, seq_len), which is what the backward needs besides qkv.
+// Products go through BLAS per (batch, head) in blocks of 64 query rows, each block scoring only
+// the keys it may see; rows are a fixed partition, so the bits do not depend on the thread count.
 template <typename Real>
 void attention_forward(Real* out, Real* att, const Real* qkv, std::int64_t batch,
                        std::int64_t seq_len, std::int64_t channels, std::int64_t heads);
@@ -22,9 +24,10 @@ void attention_forward(Real* out, Real* att, const Real* qkv, std::int64_t batch
 //   datt[t, t2] = dout[t] . v[t2];  dv[t2] += att[t, t2] * dout[t]
 //   dpre[t, t2] = att[t, t2] * (datt[t, t2] - sum over t3 of att[t, t3] * datt[t, t3])
 //   dq[t] += scale * sum over t2 of dpre[t, t2] * k[t2];  dk[t2] += scale * dpre[t, t2] * q[t]
-// Each (batch, head) pair is one task that owns its slice of dqkv and walks positions in order,
-// so there are no atomics and the bits do not depend on the thread count. Uses seq_len elements
-// of scratch per task (allocated per call).
+// Each (batch, head) pair is one task that owns its slice of dqkv; its products run through
+// single-threaded BLAS in fixed blocks of 64 positions, so there are no atomics and the bits do not
+// depend on the thread count. Uses seq_len^2 elements of scratch per worker thread, allocated per
+// call.
 template <typename Real>
 void attention_backward(Real* dqkv, const Real* dout, const Real* qkv, const Real* att,
                         std::int64_t batch, std::int64_t seq_len, std::int64_t channels,

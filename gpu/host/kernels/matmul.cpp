@@ -1,58 +1,23 @@
 #include "gpu/host/kernels/matmul.h"
 
-#include <cblas.h>
-
-#include <limits>
-#include <mutex>
-
 #include "base/assert.h"
+#include "gpu/host/kernels/detail/blas.h"
 #include "gpu/host/kernels/detail/parallel.h"
 
 namespace strata::gpu::host::kernels {
 namespace {
 
-// The CBLAS interface takes int sizes (OpenBLAS is built with 32-bit integers on Debian).
-blasint to_blas(std::int64_t size) {
-  STRATA_ASSERT(size >= 0 && size <= std::numeric_limits<blasint>::max());
-  return static_cast<blasint>(size);
-}
-
-// C[m, n] = alpha * op(A) @ op(B) + beta * C, row-major.
-void gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n, std::int64_t k,
-          float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
-          float beta, float* c, std::int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans,
-              transpose_b ? CblasTrans : CblasNoTrans, to_blas(m), to_blas(n), to_blas(k), alpha, a,
-              to_blas(lda), b, to_blas(ldb), beta, c, to_blas(ldc));
-}
-
-void gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n, std::int64_t k,
-          double alpha, const double* a, std::int64_t lda, const double* b, std::int64_t ldb,
-          double beta, double* c, std::int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans,
-              transpose_b ? CblasTrans : CblasNoTrans, to_blas(m), to_blas(n), to_blas(k), alpha, a,
-              to_blas(lda), b, to_blas(ldb), beta, c, to_blas(ldc));
-}
-
-// OpenBLAS splits a product differently for each thread count, and its micro-kernels then sum in
-// a different order: measured here, sgemm with 3 or 5 threads gives other bits than with 1 or 2
-// (OpenBLAS 0.3.21, Sapphire Rapids kernels). So OpenBLAS runs single-threaded and the product is
-// cut into fixed tiles of the result (never of the summed dimension) that oneTBB runs in
-// parallel: each tile is the same BLAS call whatever the thread count, hence the same bits.
+// The product is cut into fixed tiles of the result, never of the summed dimension; see
+// detail/blas.h for why OpenBLAS itself runs single-threaded.
 constexpr std::int64_t tile_rows = 64;
 constexpr std::int64_t tile_cols = 256;
-
-void pin_blas_to_one_thread() {
-  static std::once_flag once;
-  std::call_once(once, [] { openblas_set_num_threads(1); });
-}
 
 // C[m, n] = alpha * op(A) @ op(B) + beta * C (row-major), tile by tile.
 template <typename Real>
 void tiled_gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n, std::int64_t k,
                 Real alpha, const Real* a, std::int64_t lda, const Real* b, std::int64_t ldb,
                 Real beta, Real* c, std::int64_t ldc) {
-  pin_blas_to_one_thread();
+  detail::pin_blas_to_one_thread();
   const std::int64_t row_tiles = (m + tile_rows - 1) / tile_rows;
   const std::int64_t col_tiles = (n + tile_cols - 1) / tile_cols;
   detail::parallel_chunks(row_tiles * col_tiles, 1, [&](std::int64_t begin, std::int64_t end) {
@@ -65,8 +30,8 @@ void tiled_gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t
       const Real* a_tile = transpose_a ? a + row : a + row * lda;
       // op(B) columns [col, col + tile_n): columns of B, or rows of B when it is transposed.
       const Real* b_tile = transpose_b ? b + col * ldb : b + col;
-      gemm(transpose_a, transpose_b, tile_m, tile_n, k, alpha, a_tile, lda, b_tile, ldb, beta,
-           c + row * ldc + col, ldc);
+      detail::gemm(transpose_a, transpose_b, tile_m, tile_n, k, alpha, a_tile, lda, b_tile, ldb,
+                   beta, c + row * ldc + col, ldc);
     }
   });
 }

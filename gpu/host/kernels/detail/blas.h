@@ -1,0 +1,46 @@
+#pragma once
+
+#include <cblas.h>
+
+#include <cstdint>
+#include <limits>
+#include <mutex>
+
+#include "base/assert.h"
+
+namespace strata::gpu::host::kernels::detail {
+
+// OpenBLAS splits a product differently for each of its thread counts, and its micro-kernels then
+// sum in another order: measured here, sgemm with 3 or 5 threads gives other bits than with 1 or 2
+// (OpenBLAS 0.3.21, Sapphire Rapids kernels). The kernels therefore run OpenBLAS single-threaded
+// (process-wide, set on first use) and split work themselves into fixed pieces that oneTBB runs
+// in parallel: each piece is the same BLAS call whatever the thread count, hence the same bits.
+inline void pin_blas_to_one_thread() {
+  static std::once_flag once;
+  std::call_once(once, [] { openblas_set_num_threads(1); });
+}
+
+// The CBLAS interface takes int sizes (Debian's OpenBLAS uses 32-bit integers).
+inline blasint to_blas(std::int64_t size) {
+  STRATA_ASSERT(size >= 0 && size <= std::numeric_limits<blasint>::max());
+  return static_cast<blasint>(size);
+}
+
+// C[m, n] = alpha * op(A) @ op(B) + beta * C, row-major, on the calling thread.
+inline void gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                 float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
+                 float beta, float* c, std::int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans,
+              transpose_b ? CblasTrans : CblasNoTrans, to_blas(m), to_blas(n), to_blas(k), alpha, a,
+              to_blas(lda), b, to_blas(ldb), beta, c, to_blas(ldc));
+}
+
+inline void gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                 double alpha, const double* a, std::int64_t lda, const double* b, std::int64_t ldb,
+                 double beta, double* c, std::int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans,
+              transpose_b ? CblasTrans : CblasNoTrans, to_blas(m), to_blas(n), to_blas(k), alpha, a,
+              to_blas(lda), b, to_blas(ldb), beta, c, to_blas(ldc));
+}
+
+}  // namespace strata::gpu::host::kernels::detail
