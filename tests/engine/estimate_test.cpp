@@ -1,0 +1,333 @@
+// The memory estimate: strata's terms on hand-computed cases, the GPT shape arithmetic, DeepSpeed's
+// estimator formulas (values worked by hand with Python's float arithmetic), and the verdicts.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "engine/memory_estimate.h"
+
+namespace strata::engine {
+namespace {
+
+using enum OffloadDevice;
+
+const MemoryTerm* find_term(const EstimateRow& row, const std::string& name) {
+  for (const MemoryTerm& term : row.terms) {
+    if (term.name == name) return &term;
+  }
+  return nullptr;
+}
+
+std::int64_t term_bytes(const EstimateRow& row, const std::string& name) {
+  const MemoryTerm* term = find_term(row, name);
+  return term == nullptr ? 0 : term->bytes;
+}
+
+// P = 8,192,000 on 4 ranks: part = ceil(P / 4) = 2,048,000, already a multiple of 2048.
+EstimateInputs small_inputs() {
+  EstimateInputs inputs;
+  inputs.params = 8'192'000;
+  inputs.largest_layer_params = 1'000'000;
+  inputs.gpus_per_node = 4;
+  return inputs;
+}
+
+TEST(GptShape, CountsGpt2Parameters) {
+  // Hugging Face's published counts for GPT-2 (tied embeddings, learned positions, biases).
+  EXPECT_EQ(gpt_param_count({12, 12, 768, 1024, 50257}), 124'439'808);
+  EXPECT_EQ(gpt_param_count({24, 16, 1024, 1024, 50257}), 354'823'168);
+  EXPECT_EQ(gpt_param_count({36, 20, 1280, 1024, 50257}), 774'030'080);
+  EXPECT_EQ(gpt_param_count({48, 25, 1600, 1024, 50257}), 1'557'611'200);
+}
+
+TEST(GptShape, TensorListSumsToTheCount) {
+  GptShape shape{3, 4, 96, 64, 300};
+  std::int64_t sum = 0;
+  for (std::int64_t elements : gpt_tensor_elements(shape))
+    sum += elements;
+  EXPECT_EQ(sum, gpt_param_count(shape));
+  EXPECT_EQ(gpt_tensor_elements(shape).size(), 2u + 3u * 12u + 2u);
+}
+
+TEST(GptShape, LargestModuleIsTheEmbeddingOrABlock) {
+  // GPT-2 small: wte + wpe = 50257*768 + 1024*768 beats a block's 12*768^2 + 13*768.
+  EXPECT_EQ(gpt_largest_module_params({12, 12, 768, 1024, 50257}), 39'383'808);
+  // A wide model with a small vocabulary: a block.
+  EXPECT_EQ(gpt_largest_module_params({4, 16, 4096, 2048, 256}), 12 * 4096 * 4096 + 13 * 4096);
+}
+
+TEST(GptShape, ActivationBytesByHand) {
+  GptShape shape{2, 4, 64, 32, 256};
+  // block = 34*s*b*h + 5*a*s^2*b = 34*32*3*64 + 5*4*32*32*3 = 208,896 + 61,440 = 270,336
+  // head = 6*b*s*vocab + 2*s*b*h = 147,456 + 12,288 = 159,744
+  EXPECT_EQ(gpt_activation_bytes(shape, 3, false), 2 * 270'336 + 159'744);
+  // checkpointed: n_layer * 2*s*b*h + one block + head = 24,576 + 270,336 + 159,744
+  EXPECT_EQ(gpt_activation_bytes(shape, 3, true), 24'576 + 270'336 + 159'744);
+}
+
+TEST(EstimateChoices, FollowDeepSpeedsRules) {
+  EXPECT_EQ(invalid_choice_reason(3, nvme, nvme), "");
+  EXPECT_EQ(invalid_choice_reason(3, none, nvme), "");
+  EXPECT_EQ(invalid_choice_reason(2, none, cpu), "");
+  EXPECT_EQ(invalid_choice_reason(2, cpu, cpu), "offload_param needs ZeRO stage 3");
+  EXPECT_EQ(invalid_choice_reason(2, none, nvme), "offload_optimizer nvme needs ZeRO stage 3");
+  EXPECT_EQ(invalid_choice_reason(3, cpu, none),
+            "offload_param needs offload_optimizer cpu or nvme");
+  EXPECT_NE(invalid_choice_reason(1, none, none), "");
+}
+
+TEST(EstimateRows, NineRowsInOrder) {
+  std::vector<EstimateRow> rows = estimate_all_rows(small_inputs());
+  ASSERT_EQ(rows.size(), 9u);
+  EXPECT_EQ(rows[0].stage, 2);
+  EXPECT_EQ(rows[1].offload_optimizer, cpu);
+  EXPECT_EQ(rows[2].stage, 3);
+  EXPECT_EQ(rows[2].offload_param, none);
+  EXPECT_EQ(rows[8].offload_param, nvme);
+  EXPECT_EQ(rows[8].offload_optimizer, nvme);
+}
+
+TEST(EstimateRows, Stage3NoOffloadByHand) {
+  EstimateRow row = estimate_row(small_inputs(), 3, none, none);
+  EXPECT_EQ(term_bytes(row, "param_partition_16bit"), 2 * 2'048'000);
+  // L + min(L, prefetch 5e7, max_live 1e9 - L) = 2,000,000 elements
+  EXPECT_EQ(term_bytes(row, "gathered_params_16bit"), 4'000'000);
+  EXPECT_EQ(term_bytes(row, "module_gradients_16bit"), 2'000'000);
+  // min(5e8, P) elements, 2 bytes, 2 buckets (overlap_comm defaults on at stage 3)
+  EXPECT_EQ(term_bytes(row, "reduce_buckets_16bit"), 32'768'000);
+  EXPECT_EQ(term_bytes(row, "optimizer_states_fp32"), 12 * 2'048'000);
+  EXPECT_EQ(term_bytes(row, "gradient_accumulation_fp32"), 4 * 2'048'000);
+  EXPECT_EQ(row.per_gpu_bytes, 75'632'000);
+  EXPECT_EQ(row.per_node_cpu_bytes, 0);
+  EXPECT_EQ(row.nvme_bytes, 0);
+  EXPECT_EQ(find_term(row, "activations"), nullptr);  // unknown without the model's shape
+}
+
+TEST(EstimateRows, Stage3EverythingOnNvmeByHand) {
+  EstimateRow row = estimate_row(small_inputs(), 3, nvme, nvme);
+  EXPECT_EQ(row.per_gpu_bytes, 4'000'000 + 2'000'000 + 32'768'000);
+  // per rank: grad accumulation 8,192,000 + grad staging 2*2,048,000*2 + optimizer swap buffers
+  // 4*4*2,048,000 + param swap buffers 5*1e8*2 + param CPU cache 2*2,048,000
+  EXPECT_EQ(term_bytes(row, "optimizer_swap_buffers"), 32'768'000);
+  EXPECT_EQ(term_bytes(row, "param_swap_buffers"), 1'000'000'000);
+  EXPECT_EQ(row.per_node_cpu_bytes, 4 * std::int64_t{1'053'248'000});
+  EXPECT_EQ(row.pinned_bytes_per_rank, 1'053'248'000);
+  // per rank: params round_up(4,096,000, 1 MiB) = 4 MiB; optimizer 3 * round_up(8,192,000, 1 MiB)
+  EXPECT_EQ(term_bytes(row, "param_partition_16bit"), 4 * 1'048'576);
+  EXPECT_EQ(term_bytes(row, "optimizer_states_fp32"), 3 * 8 * 1'048'576);
+  EXPECT_EQ(row.nvme_bytes, 4 * (4 + 24) * std::int64_t{1'048'576});
+}
+
+TEST(EstimateRows, Stage2OptimizerOnCpuByHand) {
+  EstimateRow row = estimate_row(small_inputs(), 2, none, cpu);
+  EXPECT_EQ(term_bytes(row, "params_16bit"), 2 * 8'192'000);
+  // stage 2: overlap_comm defaults off, one bucket
+  EXPECT_EQ(term_bytes(row, "reduce_buckets_16bit"), 16'384'000);
+  EXPECT_EQ(row.per_gpu_bytes, 16'384'000 + 2'000'000 + 16'384'000);
+  EXPECT_EQ(row.per_node_cpu_bytes, 4 * (8'192'000 + 4'096'000 + 24'576'000));
+}
+
+TEST(EstimateRows, SubGroupsPadEachExtentAndSizeThePool) {
+  EstimateInputs inputs = small_inputs();
+  inputs.sub_group_size = 1'000'000;
+  inputs.pipeline_read = true;
+  inputs.pipeline_write = true;
+  inputs.overlap_comm = false;
+  EstimateRow row = estimate_row(inputs, 3, none, nvme);
+  // 2,048,000 elements in sub-groups of 999,424 (1e6 rounded down to 2048): 999,424 x 2 + 49,152.
+  // Each state extent is padded to 1 MiB: 2 * round_up(3,997,696) + round_up(196,608) = 9 MiB.
+  EXPECT_EQ(term_bytes(row, "optimizer_states_fp32"), 3 * 9 * 1'048'576);
+  EXPECT_EQ(term_bytes(row, "optimizer_swap_buffers"), 4 * 4 * 999'424 * 3);
+  EXPECT_EQ(term_bytes(row, "reduce_buckets_16bit"), 2 * 8'192'000);
+  EXPECT_EQ(term_bytes(row, "gradient_staging_16bit"), 2 * 2'048'000);
+}
+
+TEST(EstimateRows, ConfigValuesChangeTheTerms) {
+  EstimateInputs inputs = small_inputs();
+  inputs.param_buffer_count = 2;
+  inputs.param_buffer_size = 1'000'000;
+  inputs.max_in_cpu = 1000;
+  inputs.stage3_prefetch_bucket_size = 100;
+  inputs.reduce_bucket_size = 1000;
+  EstimateRow row = estimate_row(inputs, 3, nvme, cpu);
+  EXPECT_EQ(term_bytes(row, "param_swap_buffers"), 2 * 1'000'000 * 2);
+  EXPECT_EQ(term_bytes(row, "param_cpu_cache_16bit"), 2 * 1000);
+  EXPECT_EQ(term_bytes(row, "gathered_params_16bit"), 2 * (1'000'000 + 100));
+  EXPECT_EQ(term_bytes(row, "reduce_buckets_16bit"), 2 * 1000 * 2);
+}
+
+// n_layer 1, d 64, vocab 256, seq 32 on 2 ranks, as engine/zero's FlatLayout cuts it:
+// embedding 18,432 -> shards of 10,240 (padded 20,480); block 49,984 -> 26,624 (53,248);
+// ln_f 128 -> 2,048 (4,096). Partition 38,912.
+TEST(EstimateRows, ModelShapeUsesTheEnginesFlatLayout) {
+  EstimateInputs inputs;
+  inputs.model = GptShape{1, 4, 64, 32, 256};
+  inputs.params = gpt_param_count(*inputs.model);
+  inputs.largest_layer_params = gpt_largest_module_params(*inputs.model);
+  inputs.gpus_per_node = 2;
+  inputs.stage3_param_persistence_threshold = 200;  // only ln_f (128) stays whole
+  EstimateRow row = estimate_row(inputs, 3, none, none);
+  EXPECT_EQ(term_bytes(row, "param_partition_16bit"), 2 * 38'912);
+  EXPECT_EQ(term_bytes(row, "persistent_params_16bit"), 2 * 128);
+  EXPECT_EQ(term_bytes(row, "gathered_params_16bit"), 2 * (53'248 + 53'248));
+  EXPECT_EQ(term_bytes(row, "module_gradients_16bit"), 2 * 53'248);
+  EXPECT_EQ(term_bytes(row, "activations"), gpt_activation_bytes(*inputs.model, 1, true));
+}
+
+TEST(EstimateInputsFromConfig, ReadsTheSections) {
+  Config config = default_config();
+  config.zero.reduce_bucket_size = 123;
+  config.zero.overlap_comm = true;
+  config.zero.sub_group_size = 4096;
+  config.zero.offload_param.buffer_count = 7;
+  config.zero.offload_param.buffer_size = 5555;
+  config.zero.offload_param.max_in_cpu = 66;
+  config.zero.offload_optimizer.pipeline_read = true;
+  config.aio.block_size = 65536;
+  config.batch.train_micro_batch_size_per_gpu = 4;
+  config.strata.model = {2, 4, 64, 32, 256};
+  EstimateInputs plain = estimate_inputs_from_config(config, 1000, 10, 8, 2, false);
+  EXPECT_EQ(plain.params, 1000);
+  EXPECT_EQ(plain.largest_layer_params, 10);
+  EXPECT_EQ(plain.world_size(), 16);
+  EXPECT_EQ(plain.reduce_bucket_size, 123);
+  EXPECT_EQ(plain.overlap_comm, true);
+  EXPECT_EQ(plain.sub_group_size, 4096);
+  EXPECT_EQ(plain.param_buffer_count, 7);
+  EXPECT_EQ(plain.param_buffer_size, 5555);
+  EXPECT_EQ(plain.max_in_cpu, 66);
+  EXPECT_EQ(plain.optimizer_buffer_count, 4);
+  EXPECT_TRUE(plain.pipeline_read);
+  EXPECT_EQ(plain.aio_block_size_bytes, 65536);
+  EXPECT_EQ(plain.micro_batch, 4);
+  EXPECT_FALSE(plain.model.has_value());
+  EstimateInputs modelled = estimate_inputs_from_config(config, 0, 0, 1, 1, true);
+  ASSERT_TRUE(modelled.model.has_value());
+  EXPECT_EQ(modelled.params, gpt_param_count({2, 4, 64, 32, 256}));
+  EXPECT_EQ(modelled.largest_layer_params, 12 * 64 * 64 + 13 * 64);
+}
+
+// DeepSpeed's documented example (docs/code-docs/source/memory.rst): 2851M params, 32M largest
+// layer, 1 node of 8 GPUs; the docs print 71.69 / 0.12, 63.72 / 0.78, 1.43 / 6.09 GB (GiB) for
+// ZeRO-3 and 127.45 / 5.31, 127.45 / 15.93 for ZeRO-2.
+TEST(DeepSpeedEstimate, MatchesTheDocumentedExample) {
+  EstimateInputs inputs;
+  inputs.params = 2'851'000'000;
+  inputs.largest_layer_params = 32'000'000;
+  inputs.gpus_per_node = 8;
+  auto z3_cc = deepspeed_estimate(inputs, 3, cpu, cpu);
+  ASSERT_TRUE(z3_cc);
+  EXPECT_EQ(z3_cc->per_gpu_bytes, 128'000'000);          // 4L
+  EXPECT_EQ(z3_cc->per_node_cpu_bytes, 76'977'000'000);  // P*18*1*1.5
+  auto z3_nc = deepspeed_estimate(inputs, 3, none, cpu);
+  EXPECT_EQ(z3_nc->per_gpu_bytes, 128'000'000 + 712'750'000);  // 4L + int(2P/8)
+  EXPECT_EQ(z3_nc->per_node_cpu_bytes, 68'424'000'000);        // P*16*1*1.5
+  auto z3_nn = deepspeed_estimate(inputs, 3, none, none);
+  EXPECT_EQ(z3_nn->per_gpu_bytes, 128'000'000 + 6'414'750'000);  // 4L + int(18P/8)
+  EXPECT_EQ(z3_nn->per_node_cpu_bytes, 1'536'000'000);           // L*4*8*1.5
+  auto z2_c = deepspeed_estimate(inputs, 2, none, cpu);
+  EXPECT_EQ(z2_c->per_gpu_bytes, 5'702'000'000);         // 2P
+  EXPECT_EQ(z2_c->per_node_cpu_bytes, 136'848'000'000);  // P*max(32,16)*1.5
+  auto z2_n = deepspeed_estimate(inputs, 2, none, none);
+  EXPECT_EQ(z2_n->per_gpu_bytes, 17'106'000'000);        // 4P + int(16P/8)
+  EXPECT_EQ(z2_n->per_node_cpu_bytes, 136'848'000'000);  // P*4*8*1.5
+  auto gib = [](std::int64_t bytes) { return static_cast<double>(bytes) / (1 << 30); };
+  EXPECT_NEAR(gib(z3_cc->per_node_cpu_bytes), 71.69, 0.005);
+  EXPECT_NEAR(gib(z3_nn->per_gpu_bytes), 6.09, 0.005);
+  EXPECT_NEAR(gib(z2_n->per_gpu_bytes), 15.93, 0.005);
+}
+
+TEST(DeepSpeedEstimate, SevenBillionOnTwoNodes) {
+  EstimateInputs inputs;
+  inputs.params = 7'000'000'000;
+  inputs.largest_layer_params = 500'000'000;
+  inputs.gpus_per_node = 8;
+  inputs.nodes = 2;  // total_gpus 16, gpus_factor 0.5
+  EXPECT_EQ(deepspeed_estimate(inputs, 3, cpu, cpu)->per_gpu_bytes, 2'000'000'000);
+  EXPECT_EQ(deepspeed_estimate(inputs, 3, cpu, cpu)->per_node_cpu_bytes, 94'500'000'000);
+  EXPECT_EQ(deepspeed_estimate(inputs, 3, none, cpu)->per_gpu_bytes, 2'875'000'000);
+  EXPECT_EQ(deepspeed_estimate(inputs, 3, none, cpu)->per_node_cpu_bytes, 84'000'000'000);
+  EXPECT_EQ(deepspeed_estimate(inputs, 3, none, none)->per_gpu_bytes, 9'875'000'000);
+  EXPECT_EQ(deepspeed_estimate(inputs, 3, none, none)->per_node_cpu_bytes, 24'000'000'000);
+  EXPECT_EQ(deepspeed_estimate(inputs, 2, none, cpu)->per_gpu_bytes, 14'000'000'000);
+  EXPECT_EQ(deepspeed_estimate(inputs, 2, none, cpu)->per_node_cpu_bytes, 672'000'000'000);
+  EXPECT_EQ(deepspeed_estimate(inputs, 2, none, none)->per_gpu_bytes, 35'000'000'000);
+  EXPECT_EQ(deepspeed_estimate(inputs, 2, none, none)->per_node_cpu_bytes, 336'000'000'000);
+}
+
+// Sizes that do not divide evenly: int() truncates after Python's float division.
+TEST(DeepSpeedEstimate, OddSizesTruncateLikePython) {
+  EstimateInputs inputs;
+  inputs.params = 1'234'567;
+  inputs.largest_layer_params = 98'765;
+  inputs.gpus_per_node = 3;
+  EXPECT_EQ(deepspeed_estimate(inputs, 3, none, none)->per_gpu_bytes, 7'802'462);
+  EXPECT_EQ(deepspeed_estimate(inputs, 3, none, none)->per_node_cpu_bytes, 1'777'770);
+  EXPECT_EQ(deepspeed_estimate(inputs, 3, none, cpu)->per_gpu_bytes, 1'218'104);
+  EXPECT_EQ(deepspeed_estimate(inputs, 3, none, cpu)->per_node_cpu_bytes, 29'629'608);
+  EXPECT_EQ(deepspeed_estimate(inputs, 3, cpu, cpu)->per_node_cpu_bytes, 33'333'309);
+  EXPECT_EQ(deepspeed_estimate(inputs, 2, none, none)->per_gpu_bytes, 11'522'625);
+  EXPECT_EQ(deepspeed_estimate(inputs, 2, none, none)->per_node_cpu_bytes, 22'222'206);
+  EXPECT_EQ(deepspeed_estimate(inputs, 2, none, cpu)->per_node_cpu_bytes, 29'629'608);
+
+  inputs.params = 123'456'789;
+  inputs.largest_layer_params = 4'567'890;
+  inputs.gpus_per_node = 7;
+  inputs.nodes = 3;  // gpus_factor = 1/3 in floating point
+  EXPECT_EQ(deepspeed_estimate(inputs, 3, cpu, cpu)->per_gpu_bytes, 18'271'560);
+  EXPECT_EQ(deepspeed_estimate(inputs, 3, cpu, cpu)->per_node_cpu_bytes, 1'111'111'101);
+  EXPECT_EQ(deepspeed_estimate(inputs, 3, none, cpu)->per_gpu_bytes, 30'029'349);
+  EXPECT_EQ(deepspeed_estimate(inputs, 3, none, cpu)->per_node_cpu_bytes, 987'654'312);
+  EXPECT_EQ(deepspeed_estimate(inputs, 3, none, none)->per_gpu_bytes, 124'091'664);
+  EXPECT_EQ(deepspeed_estimate(inputs, 3, none, none)->per_node_cpu_bytes, 191'851'380);
+  EXPECT_EQ(deepspeed_estimate(inputs, 2, none, cpu)->per_gpu_bytes, 246'913'578);
+  EXPECT_EQ(deepspeed_estimate(inputs, 2, none, cpu)->per_node_cpu_bytes, 15'555'555'414);
+  EXPECT_EQ(deepspeed_estimate(inputs, 2, none, none)->per_gpu_bytes, 587'889'471);
+  EXPECT_EQ(deepspeed_estimate(inputs, 2, none, none)->per_node_cpu_bytes, 5'185'185'138);
+}
+
+TEST(DeepSpeedEstimate, NvmeRowsAreNotCovered) {
+  EstimateInputs inputs = small_inputs();
+  EXPECT_FALSE(deepspeed_estimate(inputs, 3, nvme, nvme));
+  EXPECT_FALSE(deepspeed_estimate(inputs, 3, none, nvme));
+  EXPECT_FALSE(deepspeed_estimate(inputs, 3, nvme, cpu));
+  EXPECT_FALSE(deepspeed_estimate(inputs, 3, cpu, nvme));
+}
+
+TEST(CheckFit, NamesEveryShortfall) {
+  EstimateRow row = estimate_row(small_inputs(), 3, nvme, nvme);
+  MachineCapacity capacity;
+  capacity.gpu_bytes = row.per_gpu_bytes;
+  capacity.cpu_bytes = row.per_node_cpu_bytes;
+  capacity.nvme_free_bytes = row.nvme_bytes;
+  capacity.nvme_path = "/mnt/nvme";
+  FitVerdict verdict = check_fit(row, capacity);
+  EXPECT_EQ(verdict.fits, true);
+  EXPECT_EQ(verdict.text, "fits");
+
+  capacity.gpu_bytes = row.per_gpu_bytes - 1024 * 1024;
+  capacity.nvme_free_bytes = 0;
+  capacity.memlock_bytes = 64 * 1024;
+  verdict = check_fit(row, capacity);
+  EXPECT_EQ(verdict.fits, false);
+  EXPECT_NE(verdict.text.find("needs 1.00 MiB more GPU memory"), std::string::npos) << verdict.text;
+  EXPECT_NE(verdict.text.find("more free space at /mnt/nvme"), std::string::npos) << verdict.text;
+  EXPECT_NE(verdict.text.find("ulimit -l"), std::string::npos) << verdict.text;
+  EXPECT_EQ(verdict.text.find("CPU RAM"), std::string::npos) << verdict.text;
+}
+
+TEST(CheckFit, UnknownGpuIsNeitherYesNorNo) {
+  EstimateRow row = estimate_row(small_inputs(), 3, none, none);
+  MachineCapacity capacity;
+  capacity.gpu_unknown_reason = "no GPU";
+  capacity.cpu_bytes = std::int64_t{1} << 40;
+  FitVerdict verdict = check_fit(row, capacity);
+  EXPECT_FALSE(verdict.fits.has_value());
+  EXPECT_EQ(verdict.text, "GPU memory unknown");
+  capacity.cpu_bytes = 0;
+  row = estimate_row(small_inputs(), 3, none, cpu);
+  EXPECT_EQ(check_fit(row, capacity).fits, false);
+}
+
+}  // namespace
+}  // namespace strata::engine

@@ -1,0 +1,192 @@
+// `strata estimate`, run as a user runs it: one JSON row per stage/offload choice with strata's
+// and DeepSpeed's numbers, the config's sizes and model shape taken in, every mistake refused.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tests/tools/run_strata.h"
+
+namespace strata::tools::testing {
+namespace {
+
+nlohmann::json estimate_json(const std::vector<std::string>& extra) {
+  std::vector<std::string> arguments = {"estimate", "--json"};
+  arguments.insert(arguments.end(), extra.begin(), extra.end());
+  RunResult result = run_strata(arguments);
+  EXPECT_EQ(result.exit_status, 0) << result.err;
+  return nlohmann::json::parse(result.out);
+}
+
+const nlohmann::json* find_row(const nlohmann::json& rows, int stage, const std::string& param,
+                               const std::string& optimizer) {
+  for (const nlohmann::json& row : rows) {
+    if (row.at("stage") == stage && row.at("offload_param") == param &&
+        row.at("offload_optimizer") == optimizer) {
+      return &row;
+    }
+  }
+  return nullptr;
+}
+
+std::int64_t term_bytes(const nlohmann::json& row, const std::string& name) {
+  for (const nlohmann::json& term : row.at("terms")) {
+    if (term.at("name") == name) return term.at("bytes_per_rank").get<std::int64_t>();
+  }
+  return 0;
+}
+
+TEST(EstimateCommand, SevenBillionOnEightGpusWithDeepSpeedsNumbers) {
+  nlohmann::json rows =
+      estimate_json({"--params", "7B", "--largest-layer", "0.5B", "--gpus-per-node", "8",
+                     "--gpu-memory", "80G", "--compare", "deepspeed"});
+  ASSERT_TRUE(rows.is_array());
+  ASSERT_EQ(rows.size(), 9u);
+  std::set<std::string> devices = {"none", "cpu", "nvme"};
+  for (const nlohmann::json& row : rows) {
+    EXPECT_TRUE(row.at("stage") == 2 || row.at("stage") == 3) << row.dump();
+    EXPECT_TRUE(devices.contains(row.at("offload_param").get<std::string>()));
+    EXPECT_TRUE(devices.contains(row.at("offload_optimizer").get<std::string>()));
+    EXPECT_GT(row.at("per_gpu_bytes").get<std::int64_t>(), 0);
+    EXPECT_GE(row.at("per_node_cpu_bytes").get<std::int64_t>(), 0);
+    EXPECT_GE(row.at("nvme_bytes").get<std::int64_t>(), 0);
+    EXPECT_TRUE(row.at("fits").is_boolean()) << row.dump();
+    EXPECT_FALSE(row.at("verdict").get<std::string>().empty());
+    EXPECT_EQ(row.at("params"), 7'000'000'000);
+    EXPECT_EQ(row.at("largest_layer_params"), 500'000'000);
+    bool on_nvme = row.at("offload_param") == "nvme" || row.at("offload_optimizer") == "nvme";
+    EXPECT_EQ(row.contains("deepspeed_per_gpu_bytes"), !on_nvme) << row.dump();
+    EXPECT_EQ(row.contains("deepspeed_per_node_cpu_bytes"), !on_nvme) << row.dump();
+    std::int64_t sum = 0;
+    for (const nlohmann::json& term : row.at("terms")) {
+      if (term.at("tier") == "gpu") sum += term.at("bytes_per_rank").get<std::int64_t>();
+    }
+    EXPECT_EQ(sum, row.at("per_gpu_bytes").get<std::int64_t>());
+  }
+  // estimate_zero3_model_states_mem_needs(7e9, 5e8, 8, 1): 4L, and P*18*1*1.5 / P*16*1*1.5
+  const nlohmann::json* z3_cc = find_row(rows, 3, "cpu", "cpu");
+  ASSERT_NE(z3_cc, nullptr);
+  EXPECT_EQ(z3_cc->at("deepspeed_per_gpu_bytes"), 2'000'000'000);
+  EXPECT_EQ(z3_cc->at("deepspeed_per_node_cpu_bytes"), 189'000'000'000);
+  const nlohmann::json* z3_nn = find_row(rows, 3, "none", "none");
+  EXPECT_EQ(z3_nn->at("deepspeed_per_gpu_bytes"), 2'000'000'000 + 15'750'000'000);  // 4L + 18P/8
+  // strata counts the same states plus its buckets and the prefetched layer
+  EXPECT_GT(z3_nn->at("per_gpu_bytes").get<std::int64_t>(),
+            z3_nn->at("deepspeed_per_gpu_bytes").get<std::int64_t>());
+  // estimate_zero2_model_states_mem_needs(7e9, 8, 1, cpu_offload=True): 2P, P*max(32,16)*1.5
+  const nlohmann::json* z2_c = find_row(rows, 2, "none", "cpu");
+  EXPECT_EQ(z2_c->at("deepspeed_per_gpu_bytes"), 14'000'000'000);
+  EXPECT_EQ(z2_c->at("deepspeed_per_node_cpu_bytes"), 336'000'000'000);
+  // Stage 2 without offload keeps 2P + 16P/8 = 28e9 bytes per GPU, more than 80 GiB? No: fits.
+  EXPECT_EQ(find_row(rows, 2, "none", "none")->at("fits"), true);
+  // Everything on NVMe: the GPU holds the gathered layers and buckets only.
+  const nlohmann::json* z3_vv = find_row(rows, 3, "nvme", "nvme");
+  EXPECT_GT(z3_vv->at("nvme_bytes").get<std::int64_t>(), 8 * 14'000'000'000LL / 8);
+  EXPECT_EQ(term_bytes(*z3_vv, "param_partition_16bit") % 1'048'576, 0);
+}
+
+TEST(EstimateCommand, NoDeepSpeedFieldsUnlessAsked) {
+  nlohmann::json rows = estimate_json({"--params", "1.3B", "--gpu-memory", "24GiB"});
+  ASSERT_EQ(rows.size(), 9u);
+  for (const nlohmann::json& row : rows)
+    EXPECT_FALSE(row.contains("deepspeed_per_gpu_bytes"));
+  // --largest-layer defaults to P / 32
+  EXPECT_EQ(rows[0].at("largest_layer_params"), 1'300'000'000 / 32);
+}
+
+TEST(EstimateCommand, TooLittleGpuMemoryIsNamed) {
+  nlohmann::json rows = estimate_json({"--params", "7B", "--gpu-memory", "1M"});
+  for (const nlohmann::json& row : rows) {
+    EXPECT_EQ(row.at("fits"), false);
+    EXPECT_NE(row.at("verdict").get<std::string>().find("more GPU memory"), std::string::npos);
+  }
+}
+
+TEST(EstimateCommand, ModelShapeAndSizesComeFromTheConfig) {
+  TempDir dir;
+  std::filesystem::path file = dir.write("ds.json", R"({
+    "train_micro_batch_size_per_gpu": 2,
+    "zero_optimization": {"stage": 3, "reduce_bucket_size": 1000},
+    "strata": {"device_memory_budget": "1MiB",
+               "model": {"n_layer": 2, "n_head": 4, "d_model": 64, "seq_len": 32, "vocab": 256}}
+  })");
+  nlohmann::json rows =
+      estimate_json({"--config", file.string(), "--model", "--gpus-per-node", "2"});
+  ASSERT_EQ(rows.size(), 9u);
+  // vocab*d + seq*d + n_layer*(12 d^2 + 13 d) + 2d = 16,384 + 2,048 + 2*49,984 + 128
+  EXPECT_EQ(rows[0].at("params"), 118'528);
+  EXPECT_EQ(rows[0].at("largest_layer_params"), 49'984);
+  const nlohmann::json* z3_nn = find_row(rows, 3, "none", "none");
+  ASSERT_NE(z3_nn, nullptr);
+  EXPECT_EQ(term_bytes(*z3_nn, "reduce_buckets_16bit"), 2 * 1000 * 2);
+  EXPECT_GT(term_bytes(*z3_nn, "activations"), 0);
+  // strata.device_memory_budget (1 MiB) is the GPU this tiny model still exceeds
+  EXPECT_EQ(z3_nn->at("fits"), false);
+}
+
+TEST(EstimateCommand, TextTableHasARowPerChoice) {
+  RunResult result =
+      run_strata({"estimate", "--params", "7B", "--largest-layer", "0.5B", "--gpus-per-node", "8",
+                  "--gpu-memory", "80G", "--compare", "deepspeed", "--terms"});
+  ASSERT_EQ(result.exit_status, 0) << result.err;
+  for (const char* text : {"stage", "offload_param", "offload_optimizer", "verdict", "DS GPU",
+                           "gathered_params_16bit", "fits"}) {
+    EXPECT_NE(result.out.find(text), std::string::npos) << text << "\n" << result.out;
+  }
+  int rows = 0;
+  std::size_t start = 0;
+  while (start < result.out.size()) {
+    std::size_t end = result.out.find('\n', start);
+    std::string line = result.out.substr(start, end - start);
+    if (line.rfind("2 ", 0) == 0 || line.rfind("3 ", 0) == 0) ++rows;
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  EXPECT_EQ(rows, 9) << result.out;
+}
+
+struct BadUsage {
+  std::vector<std::string> arguments;
+  std::string message;
+};
+
+class EstimateRefuses : public ::testing::TestWithParam<BadUsage> {};
+
+TEST_P(EstimateRefuses, WithExitStatusTwoAndAFix) {
+  std::vector<std::string> arguments = {"estimate"};
+  arguments.insert(arguments.end(), GetParam().arguments.begin(), GetParam().arguments.end());
+  RunResult result = run_strata(arguments);
+  EXPECT_EQ(result.exit_status, 2) << result.err;
+  EXPECT_NE(result.err.find(GetParam().message), std::string::npos) << result.err;
+  EXPECT_TRUE(result.out.empty()) << result.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Mistakes, EstimateRefuses,
+    ::testing::Values(BadUsage{{}, "no model size given"},
+                      BadUsage{{"--params", "seven"}, "--params 'seven' is not a parameter count"},
+                      BadUsage{{"--params", "0"}, "is not a parameter count"},
+                      BadUsage{{"--params", "1B", "--largest-layer", "2B"}, "is larger than"},
+                      BadUsage{{"--model"}, "no --config was given"},
+                      BadUsage{{"--params", "1B", "--gpu-memory", "lots"}, "not a byte size"},
+                      BadUsage{{"--params", "1B", "--compare", "megatron"}, "--compare"},
+                      BadUsage{{"--params", "1B", "--gpus-per-node", "0"}, "--gpus-per-node"},
+                      BadUsage{{"--params", "1B", "--nodes", "-1"}, "--nodes"},
+                      BadUsage{{"--params", "1B", "--config", "/nonexistent/ds.json"},
+                               "/nonexistent/ds.json"}));
+
+TEST(EstimateCommand, RefusesParamsWithModel) {
+  TempDir dir;
+  std::filesystem::path file = dir.write("ds.json", R"({"train_micro_batch_size_per_gpu": 1})");
+  RunResult result =
+      run_strata({"estimate", "--params", "1B", "--config", file.string(), "--model"});
+  EXPECT_EQ(result.exit_status, 2);
+  EXPECT_NE(result.err.find("--params and --model"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("fix:"), std::string::npos) << result.err;
+}
+
+}  // namespace
+}  // namespace strata::tools::testing
