@@ -31,13 +31,13 @@ std::vector<float> as_floats(const Bytes& bytes) {
 // Three collectives on one stream, each reading what the one before wrote, while the compute
 // stream runs its own chain of tasks: the results are right only if they ran in enqueue order.
 TEST_F(CommTest, CollectivesOnOneStreamRunInEnqueueOrderWhileComputeRuns) {
-  const std::int64_t count = 64;
+  constexpr std::int64_t count = 64;
   DeviceBuffer data = upload(as_bytes(std::vector<float>(count, static_cast<float>(rank() + 1))));
   DeviceBuffer gathered = zeros(count * world_size() * 4);
   std::vector<float> compute_values(count, 0.0f);
   Stream& compute = device_->compute_stream();
   for (int step = 0; step < 8; ++step) {
-    compute.launch([values = compute_values.data(), count] {
+    compute.launch([values = compute_values.data()] {
       for (std::int64_t i = 0; i < count; ++i)
         values[i] += 1.0f;
     });
