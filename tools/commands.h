@@ -13,5 +13,6 @@ struct CommandContext {
 // One function per subcommand file: it adds the subcommand, its options and its callback.
 void add_report_command(CLI::App& app, CommandContext& context);
 void add_estimate_command(CLI::App& app, CommandContext& context);
+void add_config_command(CLI::App& app, CommandContext& context);
 
 }  // namespace strata::tools

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   tools::CommandContext context;
   tools::add_report_command(app, context);
   tools::add_estimate_command(app, context);
+  tools::add_config_command(app, context);
 
   try {
     app.parse(argc, argv);

@@ -75,9 +75,21 @@ std::pair<std::size_t, std::size_t> line_column(std::string_view text, std::size
 
 // nlohmann's messages start with "[json.exception.parse_error.101] parse error at line 1,
 // column 2: "; keep what follows, since we print the position ourselves.
+// Bytes outside printable ASCII become \xNN: the parser quotes the input it stopped at, which may
+// not be UTF-8, and the message must be printable and fit in a JSON string.
 std::string parser_reason(const std::string& what) {
   auto colon = what.find(": ");
-  return colon == std::string::npos ? what : what.substr(colon + 2);
+  std::string reason = colon == std::string::npos ? what : what.substr(colon + 2);
+  std::string printable;
+  for (char c : reason) {
+    auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte < 0x7f) {
+      printable += c;
+    } else {
+      printable += fmt::format("\\x{:02X}", byte);
+    }
+  }
+  return printable;
 }
 
 // Thrown from the parser callback to stop at the first structural refusal.

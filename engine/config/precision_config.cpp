@@ -37,7 +37,8 @@ void read_fp16(JsonReader& top, Fp16Config& out, AutoFlags& flags) {
 
 void read_bf16(JsonReader& top, Bf16Config& out, AutoFlags& flags) {
   top.alias("bf16", "bfloat16");
-  JsonReader section(top.find("bf16"), top.path_of("bf16"), top.diagnostics());
+  const nlohmann::json* node = top.find("bf16");  // first: path_of names the key found
+  JsonReader section(node, top.path_of("bf16"), top.diagnostics());
   flags.bf16_auto = section.is_auto("enabled");
   section.read("enabled", out.enabled, false);
   section.read("immediate_grad_update", out.immediate_grad_update);
