@@ -106,14 +106,26 @@ void Comm::check_root(int root) const {
   STRATA_ASSERT(root < world_size());
 }
 
-std::unique_ptr<Comm> create_comm(World& world, Device& device) {
-  if (world.uses_mpi() && device.kind() == DeviceKind::host) return host::create_mpi_comm(world);
-  if (world.world_size() == 1) return host::create_solo_comm(world);
-  throw UserError("this job has " + std::to_string(world.world_size()) +
+CommBackend choose_comm_backend(bool uses_mpi, int world_size, DeviceKind kind) {
+  STRATA_ASSERT(world_size >= 1);
+  if (uses_mpi && kind == DeviceKind::host) return CommBackend::mpi;
+  if (world_size == 1) return CommBackend::solo;
+  throw UserError("this job has " + std::to_string(world_size) +
                       " MPI ranks on CUDA devices, but this build of strata has no NCCL "
                       "collectives for CUDA device memory yet",
-                  "run one process per machine without mpirun, or set "
-                  "CUDA_VISIBLE_DEVICES= so that every rank trains on the host device");
+                  "run a single process without mpirun, or hide the GPUs from every rank "
+                  "(CUDA_VISIBLE_DEVICES=) so that the ranks train on the host device");
+}
+
+std::unique_ptr<Comm> create_comm(World& world, Device& device) {
+  switch (choose_comm_backend(world.uses_mpi(), world.world_size(), device.kind())) {
+    case CommBackend::mpi:
+      return host::create_mpi_comm(world);
+    case CommBackend::solo:
+      return host::create_solo_comm(world);
+  }
+  STRATA_ASSERT(false);
+  return nullptr;
 }
 
 }  // namespace strata::gpu

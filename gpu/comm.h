@@ -155,6 +155,14 @@ class Comm {
   std::array<AtomicTraffic, collective_kind_count> traffic_;
 };
 
+// Which backend `create_comm` uses.
+enum class CommBackend { mpi, solo };
+
+// The choice `create_comm` makes, for a World that does or does not use MPI, of `world_size`
+// ranks, on a device of `kind`: MPI on the host device under MPI, solo for one rank. Throws
+// UserError for several ranks on CUDA devices (the NCCL backend is not written yet).
+CommBackend choose_comm_backend(bool uses_mpi, int world_size, DeviceKind kind);
+
 // The Comm of `world` for buffers of `device`: the MPI backend when the World runs under MPI and
 // the device is the host device; the solo backend (collectives are copies) for a world of one
 // process started without MPI. Collective over the World's ranks: every rank calls it, in the

@@ -73,6 +73,21 @@ TEST(World, ThreadLevelBelowMultipleIsAUserErrorWithAFix) {
   }
 }
 
+TEST(World, CommBackendFollowsTheWorldAndTheDevice) {
+  EXPECT_EQ(choose_comm_backend(false, 1, DeviceKind::host), CommBackend::solo);
+  EXPECT_EQ(choose_comm_backend(false, 1, DeviceKind::cuda), CommBackend::solo);
+  EXPECT_EQ(choose_comm_backend(true, 1, DeviceKind::host), CommBackend::mpi);
+  EXPECT_EQ(choose_comm_backend(true, 4, DeviceKind::host), CommBackend::mpi);
+  EXPECT_EQ(choose_comm_backend(true, 1, DeviceKind::cuda), CommBackend::solo);
+  try {
+    (void)choose_comm_backend(true, 4, DeviceKind::cuda);
+    ADD_FAILURE() << "4 ranks on CUDA devices have no backend in this build";
+  } catch (const UserError& error) {
+    EXPECT_NE(std::string(error.what()).find("4 MPI ranks on CUDA devices"), std::string::npos);
+    EXPECT_NE(error.fix().find("CUDA_VISIBLE_DEVICES="), std::string::npos);
+  }
+}
+
 TEST(World, ASoloCommCopiesWithoutMpi) {
   if (test_world().uses_mpi()) GTEST_SKIP() << "this process runs under mpirun";
   DeviceOptions options;
