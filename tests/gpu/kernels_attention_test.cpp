@@ -1,6 +1,6 @@
 // Causal multi-head self-attention: forward against a scalar double reference (softmax written
 // the textbook way), backward against central finite differences in double (measured scaled
-// error ~1e-10).
+// error 1.5e-10 for 7 positions, 7e-10 for 133).
 
 #include <cmath>
 #include <vector>

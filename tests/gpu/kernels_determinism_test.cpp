@@ -1,7 +1,7 @@
 // Every kernel gives the same bits on every run and for any thread count: oneTBB's arena is
 // limited with tbb::global_control, and each count must reproduce the single-threaded result
-// exactly (STYLE.md: "fixed tiles and
-// reduction order give the same result for any thread count").
+// exactly (STYLE.md: "fixed tiles and reduction order give the same result for any thread
+// count").
 
 #include <cblas.h>
 #include <tbb/global_control.h>

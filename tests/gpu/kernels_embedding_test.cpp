@@ -1,5 +1,5 @@
 // Token + position embedding: forward against a scalar reference, backward against central
-// finite differences in double (measured scaled error ~1e-11: the op is linear).
+// finite differences in double (measured scaled error 6e-11 for dwte, 1e-10 for dwpe).
 
 #include <vector>
 

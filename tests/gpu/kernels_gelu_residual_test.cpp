@@ -1,5 +1,6 @@
 // GELU (tanh approximation) and residual add: forward against scalar double references, backward
-// against central finite differences in double (measured scaled error ~1e-11 for both).
+// against central finite differences in double (measured scaled error 1.4e-10 for GELU, 7e-11
+// for the residual add).
 
 #include <cmath>
 #include <numbers>
