@@ -49,29 +49,25 @@ void print_line(const char* op, double ms, double flops) {
   std::printf("%-28s %10.3f ms %10.2f GFLOP/s\n", op, ms, flops / (ms * 1e6));
 }
 
-TEST(KernelsBench, DISABLED_GptShapes) {
-  const std::int64_t batch = env_or("STRATA_BENCH_BATCH", 4);
-  const std::int64_t seq_len = env_or("STRATA_BENCH_SEQ_LEN", 256);
-  const std::int64_t channels = env_or("STRATA_BENCH_CHANNELS", 768);
-  const std::int64_t heads = env_or("STRATA_BENCH_HEADS", 12);
-  const std::int64_t vocab = env_or("STRATA_BENCH_VOCAB", 50257);
-  const std::int64_t vocab_padded = (vocab + 127) / 128 * 128;
-  const std::int64_t rows = batch * seq_len;
-  const auto threads = std::thread::hardware_concurrency();
-  std::printf(
-      "shapes: batch=%lld seq_len=%lld channels=%lld heads=%lld vocab=%lld (padded %lld), "
-      "%u hardware threads\n",
-      static_cast<long long>(batch), static_cast<long long>(seq_len),
-      static_cast<long long>(channels), static_cast<long long>(heads),
-      static_cast<long long>(vocab), static_cast<long long>(vocab_padded), threads);
+struct BenchShape {
+  std::int64_t batch = env_or("STRATA_BENCH_BATCH", 4);
+  std::int64_t seq_len = env_or("STRATA_BENCH_SEQ_LEN", 256);
+  std::int64_t channels = env_or("STRATA_BENCH_CHANNELS", 768);
+  std::int64_t heads = env_or("STRATA_BENCH_HEADS", 12);
+  std::int64_t vocab = env_or("STRATA_BENCH_VOCAB", 50257);
+  std::int64_t vocab_padded = (vocab + 127) / 128 * 128;
+  std::int64_t rows = batch * seq_len;
+};
 
+// The MLP's C -> 4C product: OpenBLAS's own sgemm on all hardware threads (the bound), then the
+// kernels (single-threaded OpenBLAS in oneTBB tiles).
+void bench_matmul(const BenchShape& shape, unsigned threads) {
+  const std::int64_t rows = shape.rows, channels = shape.channels;
   const auto inp = testing::to_float(testing::random_values(rows * channels, 1));
   const auto weight = testing::to_float(testing::random_values(4 * channels * channels, 2));
   const auto bias = testing::to_float(testing::random_values(4 * channels, 3));
   std::vector<float> out(rows * 4 * channels);
-  const double fc_flops = 2.0 * rows * channels * 4 * channels;
-
-  // The bound: OpenBLAS's own sgemm, all hardware threads, on the same product (fc: C -> 4C).
+  const double flops = 2.0 * rows * channels * 4 * channels;
   openblas_set_num_threads(static_cast<int>(threads));
   const double blas_ms = best_ms(5, [&] {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows),
@@ -80,14 +76,14 @@ TEST(KernelsBench, DISABLED_GptShapes) {
                 out.data(), static_cast<int>(4 * channels));
   });
   openblas_set_num_threads(1);
-  print_line("openblas sgemm (bound)", blas_ms, fc_flops);
+  print_line("openblas sgemm (bound)", blas_ms, flops);
   print_line("matmul_forward fc",
              best_ms(5,
                      [&] {
                        matmul_forward(out.data(), inp.data(), weight.data(), bias.data(), rows,
                                       channels, 4 * channels);
                      }),
-             fc_flops);
+             flops);
   std::vector<float> dinp(rows * channels), dweight(weight.size()), dbias(bias.size());
   print_line("matmul_backward fc",
              best_ms(3,
@@ -95,59 +91,79 @@ TEST(KernelsBench, DISABLED_GptShapes) {
                        matmul_backward(dinp.data(), dweight.data(), dbias.data(), out.data(),
                                        inp.data(), weight.data(), rows, channels, 4 * channels);
                      }),
-             2.0 * fc_flops);
+             2.0 * flops);
+  print_line("gelu_forward (4C)",
+             best_ms(5, [&] { gelu_forward(out.data(), out.data(), rows * 4 * channels); }),
+             20.0 * rows * 4 * channels);
+}
 
+void bench_attention(const BenchShape& shape) {
+  const std::int64_t rows = shape.rows, channels = shape.channels;
   const auto qkv = testing::to_float(testing::random_values(rows * 3 * channels, 4));
-  std::vector<float> att(batch * heads * seq_len * seq_len), att_out(rows * channels);
+  std::vector<float> att(shape.batch * shape.heads * shape.seq_len * shape.seq_len);
+  std::vector<float> out(rows * channels), dqkv(qkv.size());
   // Causal: half of the T x T scores, each a head_size dot product, for q.k and att.v.
-  const double attention_flops = 2.0 * batch * seq_len * seq_len * channels;
+  const double flops = 2.0 * shape.batch * shape.seq_len * shape.seq_len * channels;
   print_line("attention_forward",
              best_ms(3,
                      [&] {
-                       attention_forward(att_out.data(), att.data(), qkv.data(), batch, seq_len,
-                                         channels, heads);
+                       attention_forward(out.data(), att.data(), qkv.data(), shape.batch,
+                                         shape.seq_len, channels, shape.heads);
                      }),
-             attention_flops);
-  std::vector<float> dqkv(qkv.size());
+             flops);
   print_line("attention_backward",
              best_ms(3,
                      [&] {
-                       attention_backward(dqkv.data(), att_out.data(), qkv.data(), att.data(),
-                                          batch, seq_len, channels, heads);
+                       attention_backward(dqkv.data(), out.data(), qkv.data(), att.data(),
+                                          shape.batch, shape.seq_len, channels, shape.heads);
                      }),
-             2.0 * attention_flops);
-
+             2.0 * flops);
+  const auto weight = testing::to_float(testing::random_values(channels, 5));
   std::vector<float> ln(rows * channels), mean(rows), rstd(rows);
   print_line("layer_norm_forward",
              best_ms(5,
                      [&] {
-                       layer_norm_forward(ln.data(), mean.data(), rstd.data(), inp.data(),
-                                          weight.data(), bias.data(), rows, channels);
+                       layer_norm_forward(ln.data(), mean.data(), rstd.data(), out.data(),
+                                          weight.data(), weight.data(), rows, channels);
                      }),
              8.0 * rows * channels);
-  print_line("gelu_forward (4C)",
-             best_ms(5, [&] { gelu_forward(out.data(), out.data(), rows * 4 * channels); }),
-             12.0 * rows * 4 * channels);
+}
 
-  const auto logits = testing::to_float(testing::random_values(rows * vocab_padded, 5));
-  const auto targets = testing::random_tokens(rows, static_cast<std::int32_t>(vocab), 6);
+void bench_cross_entropy(const BenchShape& shape) {
+  const std::int64_t rows = shape.rows;
+  const auto logits = testing::to_float(testing::random_values(rows * shape.vocab_padded, 6));
+  const auto targets = testing::random_tokens(rows, static_cast<std::int32_t>(shape.vocab), 7);
   std::vector<float> losses(rows), lse(rows), dlosses(rows, 1.0F / rows), dlogits(logits.size());
   float loss_mean = 0.0F;
   print_line("cross_entropy_forward",
              best_ms(3,
                      [&] {
                        cross_entropy_forward(losses.data(), lse.data(), &loss_mean, logits.data(),
-                                             targets.data(), rows, vocab, vocab_padded);
+                                             targets.data(), rows, shape.vocab, shape.vocab_padded);
                      }),
-             3.0 * rows * vocab);
+             3.0 * rows * shape.vocab);
   print_line("cross_entropy_backward",
              best_ms(3,
                      [&] {
                        cross_entropy_backward(dlogits.data(), logits.data(), lse.data(),
-                                              targets.data(), dlosses.data(), rows, vocab,
-                                              vocab_padded);
+                                              targets.data(), dlosses.data(), rows, shape.vocab,
+                                              shape.vocab_padded);
                      }),
-             3.0 * rows * vocab);
+             3.0 * rows * shape.vocab);
+}
+
+TEST(KernelsBench, DISABLED_GptShapes) {
+  const BenchShape shape;
+  const unsigned threads = std::thread::hardware_concurrency();
+  std::printf(
+      "shapes: batch=%lld seq_len=%lld channels=%lld heads=%lld vocab=%lld (padded %lld), "
+      "%u hardware threads\n",
+      static_cast<long long>(shape.batch), static_cast<long long>(shape.seq_len),
+      static_cast<long long>(shape.channels), static_cast<long long>(shape.heads),
+      static_cast<long long>(shape.vocab), static_cast<long long>(shape.vocab_padded), threads);
+  bench_matmul(shape, threads);
+  bench_attention(shape);
+  bench_cross_entropy(shape);
 }
 
 }  // namespace

@@ -7,7 +7,6 @@
 #include <tbb/global_control.h>
 
 #include <cstring>
-#include <deque>
 #include <string>
 #include <vector>
 
@@ -35,89 +34,100 @@ constexpr std::int64_t vocab = 1001;
 constexpr std::int64_t vocab_padded = 1024;
 constexpr std::int64_t rows = batch * seq_len;
 
-// A deque: references to earlier tensors stay valid while later ones are added.
-using Tensors = std::deque<std::vector<float>>;
+using Tensors = std::vector<std::vector<float>>;
 
 std::vector<float> values(std::size_t n, std::uint64_t seed) {
   return testing::to_float(testing::random_values(n, seed));
 }
 
-// One pass through every forward and backward kernel, in the order a GPT block uses them;
-// returns every output and gradient.
-Tensors run_every_kernel() {
-  const auto tokens = testing::random_tokens(rows, vocab, 1);
-  const auto targets = testing::random_tokens(rows, vocab, 2);
-  const auto wte = values(vocab_padded * channels, 3);
-  const auto wpe = values(seq_len * channels, 4);
-  const auto ln_weight = values(channels, 5), ln_bias = values(channels, 6);
-  const auto qkv_weight = values(3 * channels * channels, 7), qkv_bias = values(3 * channels, 8);
+// Inputs, activations and gradients of one pass through every kernel, in the order a GPT block
+// uses them. Every member is compared bit for bit between runs.
+struct Pass {
+  std::vector<std::int32_t> tokens = testing::random_tokens(rows, vocab, 1);
+  std::vector<std::int32_t> targets = testing::random_tokens(rows, vocab, 2);
+  std::vector<float> wte = values(vocab_padded * channels, 3);
+  std::vector<float> wpe = values(seq_len * channels, 4);
+  std::vector<float> ln_weight = values(channels, 5), ln_bias = values(channels, 6);
+  std::vector<float> qkv_weight = values(3 * channels * channels, 7);
+  std::vector<float> qkv_bias = values(3 * channels, 8);
+  // Forward.
+  std::vector<float> x = zeros(rows * channels), ln = zeros(rows * channels);
+  std::vector<float> mean = zeros(rows), rstd = zeros(rows), qkv = zeros(rows * 3 * channels);
+  std::vector<float> att_out = zeros(rows * channels);
+  std::vector<float> att = zeros(batch * heads * seq_len * seq_len);
+  std::vector<float> act = zeros(rows * channels), residual = zeros(rows * channels);
+  std::vector<float> logits = zeros(rows * vocab_padded);
+  std::vector<float> losses = zeros(rows), lse = zeros(rows), loss_mean = zeros(1);
+  // Backward.
+  std::vector<float> dlogits = zeros(rows * vocab_padded), dresidual = zeros(rows * channels);
+  std::vector<float> dwte = zeros(vocab_padded * channels), dwpe = zeros(seq_len * channels);
+  std::vector<float> dx = zeros(rows * channels), dact = zeros(rows * channels);
+  std::vector<float> datt_out = zeros(rows * channels), dqkv = zeros(rows * 3 * channels);
+  std::vector<float> dln = zeros(rows * channels), dqkv_weight = zeros(3 * channels * channels);
+  std::vector<float> dqkv_bias = zeros(3 * channels);
+  std::vector<float> dln_weight = zeros(channels), dln_bias = zeros(channels);
+  // Casts: dwte through bf16 and fp16 and back.
+  std::vector<float> bf16_round_trip = zeros(vocab_padded * channels);
+  std::vector<float> fp16_round_trip = zeros(vocab_padded * channels);
 
-  Tensors t;
-  auto add = [&t](std::size_t n) -> std::vector<float>& { return t.emplace_back(n, 0.0F); };
-  auto& x = add(rows * channels);
-  embedding_forward(x.data(), tokens.data(), wte.data(), wpe.data(), batch, seq_len, channels,
-                    vocab_padded);
-  auto& ln = add(rows * channels);
-  auto& mean = add(rows);
-  auto& rstd = add(rows);
-  layer_norm_forward(ln.data(), mean.data(), rstd.data(), x.data(), ln_weight.data(),
-                     ln_bias.data(), rows, channels);
-  auto& qkv = add(rows * 3 * channels);
-  matmul_forward(qkv.data(), ln.data(), qkv_weight.data(), qkv_bias.data(), rows, channels,
+  static std::vector<float> zeros(std::int64_t n) {
+    return std::vector<float>(static_cast<std::size_t>(n), 0.0F);
+  }
+
+  Tensors outputs() const {
+    return {
+        x,         ln,          mean,      rstd,       qkv,      att_out,         att,
+        act,       residual,    logits,    losses,     lse,      loss_mean,       dlogits,
+        dresidual, dwte,        dwpe,      dx,         dact,     datt_out,        dqkv,
+        dln,       dqkv_weight, dqkv_bias, dln_weight, dln_bias, bf16_round_trip, fp16_round_trip};
+  }
+};
+
+void run_forward(Pass& p) {
+  embedding_forward(p.x.data(), p.tokens.data(), p.wte.data(), p.wpe.data(), batch, seq_len,
+                    channels, vocab_padded);
+  layer_norm_forward(p.ln.data(), p.mean.data(), p.rstd.data(), p.x.data(), p.ln_weight.data(),
+                     p.ln_bias.data(), rows, channels);
+  matmul_forward(p.qkv.data(), p.ln.data(), p.qkv_weight.data(), p.qkv_bias.data(), rows, channels,
                  3 * channels);
-  auto& att_out = add(rows * channels);
-  auto& att = add(batch * heads * seq_len * seq_len);
-  attention_forward(att_out.data(), att.data(), qkv.data(), batch, seq_len, channels, heads);
-  auto& act = add(rows * channels);
-  gelu_forward(act.data(), att_out.data(), rows * channels);
-  auto& residual = add(rows * channels);
-  residual_forward(residual.data(), x.data(), act.data(), rows * channels);
-  auto& logits = add(rows * vocab_padded);
-  matmul_forward(logits.data(), residual.data(), wte.data(), static_cast<const float*>(nullptr),
-                 rows, channels, vocab_padded);
-  auto& losses = add(rows);
-  auto& lse = add(rows);
-  auto& loss_mean = add(1);
-  cross_entropy_forward(losses.data(), lse.data(), loss_mean.data(), logits.data(), targets.data(),
-                        rows, vocab, vocab_padded);
+  attention_forward(p.att_out.data(), p.att.data(), p.qkv.data(), batch, seq_len, channels, heads);
+  gelu_forward(p.act.data(), p.att_out.data(), rows * channels);
+  residual_forward(p.residual.data(), p.x.data(), p.act.data(), rows * channels);
+  matmul_forward(p.logits.data(), p.residual.data(), p.wte.data(),
+                 static_cast<const float*>(nullptr), rows, channels, vocab_padded);
+  cross_entropy_forward(p.losses.data(), p.lse.data(), p.loss_mean.data(), p.logits.data(),
+                        p.targets.data(), rows, vocab, vocab_padded);
+}
 
+void run_backward(Pass& p) {
   const std::vector<float> dlosses(rows, 1.0F / rows);
-  auto& dlogits = add(rows * vocab_padded);
-  cross_entropy_backward(dlogits.data(), logits.data(), lse.data(), targets.data(), dlosses.data(),
-                         rows, vocab, vocab_padded);
-  auto& dresidual = add(rows * channels);
-  auto& dwte = add(vocab_padded * channels);
-  matmul_backward(dresidual.data(), dwte.data(), static_cast<float*>(nullptr), dlogits.data(),
-                  residual.data(), wte.data(), rows, channels, vocab_padded);
-  auto& dx = add(rows * channels);
-  auto& dact = add(rows * channels);
-  residual_backward(dx.data(), dact.data(), dresidual.data(), rows * channels);
-  auto& datt_out = add(rows * channels);
-  gelu_backward(datt_out.data(), att_out.data(), dact.data(), rows * channels);
-  auto& dqkv = add(rows * 3 * channels);
-  attention_backward(dqkv.data(), datt_out.data(), qkv.data(), att.data(), batch, seq_len, channels,
-                     heads);
-  auto& dln = add(rows * channels);
-  auto& dqkv_weight = add(qkv_weight.size());
-  auto& dqkv_bias = add(qkv_bias.size());
-  matmul_backward(dln.data(), dqkv_weight.data(), dqkv_bias.data(), dqkv.data(), ln.data(),
-                  qkv_weight.data(), rows, channels, 3 * channels);
-  auto& dln_weight = add(channels);
-  auto& dln_bias = add(channels);
-  layer_norm_backward(dx.data(), dln_weight.data(), dln_bias.data(), dln.data(), x.data(),
-                      ln_weight.data(), mean.data(), rstd.data(), rows, channels);
-  auto& dwpe = add(seq_len * channels);
-  embedding_backward(dwte.data(), dwpe.data(), dx.data(), tokens.data(), batch, seq_len, channels,
-                     vocab_padded);
-  // The casts, round trip through bf16 and fp16.
-  std::vector<std::uint16_t> narrow(dwte.size());
-  auto& bf16_round_trip = add(dwte.size());
-  cast_fp32_to_bf16(narrow.data(), dwte.data(), static_cast<std::int64_t>(dwte.size()));
-  cast_bf16_to_fp32(bf16_round_trip.data(), narrow.data(), static_cast<std::int64_t>(dwte.size()));
-  auto& fp16_round_trip = add(dwte.size());
-  cast_fp32_to_fp16(narrow.data(), dwte.data(), static_cast<std::int64_t>(dwte.size()));
-  cast_fp16_to_fp32(fp16_round_trip.data(), narrow.data(), static_cast<std::int64_t>(dwte.size()));
-  return t;
+  cross_entropy_backward(p.dlogits.data(), p.logits.data(), p.lse.data(), p.targets.data(),
+                         dlosses.data(), rows, vocab, vocab_padded);
+  matmul_backward(p.dresidual.data(), p.dwte.data(), static_cast<float*>(nullptr), p.dlogits.data(),
+                  p.residual.data(), p.wte.data(), rows, channels, vocab_padded);
+  residual_backward(p.dx.data(), p.dact.data(), p.dresidual.data(), rows * channels);
+  gelu_backward(p.datt_out.data(), p.att_out.data(), p.dact.data(), rows * channels);
+  attention_backward(p.dqkv.data(), p.datt_out.data(), p.qkv.data(), p.att.data(), batch, seq_len,
+                     channels, heads);
+  matmul_backward(p.dln.data(), p.dqkv_weight.data(), p.dqkv_bias.data(), p.dqkv.data(),
+                  p.ln.data(), p.qkv_weight.data(), rows, channels, 3 * channels);
+  layer_norm_backward(p.dx.data(), p.dln_weight.data(), p.dln_bias.data(), p.dln.data(), p.x.data(),
+                      p.ln_weight.data(), p.mean.data(), p.rstd.data(), rows, channels);
+  embedding_backward(p.dwte.data(), p.dwpe.data(), p.dx.data(), p.tokens.data(), batch, seq_len,
+                     channels, vocab_padded);
+  const auto n = static_cast<std::int64_t>(p.dwte.size());
+  std::vector<std::uint16_t> narrow(p.dwte.size());
+  cast_fp32_to_bf16(narrow.data(), p.dwte.data(), n);
+  cast_bf16_to_fp32(p.bf16_round_trip.data(), narrow.data(), n);
+  cast_fp32_to_fp16(narrow.data(), p.dwte.data(), n);
+  cast_fp16_to_fp32(p.fp16_round_trip.data(), narrow.data(), n);
+}
+
+Tensors run_every_kernel() {
+  Pass pass;
+  run_forward(pass);
+  run_backward(pass);
+  return pass.outputs();
 }
 
 void expect_bitwise_equal(const Tensors& actual, const Tensors& expected, const std::string& how) {
