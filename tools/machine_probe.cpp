@@ -79,12 +79,15 @@ void probe_simd(CpuFacts& facts) {
   facts.avx512vl = __builtin_cpu_supports("avx512vl");
   facts.avx2 = __builtin_cpu_supports("avx2");
   facts.fma = __builtin_cpu_supports("fma");
-  facts.f16c = __builtin_cpu_supports("f16c");
+  // clang 14's __builtin_cpu_supports does not know "f16c": CPUID leaf 1, ECX bit 29.
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0) facts.f16c = (ecx & bit_F16C) != 0;
 #endif
-  // The AVX-512 Adam kernel needs F, BW (bf16 shifts) and VL; AVX2 needs FMA as well.
+  // The same rule as cpu_adam::best_isa(): the AVX-512 Adam kernel needs F, BW (bf16 shifts) and
+  // VL; the AVX2 kernel needs FMA and F16C as well.
   if (facts.avx512f && facts.avx512bw && facts.avx512vl) {
     facts.simd_level = "AVX-512";
-  } else if (facts.avx2 && facts.fma) {
+  } else if (facts.avx2 && facts.fma && facts.f16c) {
     facts.simd_level = "AVX2";
   } else {
     facts.simd_level = "scalar";
