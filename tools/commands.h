@@ -14,5 +14,7 @@ struct CommandContext {
 void add_report_command(CLI::App& app, CommandContext& context);
 void add_estimate_command(CLI::App& app, CommandContext& context);
 void add_config_command(CLI::App& app, CommandContext& context);
+void add_io_bench_command(CLI::App& app, CommandContext& context);
+void add_io_tune_command(CLI::App& app, CommandContext& context);
 
 }  // namespace strata::tools

@@ -1,5 +1,6 @@
 #include "tools/io_bench_sweep.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <numeric>
@@ -157,11 +159,16 @@ void check_path(const fs::path& dir, std::int64_t size_bytes) {
     throw UserError(fmt::format("--path {} is not a directory", dir.string()),
                     "pass the directory that should hold the test file", 2);
   }
-  if (::access(dir.c_str(), W_OK) != 0) {
+  // Creating a file is the only honest test: access(W_OK) says yes to root on a read-only mount.
+  fs::path probe = dir / fmt::format(".strata-io-bench-probe-{}", ::getpid());
+  int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) {
     throw UserError(
         fmt::format("--path {} is not writable: {}", dir.string(), std::strerror(errno)),
         "pass a directory this user can write to, or change its permissions", 2);
   }
+  ::close(fd);
+  ::unlink(probe.c_str());
   struct statvfs info {};
   if (::statvfs(dir.c_str(), &info) != 0) {
     throw UserError(fmt::format("cannot read the free space of --path {}: {}", dir.string(),

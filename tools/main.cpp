@@ -24,6 +24,8 @@ int main(int argc, char** argv) {
   tools::add_report_command(app, context);
   tools::add_estimate_command(app, context);
   tools::add_config_command(app, context);
+  tools::add_io_bench_command(app, context);
+  tools::add_io_tune_command(app, context);
 
   try {
     app.parse(argc, argv);
