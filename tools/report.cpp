@@ -210,8 +210,11 @@ void print_path(const PathFacts& path, const std::string& source) {
   if (path.o_direct_ok) {
     fmt::print("{:<10}O_DIRECT ok (4 KiB aligned write and read-back)\n", "");
   } else {
-    fmt::print("{:<10}O_DIRECT FAILED: {}; put nvme_path on a local ext4 or xfs file system\n", "",
-               path.o_direct_error);
+    bool access = path.o_direct_error.find("Permission denied") != std::string::npos ||
+                  path.o_direct_error.find("Read-only") != std::string::npos;
+    fmt::print("{:<10}O_DIRECT FAILED: {}; {}\n", "", path.o_direct_error,
+               access ? "make the directory writable by this user"
+                      : "put nvme_path on a local ext4 or xfs file system");
   }
 }
 

@@ -115,6 +115,19 @@ TEST(ReportCommand, MissingNvmePathIsReportedNotFatal) {
   EXPECT_FALSE(report.at("path").at("error").get<std::string>().empty());
 }
 
+// /proc takes no new files: the O_DIRECT probe fails, and the report says why and what to do.
+TEST(ReportCommand, NamesAFileSystemWhereODirectFails) {
+  nlohmann::json report = report_json({"--path", "/proc"});
+  EXPECT_EQ(report.at("path").at("fs_type"), "proc");
+  EXPECT_FALSE(report.at("path").at("o_direct").get<bool>());
+  EXPECT_NE(report.at("path").at("o_direct_error").get<std::string>().find("open with O_DIRECT"),
+            std::string::npos);
+  RunResult text = run_strata({"report", "--path", "/proc"});
+  ASSERT_EQ(text.exit_status, 0) << text.err;
+  EXPECT_NE(text.out.find("O_DIRECT FAILED"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("ext4 or xfs"), std::string::npos) << text.out;
+}
+
 TEST(ReportCommand, RefusesAMissingPath) {
   TempDir dir;
   RunResult result = run_strata({"report", "--path", (dir.path() / "nope").string()});
