@@ -80,11 +80,11 @@ TEST_P(EventTest, ElapsedTimeIsOrderedAndAntisymmetric) {
   auto start = device->create_event();
   auto end = device->create_event();
   Stream& stream = device->compute_stream();
-  std::atomic<std::int64_t> sink{0};
+  std::atomic<std::uint64_t> sink{0};
   stream.record(*start);
   stream.launch([&sink] {
-    std::int64_t sum = 0;
-    for (std::int64_t i = 0; i < 1'000'000; ++i)
+    std::uint64_t sum = 0;
+    for (std::uint64_t i = 0; i < 1'000'000; ++i)
       sum += i ^ (sum >> 3);
     sink = sum;
   });
