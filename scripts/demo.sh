@@ -7,7 +7,6 @@ bash scripts/setup.sh
 cmake --preset release >/dev/null
 cmake --build --preset release --target strata
 
-# `strata train` arrives with the engine (issue "The model trains"); until then the main job is
-# `strata report`, what this machine offers for offloaded training.
-echo "strata demo: the training engine is not built yet; running 'strata report' instead"
-./build/release/tools/strata report "$@"
+# The built-in demo (configs/demo.json): a small GPT on the bundled synthetic corpus. Extra
+# arguments go to `strata train` (e.g. --steps 100 --metrics m.jsonl).
+./build/release/tools/strata train --out strata-out "$@"

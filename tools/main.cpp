@@ -21,9 +21,11 @@ int main(int argc, char** argv) {
       [&log_level] { base::set_log_level(spdlog::level::from_str(log_level)); });
 
   tools::CommandContext context;
+  tools::add_train_command(app, context);
   tools::add_report_command(app, context);
   tools::add_estimate_command(app, context);
   tools::add_config_command(app, context);
+  tools::add_bench_command(app, context);
   tools::add_io_bench_command(app, context);
   tools::add_io_tune_command(app, context);
 

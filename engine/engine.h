@@ -1,0 +1,75 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "engine/config/config.h"
+#include "engine/model.h"
+#include "engine/zero/flat_layout.h"
+#include "gpu/device.h"
+
+namespace strata::gpu {
+class Comm;
+class Ops;
+}  // namespace strata::gpu
+
+namespace strata::engine {
+
+// What the engine runs on: the device, its ops and the collectives between ranks.
+struct Runtime {
+  gpu::Device& device;
+  gpu::Ops& ops;
+  gpu::Comm& comm;
+};
+
+// One optimizer step, for the progress line and the metrics file.
+struct StepStats {
+  std::int64_t step = 0;            // optimizer steps taken so far, this one included
+  double loss = 0;                  // mean over the step's micro-batches and ranks
+  double lr = 0;                    // the learning rate this step used
+  double grad_norm = 0;             // global L2 norm of the (unscaled) gradients, before clipping
+  double loss_scale = 1;            // fp16's loss scale this step used (1 otherwise)
+  bool skipped = false;             // fp16 overflow: no update, the scale was lowered
+  double seconds = 0;               // wall time of the step
+  std::int64_t tokens = 0;          // tokens processed by all ranks
+  gpu::TransferCounters transfers;  // bytes moved by this step's stream copies
+  std::int64_t bytes_nvme_read = 0;
+  std::int64_t bytes_nvme_write = 0;
+  std::int64_t gpu_peak_bytes = 0;  // device memory peak during the step
+  std::int64_t cpu_peak_bytes = 0;  // pinned host memory held during the step
+};
+
+// Trains a Model with the config's batch, precision, optimizer, scheduler and ZeRO settings
+// (DESIGN.md, "One training step"): train_batch reads as its phases, forward, backward, reduce,
+// step.
+class Engine {
+ public:
+  // Lays out and initialises the parameters (seeded by strata.seed, the same values for any
+  // layout or world size), allocates activations and optimizer state. Throws UserError when the
+  // model does not fit the device budget, naming the config key to change.
+  Engine(Runtime& runtime, const Config& config, Model& model);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // One optimizer step over gradient_accumulation_steps micro-batches. `inputs` and `targets`
+  // hold this rank's micro-batches back to back (gradient_accumulation_steps *
+  // model.tokens_per_micro_batch() tokens each).
+  StepStats train_batch(std::span<const std::int32_t> inputs,
+                        std::span<const std::int32_t> targets);
+  // The mean loss of forward passes over `inputs` (whole micro-batches), without any update.
+  double evaluate(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets);
+
+  const zero::FlatLayout& layout() const;
+  std::int64_t steps_taken() const;
+  // The fp32 master value of every parameter, in all_tensors() order, for tests and exports.
+  std::vector<float> master_parameters();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace strata::engine

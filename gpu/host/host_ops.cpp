@@ -1,0 +1,144 @@
+// The host backend's ops: each one enqueues the matching gpu/host/kernels function on the
+// stream, so it runs on the stream's worker thread in stream order, as a kernel would on a GPU.
+#include <memory>
+
+#include "base/assert.h"
+#include "gpu/host/kernels/attention.h"
+#include "gpu/host/kernels/cast.h"
+#include "gpu/host/kernels/cross_entropy.h"
+#include "gpu/host/kernels/embedding.h"
+#include "gpu/host/kernels/gelu.h"
+#include "gpu/host/kernels/layer_norm.h"
+#include "gpu/host/kernels/matmul.h"
+#include "gpu/host/kernels/residual.h"
+#include "gpu/ops.h"
+
+namespace strata::gpu {
+namespace {
+
+namespace k = host::kernels;
+using i64 = std::int64_t;
+
+class HostOps final : public Ops {
+ public:
+  void embedding_forward(Stream& s, float* out, const std::int32_t* tokens, const float* wte,
+                         const float* wpe, i64 b, i64 t, i64 c, i64 v) override {
+    s.launch([=] { k::embedding_forward<float>(out, tokens, wte, wpe, b, t, c, v); });
+  }
+  void embedding_backward(Stream& s, float* dwte, float* dwpe, const float* dout,
+                          const std::int32_t* tokens, i64 b, i64 t, i64 c, i64 v) override {
+    s.launch([=] { k::embedding_backward<float>(dwte, dwpe, dout, tokens, b, t, c, v); });
+  }
+  void layer_norm_forward(Stream& s, float* out, float* mean, float* rstd, const float* inp,
+                          const float* weight, const float* bias, i64 rows, i64 c) override {
+    s.launch([=] { k::layer_norm_forward<float>(out, mean, rstd, inp, weight, bias, rows, c); });
+  }
+  void layer_norm_backward(Stream& s, float* dinp, float* dweight, float* dbias, const float* dout,
+                           const float* inp, const float* weight, const float* mean,
+                           const float* rstd, i64 rows, i64 c) override {
+    s.launch([=] {
+      k::layer_norm_backward<float>(dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, c);
+    });
+  }
+  void matmul_forward(Stream& s, float* out, const float* inp, const float* weight,
+                      const float* bias, i64 rows, i64 in, i64 out_channels) override {
+    s.launch([=] { k::matmul_forward<float>(out, inp, weight, bias, rows, in, out_channels); });
+  }
+  void matmul_backward(Stream& s, float* dinp, float* dweight, float* dbias, const float* dout,
+                       const float* inp, const float* weight, i64 rows, i64 in,
+                       i64 out_channels) override {
+    s.launch([=] {
+      k::matmul_backward<float>(dinp, dweight, dbias, dout, inp, weight, rows, in, out_channels);
+    });
+  }
+  void attention_forward(Stream& s, float* out, float* att, const float* qkv, i64 b, i64 t, i64 c,
+                         i64 heads) override {
+    s.launch([=] { k::attention_forward<float>(out, att, qkv, b, t, c, heads); });
+  }
+  void attention_backward(Stream& s, float* dqkv, const float* dout, const float* qkv,
+                          const float* att, i64 b, i64 t, i64 c, i64 heads) override {
+    s.launch([=] { k::attention_backward<float>(dqkv, dout, qkv, att, b, t, c, heads); });
+  }
+  void gelu_forward(Stream& s, float* out, const float* inp, i64 n) override {
+    s.launch([=] { k::gelu_forward<float>(out, inp, n); });
+  }
+  void gelu_backward(Stream& s, float* dinp, const float* inp, const float* dout, i64 n) override {
+    s.launch([=] { k::gelu_backward<float>(dinp, inp, dout, n); });
+  }
+  void residual_forward(Stream& s, float* out, const float* a, const float* b, i64 n) override {
+    s.launch([=] { k::residual_forward<float>(out, a, b, n); });
+  }
+  void residual_backward(Stream& s, float* da, float* db, const float* dout, i64 n) override {
+    s.launch([=] { k::residual_backward<float>(da, db, dout, n); });
+  }
+  void cross_entropy_forward(Stream& s, float* losses, float* lse, float* loss_mean,
+                             const float* logits, const std::int32_t* targets, i64 rows, i64 v,
+                             i64 vp) override {
+    s.launch([=] {
+      k::cross_entropy_forward<float>(losses, lse, loss_mean, logits, targets, rows, v, vp);
+    });
+  }
+  void cross_entropy_backward(Stream& s, float* dlogits, const float* logits, const float* lse,
+                              const std::int32_t* targets, const float* dlosses, i64 rows, i64 v,
+                              i64 vp) override {
+    s.launch([=] {
+      k::cross_entropy_backward<float>(dlogits, logits, lse, targets, dlosses, rows, v, vp);
+    });
+  }
+  void cast_to_float(Stream& s, float* target, const void* source, DataType type, i64 n) override {
+    auto* half = static_cast<const std::uint16_t*>(source);
+    switch (type) {
+      case DataType::float32:
+        s.copy(target, source, n * 4, CopyKind::device_to_device);
+        return;
+      case DataType::bfloat16:
+        s.launch([=] { k::cast_bf16_to_fp32(target, half, n); });
+        return;
+      case DataType::float16:
+        s.launch([=] { k::cast_fp16_to_fp32(target, half, n); });
+        return;
+      default:
+        STRATA_ASSERT(false && "cast_to_float takes floating-point types only");
+    }
+  }
+  void cast_from_float(Stream& s, void* target, DataType type, const float* source,
+                       i64 n) override {
+    auto* half = static_cast<std::uint16_t*>(target);
+    switch (type) {
+      case DataType::float32:
+        s.copy(target, source, n * 4, CopyKind::device_to_device);
+        return;
+      case DataType::bfloat16:
+        s.launch([=] { k::cast_fp32_to_bf16(half, source, n); });
+        return;
+      case DataType::float16:
+        s.launch([=] { k::cast_fp32_to_fp16(half, source, n); });
+        return;
+      default:
+        STRATA_ASSERT(false && "cast_from_float takes floating-point types only");
+    }
+  }
+  void fill(Stream& s, float* target, float value, i64 n) override {
+    s.launch([=] {
+      for (i64 i = 0; i < n; ++i)
+        target[i] = value;
+    });
+  }
+  void accumulate(Stream& s, float* target, const float* source, float scale, i64 n) override {
+    s.launch([=] {
+      for (i64 i = 0; i < n; ++i)
+        target[i] += source[i] * scale;
+    });
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Ops> create_ops(Device& device) {
+  // The CUDA backend's ops arrive with gpu/cuda (issue "CUDA backend"); until then a CUDA device
+  // is never opened (open_device falls back to the host device), so this is the only backend.
+  STRATA_ASSERT(device.kind() == DeviceKind::host);
+  return std::make_unique<HostOps>();
+}
+
+}  // namespace strata::gpu

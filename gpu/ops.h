@@ -1,0 +1,96 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "gpu/comm.h"  // DataType
+#include "gpu/device.h"
+#include "gpu/stream.h"
+
+namespace strata::gpu {
+
+// The ops a GPT-2 style model needs, forward and backward, on device memory in fp32 (the
+// compute type; bf16/fp16 storage is converted with `cast_*`). Every op is enqueued on `stream`
+// and returns at once, as a kernel launch does; pointers must stay valid until it has run.
+//
+// The math, the saved tensors and the conventions are those of gpu/host/kernels/*.h (the host
+// backend runs exactly those functions): backward ops ACCUMULATE into gradient outputs, except
+// cross_entropy_backward, which overwrites. Each backend supplies the same ops: the host backend
+// in gpu/host/host_ops.cpp, CUDA in gpu/cuda/.
+class Ops {
+ public:
+  virtual ~Ops() = default;
+  Ops(const Ops&) = delete;
+  Ops& operator=(const Ops&) = delete;
+
+  virtual void embedding_forward(Stream& stream, float* out, const std::int32_t* tokens,
+                                 const float* wte, const float* wpe, std::int64_t batch,
+                                 std::int64_t seq_len, std::int64_t channels,
+                                 std::int64_t vocab) = 0;
+  virtual void embedding_backward(Stream& stream, float* dwte, float* dwpe, const float* dout,
+                                  const std::int32_t* tokens, std::int64_t batch,
+                                  std::int64_t seq_len, std::int64_t channels,
+                                  std::int64_t vocab) = 0;
+
+  virtual void layer_norm_forward(Stream& stream, float* out, float* mean, float* rstd,
+                                  const float* inp, const float* weight, const float* bias,
+                                  std::int64_t rows, std::int64_t channels) = 0;
+  virtual void layer_norm_backward(Stream& stream, float* dinp, float* dweight, float* dbias,
+                                   const float* dout, const float* inp, const float* weight,
+                                   const float* mean, const float* rstd, std::int64_t rows,
+                                   std::int64_t channels) = 0;
+
+  virtual void matmul_forward(Stream& stream, float* out, const float* inp, const float* weight,
+                              const float* bias, std::int64_t rows, std::int64_t in_channels,
+                              std::int64_t out_channels) = 0;
+  virtual void matmul_backward(Stream& stream, float* dinp, float* dweight, float* dbias,
+                               const float* dout, const float* inp, const float* weight,
+                               std::int64_t rows, std::int64_t in_channels,
+                               std::int64_t out_channels) = 0;
+
+  virtual void attention_forward(Stream& stream, float* out, float* att, const float* qkv,
+                                 std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
+                                 std::int64_t heads) = 0;
+  virtual void attention_backward(Stream& stream, float* dqkv, const float* dout, const float* qkv,
+                                  const float* att, std::int64_t batch, std::int64_t seq_len,
+                                  std::int64_t channels, std::int64_t heads) = 0;
+
+  virtual void gelu_forward(Stream& stream, float* out, const float* inp, std::int64_t n) = 0;
+  virtual void gelu_backward(Stream& stream, float* dinp, const float* inp, const float* dout,
+                             std::int64_t n) = 0;
+
+  virtual void residual_forward(Stream& stream, float* out, const float* a, const float* b,
+                                std::int64_t n) = 0;
+  virtual void residual_backward(Stream& stream, float* da, float* db, const float* dout,
+                                 std::int64_t n) = 0;
+
+  // Mean loss into *loss_mean (one float of device memory).
+  virtual void cross_entropy_forward(Stream& stream, float* losses, float* lse, float* loss_mean,
+                                     const float* logits, const std::int32_t* targets,
+                                     std::int64_t rows, std::int64_t vocab,
+                                     std::int64_t vocab_padded) = 0;
+  virtual void cross_entropy_backward(Stream& stream, float* dlogits, const float* logits,
+                                      const float* lse, const std::int32_t* targets,
+                                      const float* dlosses, std::int64_t rows, std::int64_t vocab,
+                                      std::int64_t vocab_padded) = 0;
+
+  // target[i] = float(source[i]) for `n` elements stored as `type` (float32, bfloat16, float16).
+  virtual void cast_to_float(Stream& stream, float* target, const void* source, DataType type,
+                             std::int64_t n) = 0;
+  // target[i] = source[i] rounded to nearest even in `type` (NaN stays NaN).
+  virtual void cast_from_float(Stream& stream, void* target, DataType type, const float* source,
+                               std::int64_t n) = 0;
+  // target[i] = value for `n` floats (seeds dlosses = 1 / rows).
+  virtual void fill(Stream& stream, float* target, float value, std::int64_t n) = 0;
+  // target[i] += source[i] * scale (gradient accumulation across micro-batches).
+  virtual void accumulate(Stream& stream, float* target, const float* source, float scale,
+                          std::int64_t n) = 0;
+
+ protected:
+  Ops() = default;
+};
+
+// The ops of `device`'s backend. They must not outlive the device.
+std::unique_ptr<Ops> create_ops(Device& device);
+
+}  // namespace strata::gpu

@@ -1,0 +1,103 @@
+#include "models/gpt/gpt_activations.h"
+
+#include "base/assert.h"
+#include "gpu/device.h"
+
+namespace strata::models {
+namespace {
+
+// Hands out consecutive pieces of one allocation, each 64-byte aligned. With `base` null it only
+// counts, so that sizing and carving can never disagree.
+class Carver {
+ public:
+  explicit Carver(std::byte* base) : base_(base) {}
+
+  template <class T>
+  T* take(std::int64_t count) {
+    std::int64_t at = offset_;
+    offset_ += (count * static_cast<std::int64_t>(sizeof(T)) + 63) / 64 * 64;
+    return base_ == nullptr ? nullptr : reinterpret_cast<T*>(base_ + at);
+  }
+  std::int64_t bytes() const { return offset_; }
+
+ private:
+  std::byte* base_;
+  std::int64_t offset_ = 0;
+};
+
+void carve_block(Carver& carver, const GptShape& shape, BlockActivations& block) {
+  std::int64_t rows = shape.rows(), c = shape.d_model;
+  block.ln1 = carver.take<float>(rows * c);
+  block.ln1_mean = carver.take<float>(rows);
+  block.ln1_rstd = carver.take<float>(rows);
+  block.qkv = carver.take<float>(rows * 3 * c);
+  block.atty = carver.take<float>(rows * c);
+  block.att = carver.take<float>(shape.batch * shape.n_head * shape.seq_len * shape.seq_len);
+  block.attproj = carver.take<float>(rows * c);
+  block.residual2 = carver.take<float>(rows * c);
+  block.ln2 = carver.take<float>(rows * c);
+  block.ln2_mean = carver.take<float>(rows);
+  block.ln2_rstd = carver.take<float>(rows);
+  block.fch = carver.take<float>(rows * 4 * c);
+  block.fch_gelu = carver.take<float>(rows * 4 * c);
+  block.fcproj = carver.take<float>(rows * c);
+}
+
+void carve(Carver& carver, const GptShape& shape, bool checkpointing, GptActivations& acts) {
+  std::int64_t rows = shape.rows(), c = shape.d_model, v = shape.vocab;
+  acts.tokens = carver.take<std::int32_t>(rows);
+  acts.targets = carver.take<std::int32_t>(rows);
+  acts.residual.assign(static_cast<std::size_t>(shape.n_layer + 1), nullptr);
+  for (auto& stream : acts.residual)
+    stream = carver.take<float>(rows * c);
+  acts.blocks.assign(checkpointing ? 1 : static_cast<std::size_t>(shape.n_layer), {});
+  for (auto& block : acts.blocks)
+    carve_block(carver, shape, block);
+  BlockGradients& g = acts.block_grads;
+  g.dln1 = carver.take<float>(rows * c);
+  g.dqkv = carver.take<float>(rows * 3 * c);
+  g.datty = carver.take<float>(rows * c);
+  g.dattproj = carver.take<float>(rows * c);
+  g.dresidual2 = carver.take<float>(rows * c);
+  g.dln2 = carver.take<float>(rows * c);
+  g.dfch = carver.take<float>(rows * 4 * c);
+  g.dfch_gelu = carver.take<float>(rows * 4 * c);
+  g.dfcproj = carver.take<float>(rows * c);
+  acts.dresidual[0] = carver.take<float>(rows * c);
+  acts.dresidual[1] = carver.take<float>(rows * c);
+  acts.lnf = carver.take<float>(rows * c);
+  acts.lnf_mean = carver.take<float>(rows);
+  acts.lnf_rstd = carver.take<float>(rows);
+  acts.dlnf = carver.take<float>(rows * c);
+  acts.logits = carver.take<float>(rows * v);
+  acts.dlogits = carver.take<float>(rows * v);
+  acts.losses = carver.take<float>(rows);
+  acts.lse = carver.take<float>(rows);
+  acts.dlosses = carver.take<float>(rows);
+  acts.loss = carver.take<float>(1);
+}
+
+}  // namespace
+
+std::int64_t GptActivations::bytes_needed(const GptShape& shape, bool checkpointing) {
+  Carver counter(nullptr);
+  GptActivations sized_only;
+  carve(counter, shape, checkpointing, sized_only);
+  return counter.bytes();
+}
+
+GptActivations::GptActivations(gpu::Device& device, const GptShape& shape, bool checkpointing)
+    : checkpointing_(checkpointing) {
+  storage_ = device.allocate(bytes_needed(shape, checkpointing), "activations");
+  Carver carver(storage_.as<std::byte>());
+  carve(carver, shape, checkpointing, *this);
+}
+
+BlockActivations& GptActivations::block(std::int64_t layer) {
+  STRATA_ASSERT(layer >= 0);
+  if (checkpointing_) return blocks.front();
+  STRATA_ASSERT(static_cast<std::size_t>(layer) < blocks.size());
+  return blocks[static_cast<std::size_t>(layer)];
+}
+
+}  // namespace strata::models

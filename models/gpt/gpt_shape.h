@@ -1,0 +1,32 @@
+#pragma once
+
+#include <cstdint>
+
+namespace strata::models {
+
+// A GPT-2 style pre-LN decoder with learned positions and a tied LM head, shaped by
+// "strata": {"model": {...}} and one micro-batch.
+struct GptShape {
+  std::int64_t n_layer = 4;
+  std::int64_t n_head = 4;
+  std::int64_t d_model = 128;
+  std::int64_t seq_len = 64;
+  std::int64_t vocab = 256;
+  std::int64_t batch = 4;  // sequences per micro-batch
+
+  // Closed form, biases included: V*C + T*C (embeddings) + L*(12 C^2 + 13 C) (blocks: qkv,
+  // attention projection, MLP up and down, two layer norms) + 2 C (final norm).
+  std::int64_t parameter_count() const {
+    std::int64_t c = d_model;
+    return vocab * c + seq_len * c + n_layer * (12 * c * c + 13 * c) + 2 * c;
+  }
+  // Training FLOPs per token: 6 per parameter (forward 2, backward 4) plus attention's scores
+  // and weighted sums, 12 * L * C * T (PaLM's count, Appendix B).
+  double flops_per_token() const {
+    return 6.0 * static_cast<double>(parameter_count()) +
+           12.0 * static_cast<double>(n_layer * d_model * seq_len);
+  }
+  std::int64_t rows() const { return batch * seq_len; }
+};
+
+}  // namespace strata::models

@@ -1,0 +1,229 @@
+// strata train: the main job. Reads a DeepSpeed config (or runs the built-in demo), builds the
+// GPT it describes, and trains it with progress on the terminal, an optional metrics file, and
+// the loss curves as a PNG at the end.
+#include <fmt/format.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <optional>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "base/units.h"
+#include "engine/config/config.h"
+#include "engine/engine.h"
+#include "gpu/comm.h"
+#include "gpu/open_device.h"
+#include "gpu/ops.h"
+#include "gpu/process_group.h"
+#include "models/data/byte_tokenizer.h"
+#include "models/data/synthetic_corpus.h"
+#include "models/data/token_dataset.h"
+#include "models/gpt/gpt.h"
+#include "tools/commands.h"
+#include "tools/demo_config.h"
+#include "tools/train_output.h"
+
+namespace strata::tools {
+namespace {
+
+std::atomic<bool> interrupted{false};
+
+extern "C" void on_interrupt(int /*signal*/) {
+  interrupted.store(true);
+}
+
+struct TrainOptions {
+  std::string config_path;
+  std::int64_t steps = 0;  // 0 = strata.train_steps
+  std::string metrics_path;
+  std::string out_dir = "strata-out";
+  std::int64_t eval_every = 50;
+};
+
+engine::LoadedConfig load(const TrainOptions& options, int world_size) {
+  if (options.config_path.empty()) {
+    return engine::parse_config_text(demo_config_json(), "the built-in demo config", world_size);
+  }
+  return engine::load_config_file(options.config_path, world_size);
+}
+
+// Shapes the config loader cannot judge alone: they need the tokenizer and the data.
+models::GptShape model_shape(const engine::Config& config) {
+  const engine::ModelConfig& m = config.strata.model;
+  auto refuse = [](const std::string& cause, const std::string& fix) {
+    throw UserError(cause, fix, 2);
+  };
+  if (m.n_layer < 1 || m.n_head < 1 || m.d_model < 1 || m.seq_len < 1) {
+    refuse("strata.model needs n_layer, n_head, d_model and seq_len of at least 1",
+           "set positive values under \"strata\": {\"model\": {...}}");
+  }
+  if (m.d_model % m.n_head != 0) {
+    refuse(fmt::format("strata.model.n_head {} does not divide strata.model.d_model {}", m.n_head,
+                       m.d_model),
+           "choose n_head so that d_model / n_head is a whole head size (e.g. 64)");
+  }
+  if (m.vocab < models::kByteVocab) {
+    refuse(fmt::format("strata.model.vocab {} is smaller than the byte tokenizer's {} tokens",
+                       m.vocab, models::kByteVocab),
+           fmt::format("set \"strata\": {{\"model\": {{\"vocab\": {}}}}} or more",
+                       models::kByteVocab));
+  }
+  return {m.n_layer, m.n_head, m.d_model,
+          m.seq_len, m.vocab,  config.batch.train_micro_batch_size_per_gpu};
+}
+
+models::TokenDataset load_data(const engine::Config& config) {
+  const engine::DataConfig& data = config.strata.data;
+  if (!data.path.empty()) {
+    models::TokenDataset dataset =
+        models::TokenDataset::from_file(data.path, data.validation_fraction);
+    return dataset;
+  }
+  models::SyntheticCorpus corpus = models::generate_corpus({});
+  models::TokenDataset dataset = models::TokenDataset::from_tokens(
+      models::encode_bytes(corpus.text), data.validation_fraction);
+  dataset.source = "the built-in synthetic corpus (first-order Markov chain over 384 words)";
+  dataset.entropy_floor_nats = corpus.entropy_floor_nats_per_byte;
+  return dataset;
+}
+
+void print_setup(const engine::Config& config, const models::GptShape& shape,
+                 const models::TokenDataset& data, gpu::Device& device, int world_size,
+                 std::int64_t steps) {
+  const char* precision = config.bf16.enabled ? "bf16 storage, fp32 compute and master weights"
+                          : config.fp16.enabled
+                              ? "fp16 storage with loss scaling, fp32 compute and master weights"
+                              : "fp32";
+  fmt::print("strata train\n");
+  fmt::print(
+      "  model      GPT, {} parameters (n_layer {}, n_head {}, d_model {}, seq_len {}, "
+      "vocab {})\n",
+      base::format_count(static_cast<double>(shape.parameter_count())), shape.n_layer, shape.n_head,
+      shape.d_model, shape.seq_len, shape.vocab);
+  fmt::print("  device     {} ({} budget), {} rank(s)\n", device.name(),
+             base::format_bytes(static_cast<double>(device.budget_bytes())), world_size);
+  fmt::print("  zero       stage {}: parameters, gradients and optimizer states on the device\n",
+             config.zero.stage);
+  fmt::print("  precision  {}\n", precision);
+  fmt::print("  optimizer  {} lr {} | scheduler {} | clipping {}\n",
+             engine::to_string(config.optimizer.type), config.optimizer.lr,
+             engine::to_string(config.scheduler.type), config.gradient_clipping);
+  fmt::print("  batch      {} x {} tokens per micro-batch, {} micro-batch(es) per step, {} steps\n",
+             config.batch.train_micro_batch_size_per_gpu, shape.seq_len,
+             config.batch.gradient_accumulation_steps, steps);
+  fmt::print("  data       {}: {} training and {} validation tokens\n", data.source,
+             data.train().size(), data.validation().size());
+  if (data.entropy_floor_nats > 0) {
+    fmt::print(
+        "  floor      the corpus's entropy rate is {:.4f} nats/token: no model can go "
+        "below it\n",
+        data.entropy_floor_nats);
+  }
+  std::fflush(stdout);
+}
+
+int run_training(const TrainOptions& options) {
+  gpu::World world;
+  engine::LoadedConfig loaded = load(options, world.world_size());
+  const engine::Config& config = loaded.config;
+  bool leader = world.rank() == 0;
+  for (const std::string& warning : loaded.warnings) {
+    if (leader) base::logger("tools").warn("{}", warning);
+  }
+  models::GptShape shape = model_shape(config);
+  models::TokenDataset data = load_data(config);
+  data.check_fits(static_cast<int>(shape.seq_len), static_cast<int>(shape.vocab));
+  std::int64_t steps = options.steps > 0 ? options.steps : config.strata.train_steps;
+
+  gpu::DeviceOptions device_options;
+  device_options.memory_budget_bytes = config.strata.device_memory_budget;
+  std::unique_ptr<gpu::Device> device = gpu::open_device(device_options);
+  std::unique_ptr<gpu::Ops> ops = gpu::create_ops(*device);
+  std::unique_ptr<gpu::Comm> comm = gpu::create_comm(world, *device);
+  if (leader) print_setup(config, shape, data, *device, world.world_size(), steps);
+
+  models::Gpt model(shape);
+  engine::Runtime runtime{*device, *ops, *comm};
+  engine::Engine engine(runtime, config, model);
+
+  std::filesystem::create_directories(options.out_dir);
+  MetricsWriter metrics(leader ? options.metrics_path : "");
+  TrainProgress progress(steps, config.steps_per_print, leader);
+  std::int64_t accumulation = config.batch.gradient_accumulation_steps;
+  std::int64_t micro_tokens = shape.rows();
+  std::vector<std::int32_t> inputs(static_cast<std::size_t>(accumulation * micro_tokens));
+  std::vector<std::int32_t> targets(inputs.size());
+  std::vector<LossPoint> curve;
+  auto sample = [&](std::span<const std::uint16_t> split, std::uint64_t seed, std::int64_t step,
+                    std::int64_t batches) {
+    for (std::int64_t micro = 0; micro < batches; ++micro) {
+      // Rank r takes micro-batch (micro * world + r) of the global batch.
+      std::int64_t index = micro * world.world_size() + world.rank();
+      auto at = static_cast<std::size_t>(micro * micro_tokens);
+      auto count = static_cast<std::size_t>(micro_tokens);
+      models::sample_batch(split, seed, step, index, static_cast<int>(shape.batch),
+                           static_cast<int>(shape.seq_len), std::span(inputs).subspan(at, count),
+                           std::span(targets).subspan(at, count));
+    }
+  };
+
+  std::signal(SIGINT, on_interrupt);
+  auto started = std::chrono::steady_clock::now();
+  double last_validation = -1;
+  std::int64_t step = 0;
+  for (step = 1; step <= steps && !interrupted.load(); ++step) {
+    sample(data.train(), config.strata.seed, step, accumulation);
+    engine::StepStats stats = engine.train_batch(inputs, targets);
+    double validation = -1;
+    if (step % options.eval_every == 0 || step == steps) {
+      sample(data.validation(), config.strata.seed ^ 0x5EED, 0, accumulation);
+      validation = engine.evaluate(inputs, targets);
+      last_validation = validation;
+    }
+    double tokens_per_s = static_cast<double>(stats.tokens) / std::max(stats.seconds, 1e-9);
+    progress.update(stats, tokens_per_s, validation);
+    metrics.write(stats, tokens_per_s, validation);
+    curve.push_back({stats.step, stats.loss, validation});
+  }
+  progress.finish();
+  std::signal(SIGINT, SIG_DFL);
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (!leader) return 0;
+
+  std::filesystem::path png = plot_losses(options.out_dir, curve, data.entropy_floor_nats);
+  std::int64_t done = static_cast<std::int64_t>(curve.size());
+  fmt::print("{} {} steps in {:.1f} s: loss {:.4f} -> {:.4f}, validation {:.4f}{}\n",
+             interrupted.load() ? "interrupted after" : "trained", done, seconds,
+             curve.empty() ? 0.0 : curve.front().train_loss,
+             curve.empty() ? 0.0 : curve.back().train_loss, last_validation,
+             data.entropy_floor_nats > 0 ? fmt::format(" (floor {:.4f})", data.entropy_floor_nats)
+                                         : std::string());
+  if (!png.empty()) fmt::print("loss curves: {}\n", png.string());
+  if (!options.metrics_path.empty()) fmt::print("metrics: {}\n", options.metrics_path);
+  return interrupted.load() ? 130 : 0;
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app, CommandContext& context) {
+  auto options = std::make_shared<TrainOptions>();
+  auto* command = app.add_subcommand(
+      "train", "Train a GPT with a DeepSpeed config (the built-in demo without --config)");
+  command->add_option("--config", options->config_path, "DeepSpeed JSON config")
+      ->check(CLI::ExistingFile);
+  command->add_option("--steps", options->steps, "Optimizer steps (default: strata.train_steps)")
+      ->check(CLI::PositiveNumber);
+  command->add_option("--metrics", options->metrics_path, "Write one JSON object per step here");
+  command->add_option("--out", options->out_dir, "Directory for loss.png and loss.tsv")
+      ->capture_default_str();
+  command->add_option("--eval-every", options->eval_every, "Validation loss every N steps")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  command->callback([options, &context] { context.exit_status = run_training(*options); });
+}
+
+}  // namespace strata::tools

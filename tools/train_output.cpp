@@ -1,0 +1,133 @@
+#include "tools/train_output.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "base/units.h"
+
+namespace strata::tools {
+
+TrainProgress::TrainProgress(std::int64_t total_steps, std::int64_t print_every, bool enabled)
+    : total_steps_(total_steps),
+      print_every_(print_every < 1 ? 1 : print_every),
+      enabled_(enabled),
+      terminal_(isatty(STDOUT_FILENO) != 0) {}
+
+void TrainProgress::update(const engine::StepStats& stats, double tokens_per_s,
+                           double validation_loss) {
+  if (!enabled_) return;
+  std::string validation = validation_loss >= 0 ? fmt::format(" val {:.4f}", validation_loss) : "";
+  std::string traffic =
+      fmt::format("h2d {} d2h {} nvme r/w {}/{}",
+                  base::format_bytes(static_cast<double>(stats.transfers.bytes_h2d)),
+                  base::format_bytes(static_cast<double>(stats.transfers.bytes_d2h)),
+                  base::format_bytes(static_cast<double>(stats.bytes_nvme_read)),
+                  base::format_bytes(static_cast<double>(stats.bytes_nvme_write)));
+  std::string line =
+      fmt::format("step {:5d}/{} | loss {:.4f}{} | lr {:.3e} | {:7.0f} ms | {:8.0f} tok/s | {}{}",
+                  stats.step, total_steps_, stats.loss, validation, stats.lr, stats.seconds * 1e3,
+                  tokens_per_s, traffic, stats.skipped ? " | skipped (fp16 overflow)" : "");
+  if (terminal_) {
+    constexpr int kWidth = 24;
+    auto filled = static_cast<int>(kWidth * stats.step / std::max<std::int64_t>(1, total_steps_));
+    std::string bar(static_cast<std::size_t>(filled), '#');
+    bar.resize(kWidth, '.');
+    fmt::print("\r\033[K[{}] {}", bar, line);
+    if (validation_loss >= 0) fmt::print("\n");
+    std::fflush(stdout);
+    return;
+  }
+  if (stats.step % print_every_ == 0 || stats.step == 1 || validation_loss >= 0 ||
+      stats.step == total_steps_) {
+    fmt::print("{}\n", line);
+    std::fflush(stdout);
+  }
+}
+
+void TrainProgress::finish() {
+  if (enabled_ && terminal_) fmt::print("\n");
+}
+
+MetricsWriter::MetricsWriter(const std::filesystem::path& path) {
+  if (path.empty()) return;
+  out_.open(path, std::ios::trunc);
+  if (!out_) {
+    throw UserError(fmt::format("cannot write the metrics file {}", path.string()),
+                    "pass --metrics a path in a writable directory");
+  }
+}
+
+void MetricsWriter::write(const engine::StepStats& stats, double tokens_per_s,
+                          double validation_loss) {
+  if (!out_.is_open()) return;
+  nlohmann::json line = {
+      {"step", stats.step},
+      {"loss", stats.loss},
+      {"lr", stats.lr},
+      {"grad_norm", stats.grad_norm},
+      {"loss_scale", stats.loss_scale},
+      {"skipped", stats.skipped},
+      {"seconds", stats.seconds},
+      {"tokens", stats.tokens},
+      {"tokens_per_s", tokens_per_s},
+      {"bytes_h2d", stats.transfers.bytes_h2d},
+      {"bytes_d2h", stats.transfers.bytes_d2h},
+      {"bytes_nvme_read", stats.bytes_nvme_read},
+      {"bytes_nvme_write", stats.bytes_nvme_write},
+      {"gpu_peak_bytes", stats.gpu_peak_bytes},
+      {"cpu_peak_bytes", stats.cpu_peak_bytes},
+  };
+  if (validation_loss >= 0) line["val_loss"] = validation_loss;
+  out_ << line.dump() << '\n';
+  out_.flush();
+}
+
+std::filesystem::path plot_losses(const std::filesystem::path& out_dir,
+                                  const std::vector<LossPoint>& points, double entropy_floor) {
+  auto table = out_dir / "loss.tsv";
+  auto png = out_dir / "loss.png";
+  {
+    std::ofstream out(table, std::ios::trunc);
+    out << "# step\ttrain_loss\tvalidation_loss\n";
+    for (const LossPoint& point : points) {
+      out << point.step << '\t' << point.train_loss << '\t';
+      if (point.validation_loss >= 0) {
+        out << point.validation_loss;
+      } else {
+        out << "NaN";
+      }
+      out << '\n';
+    }
+  }
+  auto script = out_dir / "loss.gp";
+  {
+    std::ofstream out(script, std::ios::trunc);
+    out << "set terminal pngcairo size 900,560 noenhanced\n"
+        << "set output '" << png.string() << "'\n"
+        << "set title 'strata train: loss'\nset xlabel 'step'\nset ylabel 'loss (nats/token)'\n"
+        << "set grid\nset key top right\nset datafile missing 'NaN'\n";
+    if (entropy_floor > 0) {
+      out << "floor = " << entropy_floor << "\n";
+    }
+    out << "plot '" << table.string() << "' using 1:2 with lines lw 2 title 'train', '"
+        << table.string() << "' using 1:3 with linespoints pt 7 title 'validation'";
+    if (entropy_floor > 0) out << ", floor with lines dt 2 title 'entropy floor of the corpus'";
+    out << "\n";
+  }
+  std::string command = fmt::format("gnuplot '{}' 2>/dev/null", script.string());
+  if (std::system(command.c_str()) != 0) {
+    base::logger("tools").warn(
+        "gnuplot failed or is missing: the curves are in {} but no PNG was drawn (install "
+        "gnuplot-nox)",
+        table.string());
+    return {};
+  }
+  return png;
+}
+
+}  // namespace strata::tools
