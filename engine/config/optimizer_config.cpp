@@ -141,7 +141,14 @@ void read_params(JsonReader& params, OptimizerConfig& out) {
 void read_optimizer(JsonReader& top, OptimizerConfig& out) {
   JsonReader section(top.find("optimizer"), "optimizer", top.diagnostics());
   if (!section.present()) return;
+  const auto errors_before = top.diagnostics().errors.size();
   read_type(section, out.type);
+  if (top.diagnostics().errors.size() != errors_before) {
+    // Params of a type strata does not run would only add noise to the one message that matters.
+    section.accept({"params"});
+    section.finish();
+    return;
+  }
   if (out.type == OptimizerType::adagrad) {
     out.lr = 1e-2;
     out.eps = 1e-10;

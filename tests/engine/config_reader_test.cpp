@@ -173,6 +173,18 @@ TEST(ConfigErrors, ReportsAllProblemsNotJustTheFirst) {
   EXPECT_THAT(message, HasSubstr("zero_optimization.stage: got \"three\""));
 }
 
+TEST(ConfigErrors, UnsupportedOptimizerIsOneProblemNotOnePerParam) {
+  try {
+    parse_config_text(R"({"train_batch_size": 1, "optimizer": {"type": "OneBitLamb",
+                          "params": {"lr": 1e-3, "max_coeff": 0.3, "freeze_step": 100}}})");
+    FAIL() << "loaded";
+  } catch (const ConfigError& error) {
+    ASSERT_EQ(error.problems().size(), 1u);
+    EXPECT_THAT(error.problems()[0], HasSubstr("optimizer.type: \"OneBitLamb\""));
+    EXPECT_THAT(error.problems()[0], HasSubstr("not supported by strata"));
+  }
+}
+
 // The parser refuses bytes that are not UTF-8; the message shows them escaped, so that it can
 // itself go into JSON (`config check --json`).
 TEST(ConfigErrors, InvalidUtf8IsRefusedPrintably) {
