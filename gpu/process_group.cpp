@@ -110,6 +110,12 @@ void World::barrier() const {
   if (uses_mpi_) MPI_Barrier(MPI_COMM_WORLD);
 }
 
+void World::abort_other_ranks(int exit_status) const {
+  if (!uses_mpi_ || world_size_ == 1) return;
+  base::logger("gpu").error("rank {} failed: ending all {} ranks", rank_, world_size_);
+  MPI_Abort(MPI_COMM_WORLD, exit_status);
+}
+
 void World::add_comm() noexcept {
   ++live_comms_;
 }

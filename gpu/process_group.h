@@ -43,6 +43,12 @@ class World {
   // Blocks until every rank has called barrier() (no-op for a world without MPI).
   void barrier() const;
 
+  // For tools/ main, after it has printed an error that ends this rank: with several MPI ranks,
+  // ends every rank of the job at once (MPI_Abort with `exit_status`; does not return), since the
+  // other ranks may be waiting in a collective this rank will never join and would hang. In a
+  // world of one it returns, and the caller exits as usual.
+  void abort_other_ranks(int exit_status) const;
+
   // Comms made from this World register here so that the destructor can assert none outlives it.
   void add_comm() noexcept;
   void remove_comm() noexcept;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "tests/gpu/comm/comm_test_util.h"
 
@@ -177,6 +178,13 @@ void CommTest::expect_same_on_all_ranks(const Bytes& bytes) {
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   strata::gpu::World world;
+  // The abort probe (ctest gpu_comm.abort_np3): the last rank fails while the others wait in a
+  // barrier it will never join; abort_other_ranks must end the job instead of leaving it hung.
+  if (std::getenv("STRATA_COMM_ABORT_PROBE") != nullptr) {
+    if (world.rank() == world.world_size() - 1) world.abort_other_ranks(3);
+    world.barrier();
+    return 0;
+  }
   strata::gpu::testing::world_instance = &world;
   if (world.rank() != 0) GTEST_FLAG_SET(brief, true);
   const int result = RUN_ALL_TESTS();
