@@ -23,7 +23,8 @@ cmake --build --preset asan
 if [[ -x build/asan/tests/engine/config_fuzzer ]]; then
   mkdir -p build/asan/fuzz-corpus
   build/asan/tests/engine/config_fuzzer -seed=1 -max_total_time=60 -print_final_stats=1 \
-    -artifact_prefix=build/asan/ build/asan/fuzz-corpus configs tests/engine/configs/good
+    -artifact_prefix=build/asan/ build/asan/fuzz-corpus configs tests/engine/configs/good \
+    tests/engine/configs/bad
 fi
 # Last, so that its summary is the closing line CI reads.
 ctest --preset asan -j "$(nproc)"
