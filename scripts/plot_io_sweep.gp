@@ -2,7 +2,7 @@
 # `strata io-bench --sweep` writes beside its CSV (<csv>.dat: one block per block size, headed by
 # its name, rows "queue_depth gbps" with the best of threads/single_submit/overlap_events).
 # strata io-bench runs this same program itself; to redraw by hand:
-#   gnuplot -e "datafile='sweep.csv.dat'; pngfile='sweep.png'; plottitle='read, 4 GiB'" \
+#   gnuplot -e "datafile='io-sweep.csv.dat'; pngfile='io-sweep.png'; plottitle='read'" \
 #     scripts/plot_io_sweep.gp
 if (!exists("datafile")) datafile = "sweep.csv.dat"
 if (!exists("pngfile")) pngfile = "sweep.png"
@@ -13,10 +13,12 @@ set title "strata io-bench --sweep: GB/s against queue depth per block size".(pl
 set xlabel "queue depth (requests in flight per ring)"
 set ylabel "GB/s (10^9 bytes/s)"
 set logscale x 2
+set xrange [0.8:160]
 set xtics (1, 2, 4, 8, 16, 32, 64, 128)
 set yrange [0:*]
 set grid
-set key left top
-stats datafile using 1 nooutput
-plot for [i=0:STATS_blocks-1] datafile index i using 1:2 with linespoints lw 2 pt 7 \
+set key outside right top title "block size"
+# io-bench passes `blocks`; by hand, count them (gnuplot warns about the header lines).
+if (!exists("blocks")) { stats datafile using 1 nooutput; blocks = STATS_blocks }
+plot for [i=0:blocks-1] datafile index i using 1:2 with linespoints lw 2 pt 7 \
   title columnheader(1)

@@ -380,8 +380,8 @@ std::string write_csv_and_plot(const std::vector<RunResult>& results, const fs::
   png_path.replace_extension(".png");
   std::string title = results.empty() ? "" : std::string(to_string(results.front().config.rw));
   std::string command =
-      fmt::format("gnuplot -e \"datafile='{}'; pngfile='{}'; plottitle='{}'\" - 2>&1",
-                  dat_path.string(), png_path.string(), title);
+      fmt::format("gnuplot -e \"datafile='{}'; pngfile='{}'; plottitle='{}'; blocks={}\" - 1>&2",
+                  dat_path.string(), png_path.string(), title, best.size());
   FILE* gnuplot = ::popen(command.c_str(), "w");
   if (gnuplot == nullptr)
     return fmt::format("wrote {}; no PNG (cannot start gnuplot)", csv_path.string());
