@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 #include <hwloc.h>
+#include <tbb/global_control.h>
 #include <tbb/info.h>
 #include <tbb/task_arena.h>
 #include <tbb/task_scheduler_observer.h>
@@ -79,6 +80,7 @@ std::string describe_cpus(hwloc_const_bitmap_t cpus) {
 
 struct Workers::Impl {
   std::unique_ptr<Topology> topology;
+  std::unique_ptr<tbb::global_control> allow_more_threads;
   std::unique_ptr<tbb::task_arena> arena;
   std::unique_ptr<Binder> binder;
   int threads = 0;
@@ -123,6 +125,12 @@ Workers::Workers(const WorkersOptions& options) : impl_(std::make_unique<Impl>()
   }
   if (threads == 0) threads = tbb::info::default_concurrency();
   impl_->threads = threads;
+  // TBB caps its workers at one per core unless told otherwise; an arena asked for more threads
+  // than cores (tests of reproducibility, oversubscription experiments) must really get them.
+  if (threads > tbb::info::default_concurrency()) {
+    impl_->allow_more_threads = std::make_unique<tbb::global_control>(
+        tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(threads));
+  }
   impl_->arena = std::make_unique<tbb::task_arena>(threads);
   impl_->arena->initialize();
   if (impl_->topology) impl_->binder = std::make_unique<Binder>(*impl_->arena, *impl_->topology);
@@ -132,6 +140,7 @@ Workers::~Workers() {
   // The observer must stop before the arena and topology it refers to go away.
   impl_->binder.reset();
   impl_->arena.reset();
+  impl_->allow_more_threads.reset();
 }
 
 void Workers::run(const std::function<void()>& work) {

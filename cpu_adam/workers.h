@@ -12,8 +12,8 @@
 namespace strata::cpu_adam {
 
 struct WorkersOptions {
-  int threads = 0;               // 0: one per core the process may use (or per core of the node)
-  std::optional<int> numa_node;  // bind to this node's cores; nullopt: no binding
+  int threads = 0;  // 0: one per core the process may use (or per core of the node)
+  std::optional<int> numa_node = std::nullopt;  // bind to this node's cores; nullopt: no binding
 };
 
 class Workers {

@@ -1,0 +1,17 @@
+#pragma once
+
+// The `strata bench` group: one function per component benchmark, each adding its own
+// sub-subcommand to the `bench` command. To add one, declare it here and list it in bench.cpp's
+// kBenchCommands.
+
+#include <CLI/CLI.hpp>
+
+#include "tools/commands.h"
+
+namespace strata::tools {
+
+void add_bench_adam_command(CLI::App& bench, CommandContext& context);
+void add_bench_membw_command(CLI::App& bench, CommandContext& context);
+void add_bench_comm_command(CLI::App& bench, CommandContext& context);
+
+}  // namespace strata::tools
