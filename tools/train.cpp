@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <optional>
 
@@ -125,8 +126,29 @@ void print_setup(const engine::Config& config, const models::GptShape& shape,
   std::fflush(stdout);
 }
 
+int train_on(gpu::World& world, const TrainOptions& options);
+
+// A rank that fails must not leave the others waiting in a collective it will never join: print
+// the error here, then end the whole job (with one rank, World returns and main exits as usual).
 int run_training(const TrainOptions& options) {
   gpu::World world;
+  try {
+    return train_on(world, options);
+  } catch (const UserError& error) {
+    if (world.world_size() == 1) throw;
+    std::fprintf(stderr, "strata: rank %d: error: %s\n  fix: %s\n", world.rank(), error.what(),
+                 error.fix().c_str());
+    world.abort_other_ranks(error.exit_status());
+    throw;
+  } catch (const std::exception& error) {
+    if (world.world_size() == 1) throw;
+    std::fprintf(stderr, "strata: rank %d: error: %s\n", world.rank(), error.what());
+    world.abort_other_ranks(1);
+    throw;
+  }
+}
+
+int train_on(gpu::World& world, const TrainOptions& options) {
   engine::LoadedConfig loaded = load(options, world.world_size());
   const engine::Config& config = loaded.config;
   bool leader = world.rank() == 0;
