@@ -3,7 +3,7 @@
 #include <cstdint>
 
 // Linear layers through the BLAS (OpenBLAS's sgemm/dgemm). OpenBLAS is pinned to one thread (on
-// the first call, process-wide) and each product is cut into fixed 64 x 256 tiles of the result
+// every call, process-wide) and each product is cut into fixed 64 x 256 tiles of the result
 // that oneTBB runs in parallel: OpenBLAS's own threading changes the bits with the thread count.
 // See embedding.h for the conventions shared by every kernel here.
 namespace strata::gpu::host::kernels {

@@ -4,7 +4,6 @@
 
 #include <cstdint>
 #include <limits>
-#include <mutex>
 
 #include "base/assert.h"
 
@@ -13,11 +12,11 @@ namespace strata::gpu::host::kernels::detail {
 // OpenBLAS splits a product differently for each of its thread counts, and its micro-kernels then
 // sum in another order: measured here, sgemm with 3 or 5 threads gives other bits than with 1 or 2
 // (OpenBLAS 0.3.21, Sapphire Rapids kernels). The kernels therefore run OpenBLAS single-threaded
-// (process-wide, set on first use) and split work themselves into fixed pieces that oneTBB runs
-// in parallel: each piece is the same BLAS call whatever the thread count, hence the same bits.
+// (process-wide, checked on every kernel call, so a benchmark that raised the count cannot leave
+// it raised) and split work themselves into fixed pieces that oneTBB runs in parallel: each piece
+// is the same BLAS call whatever the thread count, hence the same bits.
 inline void pin_blas_to_one_thread() {
-  static std::once_flag once;
-  std::call_once(once, [] { openblas_set_num_threads(1); });
+  if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
 }
 
 // The CBLAS interface takes int sizes (Debian's OpenBLAS uses 32-bit integers).
