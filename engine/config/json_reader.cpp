@@ -162,9 +162,13 @@ const nlohmann::json* JsonReader::find(std::string_view key) {
       found = &*it;
       found_name = name;
     } else if (*found != *it) {
-      diagnostics_.errors.push_back(fmt::format(
+      // find() runs once per has/read of the key: report the conflict once.
+      std::string conflict = fmt::format(
           "{} and {} name the same setting but differ ({} vs {}); keep one of them",
-          join_path(path_, found_name), join_path(path_, name), show(*found), show(*it)));
+          join_path(path_, found_name), join_path(path_, name), show(*found), show(*it));
+      auto& errors = diagnostics_.errors;
+      if (std::find(errors.begin(), errors.end(), conflict) == errors.end())
+        errors.push_back(std::move(conflict));
     }
   }
   if (found != nullptr) {

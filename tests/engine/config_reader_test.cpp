@@ -128,6 +128,21 @@ TEST(ConfigAliases, SameValueUnderBothNamesIsFine) {
   EXPECT_EQ(parse_config(config).config.aio.intra_op_parallelism, 2);
 }
 
+TEST(ConfigAliases, ConflictIsReportedOnce) {
+  for (const char* text :
+       {R"({"train_batch_size": 1, "aio": {"thread_count": 2, "intra_op_parallelism": 4}})",
+        R"({"train_batch_size": 1, "bf16": {"enabled": true}, "bfloat16": {"enabled": false}})",
+        R"({"train_batch_size": 1, "zero_optimization": {"stage": 3,
+            "stage3_prefetch_bucket_size": 1, "prefetch_bucket_size": 2}})"}) {
+    try {
+      parse_config_text(text);
+      FAIL() << text;
+    } catch (const ConfigError& error) {
+      EXPECT_EQ(error.problems().size(), 1u) << error.what();
+    }
+  }
+}
+
 TEST(ConfigAliases, ErrorsNameTheAliasTheUserWrote) {
   EXPECT_THAT(text_error(R"({"train_batch_size": 1, "aio": {"thread_count": 0}})"),
               HasSubstr("aio.thread_count: got 0"));
