@@ -240,19 +240,6 @@ std::int64_t gpt_largest_module_params(const GptShape& shape) {
   return std::max(shape.vocab * d + shape.seq_len * d, 12 * d * d + 13 * d);
 }
 
-std::int64_t gpt_activation_bytes(const GptShape& shape, std::int64_t micro_batch,
-                                  bool activation_checkpointing) {
-  std::int64_t s = shape.seq_len;
-  std::int64_t b = micro_batch;
-  std::int64_t h = shape.d_model;
-  std::int64_t a = shape.n_head;
-  // s*b*h*(34 + 5*a*s/h), kept exact: 34*s*b*h + 5*a*s*s*b.
-  std::int64_t block = 34 * s * b * h + 5 * a * s * s * b;
-  std::int64_t head = 6 * b * s * shape.vocab + 2 * s * b * h;
-  if (activation_checkpointing) return shape.n_layer * 2 * s * b * h + block + head;
-  return shape.n_layer * block + head;
-}
-
 EstimateInputs estimate_inputs_from_config(const Config& config, std::int64_t params,
                                            std::int64_t largest_layer_params,
                                            std::int64_t gpus_per_node, std::int64_t nodes,
@@ -280,6 +267,9 @@ EstimateInputs estimate_inputs_from_config(const Config& config, std::int64_t pa
   inputs.pipeline_write = zero.offload_optimizer.pipeline_write;
   inputs.aio_block_size_bytes = config.aio.block_size;
   inputs.micro_batch = config.batch.train_micro_batch_size_per_gpu;
+  const ActivationCheckpointingConfig& checkpointing = config.activation_checkpointing;
+  inputs.activation_checkpointing =
+      checkpointing.partition_activations || checkpointing.number_checkpoints.value_or(0) > 0;
   if (use_model) {
     const ModelConfig& model = config.strata.model;
     GptShape shape{model.n_layer, model.n_head, model.d_model, model.seq_len, model.vocab};
@@ -333,13 +323,10 @@ EstimateRow estimate_row(const EstimateInputs& inputs, int stage, OffloadDevice 
   Layout layout = plan_layout(inputs);
   add_gpu_params(builder, inputs, stage, offload_param, layout);
   add_gpu_gradients(builder, inputs, stage, layout);
-  if (inputs.model) {
-    builder.add(
-        "activations", Tier::gpu,
-        gpt_activation_bytes(*inputs.model, inputs.micro_batch, inputs.activation_checkpointing),
-        inputs.activation_checkpointing
-            ? "n_layer * 2sbh + sbh(34 + 5as/h) + 6bs*vocab + 2sbh (checkpointed)"
-            : "n_layer * sbh(34 + 5as/h) + 6bs*vocab + 2sbh");
+  if (inputs.activation_bytes) {
+    builder.add("activations", Tier::gpu, *inputs.activation_bytes,
+                fmt::format("the model's activations for a micro-batch of {}{}", inputs.micro_batch,
+                            inputs.activation_checkpointing ? ", checkpointed" : ""));
   }
   add_optimizer(builder, inputs, stage, offload_optimizer, layout);
   add_param_offload(builder, inputs, offload_param, layout.partition);

@@ -40,14 +40,6 @@ std::int64_t gpt_param_count(const GptShape& shape);
 // The largest module: the embedding (wte + wpe, vocab*d + seq_len*d) or one block (12 d^2 + 13 d).
 std::int64_t gpt_largest_module_params(const GptShape& shape);
 
-// Activation bytes one rank keeps for one micro-batch of `micro_batch` sequences, 16-bit
-// activations (Korthikanti et al. 2022, no sequence parallelism): a block keeps
-// s*b*h*(34 + 5*a*s/h) bytes. With checkpointing only each block's input (2*s*b*h) is kept and
-// one block's activations are rebuilt at a time. The head adds its logits, bf16 and fp32
-// (6*b*s*vocab), and the final LayerNorm's output (2*s*b*h).
-std::int64_t gpt_activation_bytes(const GptShape& shape, std::int64_t micro_batch,
-                                  bool activation_checkpointing);
-
 // Everything the estimate reads. The defaults are DeepSpeed's (a config without these keys).
 struct EstimateInputs {
   std::int64_t params = 0;                // P
@@ -76,10 +68,15 @@ struct EstimateInputs {
   // aio
   std::int64_t aio_block_size_bytes = 1'048'576;
 
-  // Known only with --model: the per-tensor sizes (persistent params) and activations.
+  // Known only with --model: the module sizes (layout, persistent params) and activations.
   std::optional<GptShape> model;
   std::int64_t micro_batch = 1;  // train_micro_batch_size_per_gpu
-  bool activation_checkpointing = true;
+  // As the engine decides it: activation_checkpointing.partition_activations or
+  // number_checkpoints > 0.
+  bool activation_checkpointing = false;
+  // The model's own activation memory for one micro-batch (models/ sizes it; engine/ cannot
+  // include models/, so the caller fills it in). No term when unknown.
+  std::optional<std::int64_t> activation_bytes;
 
   std::int64_t world_size() const { return gpus_per_node * nodes; }
 };

@@ -15,6 +15,8 @@
 #include "engine/config/config.h"
 #include "engine/memory_estimate.h"
 #include "gpu/device_query.h"
+#include "models/gpt/gpt_activations.h"
+#include "models/gpt/gpt_shape.h"
 #include "tools/commands.h"
 #include "tools/machine_probe.h"
 
@@ -33,7 +35,7 @@ struct EstimateOptions {
   bool json = false;
   std::string compare;
   std::string gpu_memory;
-  bool no_activation_checkpointing = false;
+  bool activation_checkpointing = false;
   bool terms = false;
 };
 
@@ -176,7 +178,15 @@ EstimatePlan make_plan(const EstimateOptions& options) {
     plan.inputs.gpus_per_node = gpus_per_node;
     plan.inputs.nodes = options.nodes;
   }
-  plan.inputs.activation_checkpointing = !options.no_activation_checkpointing;
+  if (options.activation_checkpointing) plan.inputs.activation_checkpointing = true;
+  if (plan.inputs.model) {
+    // The model's own count, so the estimate and the allocation cannot disagree.
+    const engine::GptShape& shape = *plan.inputs.model;
+    models::GptShape model_shape{shape.n_layer, shape.n_head, shape.d_model,
+                                 shape.seq_len, shape.vocab,  plan.inputs.micro_batch};
+    plan.inputs.activation_bytes =
+        models::GptActivations::bytes_needed(model_shape, plan.inputs.activation_checkpointing);
+  }
   choose_gpu_capacity(options, config, inventory, plan);
   choose_host_capacity(config, plan);
   return plan;
@@ -319,8 +329,9 @@ void add_estimate_command(CLI::App& app, CommandContext& /*context*/) {
       ->check(CLI::IsMember({"deepspeed"}));
   command->add_option("--gpu-memory", options->gpu_memory,
                       "GPU memory per rank to judge fits against (default: this machine's GPU)");
-  command->add_flag("--no-activation-checkpointing", options->no_activation_checkpointing,
-                    "With --model: keep every block's activations (default: checkpointed)");
+  command->add_flag("--activation-checkpointing", options->activation_checkpointing,
+                    "With --model: count checkpointed activations (default: as the config's "
+                    "activation_checkpointing section makes the engine do)");
   command->add_flag("--terms", options->terms, "List every term of every row");
   command->callback([options] { run_estimate(*options); });
 }

@@ -56,15 +56,6 @@ TEST(GptShape, LargestModuleIsTheEmbeddingOrABlock) {
   EXPECT_EQ(gpt_largest_module_params({4, 16, 4096, 2048, 256}), 12 * 4096 * 4096 + 13 * 4096);
 }
 
-TEST(GptShape, ActivationBytesByHand) {
-  GptShape shape{2, 4, 64, 32, 256};
-  // block = 34*s*b*h + 5*a*s^2*b = 34*32*3*64 + 5*4*32*32*3 = 208,896 + 61,440 = 270,336
-  // head = 6*b*s*vocab + 2*s*b*h = 147,456 + 12,288 = 159,744
-  EXPECT_EQ(gpt_activation_bytes(shape, 3, false), 2 * 270'336 + 159'744);
-  // checkpointed: n_layer * 2*s*b*h + one block + head = 24,576 + 270,336 + 159,744
-  EXPECT_EQ(gpt_activation_bytes(shape, 3, true), 24'576 + 270'336 + 159'744);
-}
-
 TEST(EstimateChoices, FollowDeepSpeedsRules) {
   EXPECT_EQ(invalid_choice_reason(3, nvme, nvme), "");
   EXPECT_EQ(invalid_choice_reason(3, none, nvme), "");
@@ -171,7 +162,9 @@ TEST(EstimateRows, ModelShapeUsesTheEnginesFlatLayout) {
   EXPECT_EQ(term_bytes(row, "persistent_params_16bit"), 2 * 128);
   EXPECT_EQ(term_bytes(row, "gathered_params_16bit"), 2 * (53'248 + 53'248));
   EXPECT_EQ(term_bytes(row, "module_gradients_16bit"), 2 * 53'248);
-  EXPECT_EQ(term_bytes(row, "activations"), gpt_activation_bytes(*inputs.model, 1, true));
+  EXPECT_EQ(find_term(row, "activations"), nullptr);  // the caller sizes them (models/)
+  inputs.activation_bytes = 123'456;
+  EXPECT_EQ(term_bytes(estimate_row(inputs, 3, none, none), "activations"), 123'456);
 }
 
 TEST(EstimateInputsFromConfig, ReadsTheSections) {
@@ -185,6 +178,7 @@ TEST(EstimateInputsFromConfig, ReadsTheSections) {
   config.zero.offload_optimizer.pipeline_read = true;
   config.aio.block_size = 65536;
   config.batch.train_micro_batch_size_per_gpu = 4;
+  config.activation_checkpointing.number_checkpoints = 2;
   config.strata.model = {2, 4, 64, 32, 256};
   EstimateInputs plain = estimate_inputs_from_config(config, 1000, 10, 8, 2, false);
   EXPECT_EQ(plain.params, 1000);
@@ -200,6 +194,8 @@ TEST(EstimateInputsFromConfig, ReadsTheSections) {
   EXPECT_TRUE(plain.pipeline_read);
   EXPECT_EQ(plain.aio_block_size_bytes, 65536);
   EXPECT_EQ(plain.micro_batch, 4);
+  EXPECT_TRUE(plain.activation_checkpointing);  // number_checkpoints > 0, as the engine reads it
+  EXPECT_FALSE(plain.activation_bytes.has_value());
   EXPECT_FALSE(plain.model.has_value());
   EstimateInputs modelled = estimate_inputs_from_config(config, 0, 0, 1, 1, true);
   ASSERT_TRUE(modelled.model.has_value());

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "models/gpt/gpt_activations.h"
 #include "tests/tools/run_strata.h"
 
 namespace strata::tools::testing {
@@ -122,9 +123,33 @@ TEST(EstimateCommand, ModelShapeAndSizesComeFromTheConfig) {
   const nlohmann::json* z3_nn = find_row(rows, 3, "none", "none");
   ASSERT_NE(z3_nn, nullptr);
   EXPECT_EQ(term_bytes(*z3_nn, "reduce_buckets_16bit"), 2 * 1000 * 2);
-  EXPECT_GT(term_bytes(*z3_nn, "activations"), 0);
+  // The model's own activation count for a micro-batch of 2, not checkpointed by this config.
+  EXPECT_EQ(term_bytes(*z3_nn, "activations"),
+            models::GptActivations::bytes_needed({2, 4, 64, 32, 256, 2}, false));
   // strata.device_memory_budget (1 MiB) is the GPU this tiny model still exceeds
   EXPECT_EQ(z3_nn->at("fits"), false);
+}
+
+TEST(EstimateCommand, ActivationCheckpointingFollowsTheConfigOrTheFlag) {
+  TempDir dir;
+  std::string model = R"("strata": {"model": {"n_layer": 3, "n_head": 4, "d_model": 64,
+                                              "seq_len": 32, "vocab": 256}})";
+  std::filesystem::path plain =
+      dir.write("plain.json", R"({"train_micro_batch_size_per_gpu": 1, )" + model + "}");
+  std::filesystem::path checkpointed =
+      dir.write("ckpt.json", R"({"train_micro_batch_size_per_gpu": 1,
+                       "activation_checkpointing": {"partition_activations": true}, )" +
+                                 model + "}");
+  models::GptShape shape{3, 4, 64, 32, 256, 1};
+  std::int64_t full = models::GptActivations::bytes_needed(shape, false);
+  std::int64_t shared = models::GptActivations::bytes_needed(shape, true);
+  ASSERT_LT(shared, full);
+  auto activations = [](const nlohmann::json& rows) { return term_bytes(rows[0], "activations"); };
+  EXPECT_EQ(activations(estimate_json({"--config", plain.string(), "--model"})), full);
+  EXPECT_EQ(activations(estimate_json({"--config", checkpointed.string(), "--model"})), shared);
+  EXPECT_EQ(activations(estimate_json(
+                {"--config", plain.string(), "--model", "--activation-checkpointing"})),
+            shared);
 }
 
 TEST(EstimateCommand, TextTableHasARowPerChoice) {
