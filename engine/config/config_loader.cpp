@@ -78,8 +78,13 @@ std::pair<std::size_t, std::size_t> line_column(std::string_view text, std::size
 // Bytes outside printable ASCII become \xNN: the parser quotes the input it stopped at, which may
 // not be UTF-8, and the message must be printable and fit in a JSON string.
 std::string parser_reason(const std::string& what) {
-  auto colon = what.find(": ");
-  std::string reason = colon == std::string::npos ? what : what.substr(colon + 2);
+  std::string reason = what;
+  auto close = reason.find("] ");
+  if (reason.starts_with("[json.exception.") && close != std::string::npos)
+    reason = reason.substr(close + 2);
+  auto colon = reason.find(": ");
+  if (reason.starts_with("parse error") && colon != std::string::npos)
+    reason = reason.substr(colon + 2);
   std::string printable;
   for (char c : reason) {
     auto byte = static_cast<unsigned char>(c);
@@ -124,6 +129,13 @@ nlohmann::json parse_json(std::string_view text, const std::string& source) {
     throw ConfigError(source, {fmt::format("line {}, column {}: malformed JSON: {}; fix the "
                                            "syntax (a JSON validator shows the spot)",
                                            line, column, parser_reason(error.what()))});
+  } catch (const nlohmann::json::exception& error) {
+    // out_of_range 406: a number past a double's range ("1e999"); no position is given.
+    std::string reason = parser_reason(error.what());
+    if (reason.size() > 200) reason = reason.substr(0, 197) + "...";
+    throw ConfigError(source, {fmt::format("malformed JSON: {}; write numbers a double can hold "
+                                           "(at most about 1.8e308)",
+                                           reason)});
   } catch (const Refusal& refusal) {
     throw ConfigError(source, {refusal.message});
   }
