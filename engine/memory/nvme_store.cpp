@@ -1,0 +1,227 @@
+#include "engine/memory/nvme_store.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+
+#include "base/assert.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/units.h"
+
+namespace strata::engine::memory {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::int64_t kBlock = 4096;
+
+std::int64_t round_up(std::int64_t value) {
+  return (value + kBlock - 1) / kBlock * kBlock;
+}
+
+const char* kPathFix =
+    "set offload_optimizer.nvme_path (and offload_param.nvme_path) to an existing, writable "
+    "directory on a local NVMe drive, reached through no symbolic link";
+
+// Refuses a missing path, a non-directory and any symlink among its components.
+void check_nvme_path(const fs::path& path) {
+  if (path.empty()) throw UserError("nvme_path is empty", kPathFix, 2);
+  const fs::path absolute = fs::absolute(path).lexically_normal();
+  fs::path prefix;
+  for (const fs::path& part : absolute) {
+    prefix /= part;
+    if (prefix == absolute.root_path()) continue;
+    struct stat info {};
+    if (lstat(prefix.c_str(), &info) != 0) {
+      const int error = errno;
+      throw UserError(fmt::format("nvme_path {}: {} does not exist ({})", path.string(),
+                                  prefix.string(), std::strerror(error)),
+                      kPathFix, 2);
+    }
+    if (S_ISLNK(info.st_mode))
+      throw UserError(
+          fmt::format("nvme_path {} goes through the symbolic link {}; strata refuses swap "
+                      "directories reached through a link",
+                      path.string(), prefix.string()),
+          fmt::format("set nvme_path to the real directory ({})",
+                      fs::weakly_canonical(absolute).string()),
+          2);
+  }
+  struct stat info {};
+  if (stat(absolute.c_str(), &info) != 0 || !S_ISDIR(info.st_mode))
+    throw UserError(fmt::format("nvme_path {} is not a directory", path.string()), kPathFix, 2);
+  if (access(absolute.c_str(), W_OK | X_OK) != 0)
+    throw UserError(fmt::format("nvme_path {} is not writable by this user ({})", path.string(),
+                                std::strerror(errno)),
+                    fmt::format("make {} writable (chmod/chown) or set nvme_path to a directory "
+                                "you can write",
+                                path.string()),
+                    2);
+}
+
+// mkdir mode 0700 (chmod too, past the umask); EEXIST is fine if it is a real directory.
+void make_private_directory(const fs::path& directory, const fs::path& nvme_path) {
+  if (mkdir(directory.c_str(), 0700) != 0 && errno != EEXIST) {
+    const int error = errno;
+    throw UserError(fmt::format("cannot create the swap directory {} under nvme_path {}: {}",
+                                directory.string(), nvme_path.string(), std::strerror(error)),
+                    fmt::format("make {} writable or set nvme_path to a directory you can write",
+                                nvme_path.string()),
+                    2);
+  }
+  struct stat info {};
+  if (lstat(directory.c_str(), &info) != 0 || !S_ISDIR(info.st_mode))
+    throw UserError(fmt::format("{} exists and is not a directory", directory.string()),
+                    fmt::format("remove {} or choose another strata.job_name", directory.string()),
+                    2);
+  chmod(directory.c_str(), 0700);
+}
+
+std::string read_lock_owner(const fs::path& lock_path) {
+  std::ifstream in(lock_path);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string owner = text.str();
+  while (!owner.empty() && owner.back() == '\n')
+    owner.pop_back();
+  return owner.empty() ? "an unknown process" : owner;
+}
+
+}  // namespace
+
+NvmeStore::NvmeStore(NvmeStoreOptions options, std::span<const std::int64_t> partition_bytes)
+    : options_(std::move(options)) {
+  auto& log = base::logger("engine");
+  check_nvme_path(options_.nvme_path);
+  const fs::path base_path = fs::absolute(options_.nvme_path).lexically_normal();
+  job_directory_ = base_path / fmt::format("strata-{}", options_.job_name);
+  rank_directory_ = job_directory_ / fmt::format("rank{}", options_.rank);
+  lock_path_ = job_directory_ / fmt::format("rank{}.lock", options_.rank);
+  swap_path_ = rank_directory_ / "swap.bin";
+
+  for (std::int64_t bytes : partition_bytes) {
+    STRATA_ASSERT(bytes >= 0);
+    offsets_.push_back(planned_bytes_);
+    sizes_.push_back(round_up(bytes));
+    planned_bytes_ += round_up(bytes);
+  }
+  // The plan's bytes plus the checksum sidecar (4 bytes per 4 KiB block) and a little slack.
+  const std::int64_t needed = planned_bytes_ + planned_bytes_ / kBlock * 4 + (1 << 20);
+  struct statvfs fs_info {};
+  if (statvfs(base_path.c_str(), &fs_info) == 0) {
+    const auto free_bytes =
+        static_cast<std::int64_t>(fs_info.f_bavail) * static_cast<std::int64_t>(fs_info.f_frsize);
+    if (free_bytes < needed)
+      throw UserError(
+          fmt::format("nvme_path {} has {} free, but the planned swap states of rank {} need {} "
+                      "({} bytes)",
+                      options_.nvme_path.string(), base::format_bytes(free_bytes), options_.rank,
+                      base::format_bytes(needed), needed),
+          "free space on that drive, set nvme_path to a larger one, or offload fewer states "
+          "(offload_optimizer.device cpu, more ranks, or a smaller model)");
+  }
+
+  make_private_directory(job_directory_, options_.nvme_path);
+  lock_fd_ = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (lock_fd_ < 0) {
+    const int error = errno;
+    throw UserError(
+        fmt::format("cannot open the lock file {} under nvme_path {}: {}", lock_path_.string(),
+                    options_.nvme_path.string(), std::strerror(error)),
+        fmt::format("make {} writable", options_.nvme_path.string()), 2);
+  }
+  if (flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    const std::string owner = read_lock_owner(lock_path_);
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+    throw UserError(
+        fmt::format("the swap directory {} is in use by a live job ({})", rank_directory_.string(),
+                    owner),
+        "give this job another strata.job_name, or another nvme_path, or stop the other job");
+  }
+  const std::string owner = fmt::format("pid {} job {}", getpid(), options_.job_name);
+  if (ftruncate(lock_fd_, 0) == 0) {
+    [[maybe_unused]] const ssize_t written = pwrite(lock_fd_, owner.data(), owner.size(), 0);
+  }
+
+  std::error_code error;
+  if (fs::exists(fs::symlink_status(rank_directory_))) {
+    fs::remove_all(rank_directory_, error);
+    log.warn("removed {} left by a previous run of job {} that did not exit cleanly",
+             rank_directory_.string(), options_.job_name);
+  }
+  make_private_directory(rank_directory_, options_.nvme_path);
+
+  aio::EngineOptions engine_options = options_.aio;
+  engine_options.verify_checksums = true;
+  engine_ = std::make_unique<aio::Engine>(engine_options, options_.faults, options_.registered);
+  file_.emplace(engine_->open(swap_path_, aio::OpenMode::create));
+  if (planned_bytes_ > 0) file_->allocate(planned_bytes_);
+  log.debug("swap store {}: {} partitions, {} preallocated", swap_path_.string(), partition_count(),
+            base::format_bytes(planned_bytes_));
+}
+
+NvmeStore::~NvmeStore() {
+  if (engine_) {
+    try {
+      engine_->wait_all();
+    } catch (const std::exception& e) {
+      base::logger("engine").debug("swap store: error dropped at shutdown: {}", e.what());
+    }
+  }
+  file_.reset();
+  engine_.reset();
+  std::error_code error;
+  if (!swap_path_.empty()) aio::remove_file(swap_path_);
+  fs::remove_all(rank_directory_, error);
+  if (lock_fd_ >= 0) {
+    fs::remove(lock_path_, error);
+    ::close(lock_fd_);
+    fs::remove(job_directory_, error);  // only when empty: other ranks may still be there
+  }
+}
+
+void NvmeStore::check_partition(int partition, std::int64_t bytes) const {
+  STRATA_ASSERT(partition >= 0 && partition < partition_count());
+  STRATA_ASSERT(bytes <= sizes_[static_cast<std::size_t>(partition)]);
+}
+
+aio::Ticket NvmeStore::submit_write(int partition, std::span<const std::byte> source) {
+  check_partition(partition, static_cast<std::int64_t>(source.size()));
+  return engine_->submit_write(*file_, offsets_[static_cast<std::size_t>(partition)], source);
+}
+
+aio::Ticket NvmeStore::submit_read(int partition, std::span<std::byte> target) {
+  check_partition(partition, static_cast<std::int64_t>(target.size()));
+  return engine_->submit_read(*file_, offsets_[static_cast<std::size_t>(partition)], target);
+}
+
+void NvmeStore::wait(aio::Ticket ticket) {
+  engine_->wait(ticket);
+}
+
+void NvmeStore::wait_all() {
+  engine_->wait_all();
+}
+
+std::int64_t NvmeStore::extent_bytes(int partition) const {
+  STRATA_ASSERT(partition >= 0 && partition < partition_count());
+  return sizes_[static_cast<std::size_t>(partition)];
+}
+
+std::int64_t NvmeStore::extent_offset(int partition) const {
+  STRATA_ASSERT(partition >= 0 && partition < partition_count());
+  return offsets_[static_cast<std::size_t>(partition)];
+}
+
+}  // namespace strata::engine::memory

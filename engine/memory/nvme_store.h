@@ -1,0 +1,80 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "aio/engine.h"
+
+namespace strata::engine::memory {
+
+struct NvmeStoreOptions {
+  // offload_*.nvme_path: an existing, writable directory reached through no symlink.
+  std::filesystem::path nvme_path;
+  std::string job_name = "strata";  // strata.job_name
+  int rank = 0;
+  aio::EngineOptions aio;  // checksums are always verified, whatever aio.verify_checksums says
+  aio::FaultPlan faults;   // tests only
+  // Registered with the engine's rings (the pinned pool's arena), optional.
+  std::span<std::byte> registered;
+};
+
+// A rank's swap space (shared/DESIGN.md, "The tiers"): one preallocated swap file under
+// `<nvme_path>/strata-<job>/rank<r>/` (directory 0700, file 0600, O_DIRECT | O_NOFOLLOW through
+// aio::Engine, CRC32C per 4 KiB block), with one extent per partition planned up front. The
+// directory is held with flock on `strata-<job>/rank<r>.lock` while the store lives; a directory
+// left by a crashed run is removed at start with one log line; it is removed at clean exit.
+class NvmeStore {
+ public:
+  // `partition_bytes[i]` is the size of partition i; each extent is rounded up to 4 KiB.
+  // Throws UserError (cause + fix) for: a missing nvme_path, one that is not a directory, a path
+  // through a symlink, an unwritable one, too little free space for the plan (statvfs), or a
+  // rank directory held by a live job (named from the lock file).
+  NvmeStore(NvmeStoreOptions options, std::span<const std::int64_t> partition_bytes);
+  // Waits for transfers still in flight, then removes the swap file, its checksums, the rank
+  // directory, the lock file and the job directory when empty.
+  ~NvmeStore();
+  NvmeStore(const NvmeStore&) = delete;
+  NvmeStore& operator=(const NvmeStore&) = delete;
+
+  // Writes `source` (at most the extent's size, a multiple of 4 KiB, 4 KiB-aligned memory) to
+  // the start of partition `partition`'s extent.
+  aio::Ticket submit_write(int partition, std::span<const std::byte> source);
+  // Reads the first `target.size()` bytes of partition `partition`'s extent.
+  aio::Ticket submit_read(int partition, std::span<std::byte> target);
+  // Throws aio::IoError / aio::ChecksumError (they name the swap file, under nvme_path, and the
+  // offset) for a failed transfer, ENOSPC and EIO included.
+  void wait(aio::Ticket ticket);
+  // Waits for everything outstanding; throws the first error.
+  void wait_all();
+
+  int partition_count() const noexcept { return static_cast<int>(offsets_.size()); }
+  std::int64_t extent_bytes(int partition) const;
+  std::int64_t extent_offset(int partition) const;
+  // The sum of all extents: the swap file's size.
+  std::int64_t planned_bytes() const noexcept { return planned_bytes_; }
+  const std::filesystem::path& directory() const noexcept { return rank_directory_; }
+  const std::filesystem::path& swap_file() const noexcept { return swap_path_; }
+
+ private:
+  void check_partition(int partition, std::int64_t bytes) const;
+
+  NvmeStoreOptions options_;
+  std::filesystem::path job_directory_;
+  std::filesystem::path rank_directory_;
+  std::filesystem::path lock_path_;
+  std::filesystem::path swap_path_;
+  int lock_fd_ = -1;
+  std::vector<std::int64_t> offsets_;
+  std::vector<std::int64_t> sizes_;
+  std::int64_t planned_bytes_ = 0;
+  std::unique_ptr<aio::Engine> engine_;
+  std::optional<aio::File> file_;  // optional: aio::File's default constructor is not usable here
+};
+
+}  // namespace strata::engine::memory

@@ -1,0 +1,289 @@
+#include "engine/memory/residency.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "base/assert.h"
+#include "engine/memory/nvme_store.h"
+
+namespace strata::engine::memory {
+namespace {
+
+// The tiers whose memory a partition in `state` holds.
+std::array<bool, kTierCount> tiers_held(State state) {
+  std::array<bool, kTierCount> held{};
+  auto hold = [&](Tier tier) { held[static_cast<std::size_t>(tier)] = true; };
+  switch (state) {
+    case State::on_nvme:
+      hold(Tier::nvme);
+      break;
+    case State::reading:
+      hold(Tier::nvme);
+      hold(Tier::cpu);
+      break;
+    case State::in_cpu:
+      hold(Tier::cpu);
+      break;
+    case State::uploading:
+      hold(Tier::cpu);
+      hold(Tier::gpu);
+      break;
+    case State::on_gpu:
+      hold(Tier::gpu);
+      break;
+    case State::downloading:
+      hold(Tier::gpu);
+      hold(Tier::cpu);
+      break;
+    case State::writing_back:
+      hold(Tier::cpu);
+      hold(Tier::nvme);
+      break;
+    case State::lost:
+      break;
+  }
+  return held;
+}
+
+}  // namespace
+
+std::string_view to_string(State state) {
+  switch (state) {
+    case State::on_nvme:
+      return "on_nvme";
+    case State::reading:
+      return "reading";
+    case State::in_cpu:
+      return "in_cpu";
+    case State::uploading:
+      return "uploading";
+    case State::on_gpu:
+      return "on_gpu";
+    case State::downloading:
+      return "downloading";
+    case State::writing_back:
+      return "writing_back";
+    case State::lost:
+      return "lost";
+  }
+  return "?";
+}
+
+std::string_view to_string(Tier tier) {
+  switch (tier) {
+    case Tier::nvme:
+      return "nvme";
+    case Tier::cpu:
+      return "cpu";
+    case Tier::gpu:
+      return "gpu";
+  }
+  return "?";
+}
+
+std::string_view to_string(Direction direction) {
+  switch (direction) {
+    case Direction::h2d:
+      return "h2d";
+    case Direction::d2h:
+      return "d2h";
+    case Direction::nvme_read:
+      return "nvme_read";
+    case Direction::nvme_write:
+      return "nvme_write";
+  }
+  return "?";
+}
+
+Residency::CpuView::CpuView(CpuView&& other) noexcept
+    : partition_(std::exchange(other.partition_, -1)), bytes_(std::exchange(other.bytes_, {})) {}
+
+Residency::CpuView& Residency::CpuView::operator=(CpuView&& other) noexcept {
+  partition_ = std::exchange(other.partition_, -1);
+  bytes_ = std::exchange(other.bytes_, {});
+  return *this;
+}
+
+Residency::Move::Move(Move&& other) noexcept
+    : partition_(std::exchange(other.partition_, -1)),
+      ticket_(std::exchange(other.ticket_, {})),
+      bytes_(std::exchange(other.bytes_, {})) {}
+
+Residency::Move& Residency::Move::operator=(Move&& other) noexcept {
+  partition_ = std::exchange(other.partition_, -1);
+  ticket_ = std::exchange(other.ticket_, {});
+  bytes_ = std::exchange(other.bytes_, {});
+  return *this;
+}
+
+Residency::Residency(NvmeStore* store) : store_(store) {}
+
+void Residency::enter(Partition& partition, State state) {
+  const auto before = tiers_held(partition.state);
+  const auto after = tiers_held(state);
+  for (std::size_t t = 0; t < kTierCount; ++t) {
+    counters_.resident_bytes[t] +=
+        (static_cast<int>(after[t]) - static_cast<int>(before[t])) * partition.bytes;
+    STRATA_ASSERT(counters_.resident_bytes[t] >= 0);
+    counters_.peak_resident_bytes[t] =
+        std::max(counters_.peak_resident_bytes[t], counters_.resident_bytes[t]);
+  }
+  partition.state = state;
+}
+
+Residency::Partition& Residency::at(PartitionId partition) {
+  STRATA_ASSERT(partition >= 0 && partition < static_cast<int>(partitions_.size()));
+  return partitions_[static_cast<std::size_t>(partition)];
+}
+
+const Residency::Partition& Residency::at(PartitionId partition) const {
+  STRATA_ASSERT(partition >= 0 && partition < static_cast<int>(partitions_.size()));
+  return partitions_[static_cast<std::size_t>(partition)];
+}
+
+PartitionId Residency::add_in_cpu(std::string name, std::span<std::byte> memory) {
+  std::lock_guard lock(mutex_);
+  Partition partition{std::move(name), static_cast<std::int64_t>(memory.size()), State::lost, -1,
+                      memory};
+  enter(partition, State::in_cpu);
+  partitions_.push_back(std::move(partition));
+  return static_cast<PartitionId>(partitions_.size() - 1);
+}
+
+PartitionId Residency::add_on_nvme(std::string name, std::int64_t bytes, int extent) {
+  STRATA_ASSERT(store_ != nullptr);
+  STRATA_ASSERT(bytes % 4096 == 0 && bytes <= store_->extent_bytes(extent));
+  std::lock_guard lock(mutex_);
+  Partition partition{std::move(name), bytes, State::lost, extent, {}};
+  enter(partition, State::on_nvme);
+  partitions_.push_back(std::move(partition));
+  return static_cast<PartitionId>(partitions_.size() - 1);
+}
+
+PartitionId Residency::add_in_cpu_with_extent(std::string name, std::span<std::byte> memory,
+                                              int extent) {
+  STRATA_ASSERT(store_ != nullptr);
+  STRATA_ASSERT(memory.size() % 4096 == 0);
+  STRATA_ASSERT(static_cast<std::int64_t>(memory.size()) <= store_->extent_bytes(extent));
+  std::lock_guard lock(mutex_);
+  Partition partition{std::move(name), static_cast<std::int64_t>(memory.size()), State::lost,
+                      extent, memory};
+  enter(partition, State::in_cpu);
+  partitions_.push_back(std::move(partition));
+  return static_cast<PartitionId>(partitions_.size() - 1);
+}
+
+void Residency::drop_clean(CpuView view) {
+  STRATA_ASSERT(view);
+  std::lock_guard lock(mutex_);
+  Partition& p = at(view.partition_);
+  STRATA_ASSERT(p.state == State::in_cpu && p.extent >= 0);
+  p.memory = {};
+  enter(p, State::on_nvme);
+}
+
+State Residency::state(PartitionId partition) const {
+  std::lock_guard lock(mutex_);
+  return at(partition).state;
+}
+
+std::int64_t Residency::bytes(PartitionId partition) const {
+  std::lock_guard lock(mutex_);
+  return at(partition).bytes;
+}
+
+const std::string& Residency::name(PartitionId partition) const {
+  std::lock_guard lock(mutex_);
+  return at(partition).name;
+}
+
+int Residency::partition_count() const {
+  std::lock_guard lock(mutex_);
+  return static_cast<int>(partitions_.size());
+}
+
+Residency::CpuView Residency::view(PartitionId partition) {
+  std::lock_guard lock(mutex_);
+  Partition& p = at(partition);
+  STRATA_ASSERT(p.state == State::in_cpu);
+  return CpuView(partition, p.memory);
+}
+
+Residency::Move Residency::begin_read(PartitionId partition, std::span<std::byte> staging) {
+  std::span<std::byte> target;
+  int extent = 0;
+  {
+    std::lock_guard lock(mutex_);
+    Partition& p = at(partition);
+    STRATA_ASSERT(p.state == State::on_nvme);
+    STRATA_ASSERT(static_cast<std::int64_t>(staging.size()) >= p.bytes);
+    target = staging.first(static_cast<std::size_t>(p.bytes));
+    extent = p.extent;
+    p.memory = staging.first(static_cast<std::size_t>(p.bytes));
+    enter(p, State::reading);
+  }
+  return Move(partition, store_->submit_read(extent, target), staging);
+}
+
+Residency::CpuView Residency::finish_read(Move move) {
+  STRATA_ASSERT(move);
+  try {
+    store_->wait(move.ticket_);
+  } catch (...) {
+    std::lock_guard lock(mutex_);
+    Partition& p = at(move.partition_);
+    p.memory = {};
+    enter(p, State::lost);
+    throw;
+  }
+  std::lock_guard lock(mutex_);
+  Partition& p = at(move.partition_);
+  STRATA_ASSERT(p.state == State::reading);
+  enter(p, State::in_cpu);
+  counters_.moved_bytes[static_cast<std::size_t>(Direction::nvme_read)] += p.bytes;
+  return CpuView(move.partition_, p.memory);
+}
+
+Residency::Move Residency::begin_write(CpuView view) {
+  STRATA_ASSERT(view);
+  std::span<const std::byte> source;
+  int extent = 0;
+  {
+    std::lock_guard lock(mutex_);
+    Partition& p = at(view.partition_);
+    STRATA_ASSERT(p.state == State::in_cpu);
+    STRATA_ASSERT(p.extent >= 0);
+    STRATA_ASSERT(p.memory.data() == view.bytes_.data());
+    extent = p.extent;
+    STRATA_ASSERT(view.bytes_.size() == static_cast<std::size_t>(p.bytes));
+    source = view.bytes_;
+    enter(p, State::writing_back);
+  }
+  return Move(view.partition_, store_->submit_write(extent, source), view.bytes_);
+}
+
+void Residency::finish_write(Move move) {
+  STRATA_ASSERT(move);
+  try {
+    store_->wait(move.ticket_);
+  } catch (...) {
+    std::lock_guard lock(mutex_);
+    Partition& p = at(move.partition_);
+    p.memory = {};
+    enter(p, State::lost);
+    throw;
+  }
+  std::lock_guard lock(mutex_);
+  Partition& p = at(move.partition_);
+  STRATA_ASSERT(p.state == State::writing_back);
+  p.memory = {};
+  enter(p, State::on_nvme);
+  counters_.moved_bytes[static_cast<std::size_t>(Direction::nvme_write)] += p.bytes;
+}
+
+ResidencyCounters Residency::counters() const {
+  std::lock_guard lock(mutex_);
+  return counters_;
+}
+
+}  // namespace strata::engine::memory

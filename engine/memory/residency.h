@@ -1,0 +1,149 @@
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "aio/engine.h"
+
+namespace strata::engine::memory {
+
+class NvmeStore;
+
+enum class Tier { nvme, cpu, gpu };
+inline constexpr int kTierCount = 3;
+
+// Where a partition's bytes are. A moving partition holds memory in both tiers.
+enum class State {
+  on_nvme,       // in its NVMe extent only
+  reading,       // NVMe -> CPU in flight
+  in_cpu,        // in CPU memory (its NVMe extent, if any, is stale)
+  uploading,     // CPU -> GPU in flight
+  on_gpu,        // in device memory
+  downloading,   // GPU -> CPU in flight
+  writing_back,  // CPU -> NVMe in flight
+  lost,          // a move failed: no tier holds bytes known to be good
+};
+std::string_view to_string(State state);
+std::string_view to_string(Tier tier);
+
+enum class Direction { h2d, d2h, nvme_read, nvme_write };
+inline constexpr int kDirectionCount = 4;
+std::string_view to_string(Direction direction);
+
+// Exact byte accounting, exported to `strata train`'s metrics.
+struct ResidencyCounters {
+  std::array<std::int64_t, kTierCount> resident_bytes{};  // indexed by Tier
+  std::array<std::int64_t, kTierCount> peak_resident_bytes{};
+  std::array<std::int64_t, kDirectionCount> moved_bytes{};  // indexed by Direction
+};
+
+using PartitionId = int;
+
+// The memory manager's book of partitions (shared/DESIGN.md, "The tiers"): each partition (a
+// contiguous slice of a flat buffer: params, grads or optimizer states of one sub-group) is in
+// exactly one State, changed only here. Moves are tickets; the bytes of a partition are reachable
+// only through a CpuView, which comes from a finished read or from a partition already in CPU
+// memory, so reading a partition whose move has not completed cannot be written. Thread-safe.
+class Residency {
+ public:
+  // The bytes of a partition in CPU memory. Move-only; handing it to begin_write gives it up.
+  class CpuView {
+   public:
+    CpuView() = default;
+    CpuView(CpuView&& other) noexcept;
+    CpuView& operator=(CpuView&& other) noexcept;
+    CpuView(const CpuView&) = delete;
+    CpuView& operator=(const CpuView&) = delete;
+    PartitionId partition() const noexcept { return partition_; }
+    std::span<std::byte> bytes() const noexcept { return bytes_; }
+    explicit operator bool() const noexcept { return partition_ >= 0; }
+
+   private:
+    friend class Residency;
+    CpuView(PartitionId partition, std::span<std::byte> bytes)
+        : partition_(partition), bytes_(bytes) {}
+    PartitionId partition_ = -1;
+    std::span<std::byte> bytes_;
+  };
+
+  // A move in flight. Redeem it exactly once with finish().
+  class [[nodiscard]] Move {
+   public:
+    Move() = default;
+    Move(Move&& other) noexcept;
+    Move& operator=(Move&& other) noexcept;
+    Move(const Move&) = delete;
+    Move& operator=(const Move&) = delete;
+    PartitionId partition() const noexcept { return partition_; }
+    explicit operator bool() const noexcept { return partition_ >= 0; }
+
+   private:
+    friend class Residency;
+    Move(PartitionId partition, aio::Ticket ticket, std::span<std::byte> bytes)
+        : partition_(partition), ticket_(ticket), bytes_(bytes) {}
+    PartitionId partition_ = -1;
+    aio::Ticket ticket_;
+    std::span<std::byte> bytes_;
+  };
+
+  // `store` (optional) holds the NVMe extents; partition i of the store is partition i here for
+  // partitions added with add_on_nvme.
+  explicit Residency(NvmeStore* store = nullptr);
+
+  // A partition that lives in CPU memory `memory` (state in_cpu).
+  PartitionId add_in_cpu(std::string name, std::span<std::byte> memory);
+  // A partition of `bytes` (a multiple of 4 KiB) in the NVMe extent `extent` of the store (state
+  // on_nvme).
+  PartitionId add_on_nvme(std::string name, std::int64_t bytes, int extent);
+  // A partition with the NVMe extent `extent` whose bytes are first made in CPU memory `memory`
+  // (state in_cpu; its extent holds nothing yet): how a tier is filled at start.
+  PartitionId add_in_cpu_with_extent(std::string name, std::span<std::byte> memory, int extent);
+
+  State state(PartitionId partition) const;
+  std::int64_t bytes(PartitionId partition) const;
+  const std::string& name(PartitionId partition) const;
+  int partition_count() const;
+
+  // The view of a partition in state in_cpu (asserted).
+  CpuView view(PartitionId partition);
+
+  // on_nvme -> reading, into `staging` (4 KiB aligned, at least the partition's bytes).
+  Move begin_read(PartitionId partition, std::span<std::byte> staging);
+  // reading -> in_cpu; the view of the staging memory. A failed read leaves the partition lost
+  // and rethrows the store's error (aio::IoError / ChecksumError name file and offset).
+  CpuView finish_read(Move move);
+  // in_cpu -> writing_back (the view is given up).
+  Move begin_write(CpuView view);
+  // writing_back -> on_nvme; a failure leaves the partition lost and rethrows.
+  void finish_write(Move move);
+  // in_cpu -> on_nvme without writing: only for a partition read from NVMe and not changed since
+  // (a checkpoint's read), so its extent still holds the same bytes.
+  void drop_clean(CpuView view);
+
+  ResidencyCounters counters() const;
+
+ private:
+  struct Partition {
+    std::string name;
+    std::int64_t bytes = 0;
+    State state = State::on_nvme;
+    int extent = -1;
+    std::span<std::byte> memory;  // CPU memory while in_cpu / writing_back
+  };
+  void enter(Partition& partition, State state);  // mutex_ held
+  Partition& at(PartitionId partition);
+  const Partition& at(PartitionId partition) const;
+
+  NvmeStore* store_;
+  mutable std::mutex mutex_;
+  std::vector<Partition> partitions_;
+  ResidencyCounters counters_;
+};
+
+}  // namespace strata::engine::memory

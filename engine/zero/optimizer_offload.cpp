@@ -1,0 +1,304 @@
+#include "engine/zero/optimizer_offload.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <utility>
+
+#include "base/assert.h"
+#include "base/error.h"
+#include "base/log.h"
+
+namespace strata::engine::zero {
+namespace {
+
+constexpr std::int64_t kBlock = 4096;
+
+std::int64_t round_up(std::int64_t value) {
+  return (value + kBlock - 1) / kBlock * kBlock;
+}
+
+// A sub-group in flight: its pool buffer and its move.
+struct InFlight {
+  int sub_group = 0;
+  memory::PinnedPool::Lease lease;
+  memory::Residency::Move move;
+};
+
+}  // namespace
+
+OptimizerOffload::OptimizerOffload(gpu::Device& device, const Optimizer& optimizer,
+                                   std::span<const float> master_params,
+                                   OptimizerOffloadOptions options)
+    : optimizer_(optimizer),
+      options_(std::move(options)),
+      numel_(static_cast<std::int64_t>(master_params.size())),
+      has_exp_avg_(optimizer.type() != OptimizerType::adagrad),
+      has_exp_avg_sq_(optimizer.type() != OptimizerType::lion) {
+  if (options_.device == OffloadDevice::none)
+    throw UserError("offload_optimizer.device is none, so there is no optimizer state to offload",
+                    "set offload_optimizer.device to cpu or nvme", 2);
+  if (options_.buffer_count < 1)
+    throw UserError(fmt::format("offload_optimizer.buffer_count is {}; it must be at least 1",
+                                options_.buffer_count),
+                    "set offload_optimizer.buffer_count to 1 or more (DeepSpeed's default is 4)",
+                    2);
+  if (options_.sub_group_size < 1)
+    throw UserError(fmt::format("zero_optimization.sub_group_size is {}; it must be at least 1",
+                                options_.sub_group_size),
+                    "set zero_optimization.sub_group_size to a positive element count", 2);
+  sub_groups_ = make_sub_groups(numel_, options_.sub_group_size);
+  const int regions_per_group = 1 + (has_exp_avg_ ? 1 : 0) + (has_exp_avg_sq_ ? 1 : 0);
+  std::vector<std::int64_t> extents;
+  std::int64_t largest = 0;
+  for (const Range& range : sub_groups_) {
+    region_bytes_.push_back(round_up(range.size() * static_cast<std::int64_t>(sizeof(float))));
+    extents.push_back(region_bytes_.back() * regions_per_group);
+    largest = std::max(largest, extents.back());
+  }
+
+  // Fills one sub-group's extent: master params, zero states.
+  auto fill = [&](int g, std::span<std::byte> bytes) {
+    std::memset(bytes.data(), 0, bytes.size());
+    const Range& range = sub_groups_[static_cast<std::size_t>(g)];
+    std::memcpy(bytes.data(), master_params.data() + range.begin,
+                static_cast<std::size_t>(range.size()) * sizeof(float));
+  };
+
+  if (options_.device == OffloadDevice::cpu) {
+    std::int64_t total = 0;
+    for (std::int64_t bytes : extents)
+      total += bytes;
+    cpu_states_ = aio::AlignedBuffer(std::max<std::int64_t>(total, kBlock));
+    residency_ = std::make_unique<memory::Residency>();
+    std::int64_t offset = 0;
+    for (std::size_t g = 0; g < sub_groups_.size(); ++g) {
+      auto bytes = cpu_states_.span().subspan(static_cast<std::size_t>(offset),
+                                              static_cast<std::size_t>(extents[g]));
+      fill(static_cast<int>(g), bytes);
+      partitions_.push_back(residency_->add_in_cpu(fmt::format("optimizer states {}", g), bytes));
+      offset += extents[g];
+    }
+    return;
+  }
+
+  pool_ = std::make_unique<memory::PinnedPool>(
+      device, options_.buffer_count, std::max<std::int64_t>(largest, kBlock),
+      memory::PinnedPoolOptions{options_.pin_memory, "optimizer swap buffers"});
+  memory::NvmeStoreOptions store_options = options_.nvme;
+  if (pool_->pinned()) store_options.registered = pool_->arena();
+  store_ = std::make_unique<memory::NvmeStore>(std::move(store_options), extents);
+  residency_ = std::make_unique<memory::Residency>(store_.get());
+  // Write every sub-group's initial extent, up to buffer_count in flight.
+  std::deque<InFlight> writes;
+  for (std::size_t g = 0; g < sub_groups_.size(); ++g) {
+    memory::PinnedPool::Lease lease = pool_->try_acquire();
+    if (!lease) {
+      residency_->finish_write(std::move(writes.front().move));
+      lease = std::move(writes.front().lease);
+      writes.pop_front();
+    }
+    auto bytes = lease.bytes().first(static_cast<std::size_t>(extents[g]));
+    fill(static_cast<int>(g), bytes);
+    const memory::PartitionId id = residency_->add_in_cpu_with_extent(
+        fmt::format("optimizer states {}", g), bytes, static_cast<int>(g));
+    partitions_.push_back(id);
+    writes.push_back(
+        {static_cast<int>(g), std::move(lease), residency_->begin_write(residency_->view(id))});
+  }
+  while (!writes.empty()) {
+    residency_->finish_write(std::move(writes.front().move));
+    writes.pop_front();
+  }
+}
+
+OptimizerOffload::~OptimizerOffload() = default;
+
+OptimizerOffload::Regions OptimizerOffload::regions(int sub_group,
+                                                    std::span<std::byte> bytes) const {
+  const auto g = static_cast<std::size_t>(sub_group);
+  const auto numel = static_cast<std::size_t>(sub_groups_[g].size());
+  const auto region = static_cast<std::size_t>(region_bytes_[g]);
+  auto floats = [&](std::size_t index) {
+    return std::span<float>(reinterpret_cast<float*>(bytes.data() + index * region), numel);
+  };
+  Regions result;
+  std::size_t next = 0;
+  result.params = floats(next++);
+  if (has_exp_avg_) result.exp_avg = floats(next++);
+  if (has_exp_avg_sq_) result.exp_avg_sq = floats(next++);
+  return result;
+}
+
+void OptimizerOffload::check_consistent() const {
+  if (!failure_.empty())
+    throw UserError(fmt::format("the optimizer state is inconsistent since an earlier step failed "
+                                "({}); training cannot continue from this state",
+                                failure_),
+                    "resume from the last checkpoint");
+}
+
+void OptimizerOffload::step(const StepHyperparameters& hyper, std::span<const float> grads,
+                            ParamCopy copy_type, std::span<std::uint16_t> copy,
+                            std::span<float> params_fp32) {
+  check_consistent();
+  STRATA_ASSERT(static_cast<std::int64_t>(grads.size()) == numel_);
+  STRATA_ASSERT(copy_type == ParamCopy::none || static_cast<std::int64_t>(copy.size()) == numel_);
+  STRATA_ASSERT(params_fp32.empty() || static_cast<std::int64_t>(params_fp32.size()) == numel_);
+  try {
+    run_step(hyper, grads, copy_type, copy, params_fp32);
+  } catch (const std::exception& error) {
+    failure_ = error.what();
+    base::logger("engine").error("optimizer step {} failed: {}", hyper.step, failure_);
+    throw UserError(
+        fmt::format("optimizer step {} failed: {}; the optimizer states of this rank are now "
+                    "inconsistent (some sub-groups were updated, others not)",
+                    hyper.step, failure_),
+        "training cannot continue from this state: resume from the last checkpoint");
+  }
+}
+
+void OptimizerOffload::compute(int sub_group, std::span<std::byte> bytes,
+                               const StepHyperparameters& hyper, std::span<const float> grads,
+                               ParamCopy copy_type, std::span<std::uint16_t> copy,
+                               std::span<float> params_fp32) {
+  const Range& range = sub_groups_[static_cast<std::size_t>(sub_group)];
+  const auto begin = static_cast<std::size_t>(range.begin);
+  const auto size = static_cast<std::size_t>(range.size());
+  const Regions r = regions(sub_group, bytes);
+  optimizer_.step(hyper, r.params, grads.subspan(begin, size), r.exp_avg, r.exp_avg_sq, copy_type,
+                  copy_type == ParamCopy::none ? copy : copy.subspan(begin, size));
+  if (!params_fp32.empty())
+    std::memcpy(params_fp32.data() + begin, r.params.data(), size * sizeof(float));
+}
+
+void OptimizerOffload::run_step(const StepHyperparameters& hyper, std::span<const float> grads,
+                                ParamCopy copy_type, std::span<std::uint16_t> copy,
+                                std::span<float> params_fp32) {
+  const int n = static_cast<int>(sub_groups_.size());
+  if (!store_) {
+    for (int g = 0; g < n; ++g) {
+      memory::Residency::CpuView view = residency_->view(partitions_[static_cast<std::size_t>(g)]);
+      compute(g, view.bytes(), hyper, grads, copy_type, copy, params_fp32);
+    }
+    return;
+  }
+
+  const std::int64_t count = pool_->buffer_count();
+  // How far reads run ahead of the sub-group being computed: every buffer not needed by the
+  // current sub-group and, with pipeline_write, by the one being written.
+  const std::int64_t ahead =
+      options_.pipeline_read
+          ? std::max<std::int64_t>(1, count - 1 - (options_.pipeline_write ? 1 : 0))
+          : 0;
+  std::deque<InFlight> reads;
+  std::deque<InFlight> writes;
+  int next_read = 0;
+  peak_in_flight_ = 0;
+
+  // A buffer: a free one, else (when `wait_for_write`) the one of the oldest write once it is
+  // done, else (when `must`) the next one given back.
+  auto buffer = [&](bool wait_for_write, bool must) {
+    memory::PinnedPool::Lease lease = pool_->try_acquire();
+    if (!lease && wait_for_write && !writes.empty()) {
+      InFlight oldest = std::move(writes.front());
+      writes.pop_front();
+      residency_->finish_write(std::move(oldest.move));
+      lease = std::move(oldest.lease);
+    }
+    if (!lease && must) lease = pool_->acquire();
+    return lease;
+  };
+  auto issue_read = [&](memory::PinnedPool::Lease lease) {
+    const memory::PartitionId id = partitions_[static_cast<std::size_t>(next_read)];
+    memory::Residency::Move move = residency_->begin_read(id, lease.bytes());
+    reads.push_back({next_read, std::move(lease), std::move(move)});
+    ++next_read;
+  };
+
+  try {
+    for (int g = 0; g < n; ++g) {
+      if (reads.empty()) issue_read(buffer(true, true));
+      while (next_read < n && next_read <= g + ahead) {
+        memory::PinnedPool::Lease lease = buffer(next_read == g + 1, false);
+        if (!lease) break;
+        issue_read(std::move(lease));
+      }
+      peak_in_flight_ = std::max<std::int64_t>(
+          peak_in_flight_, static_cast<std::int64_t>(reads.size() + writes.size()));
+      InFlight current = std::move(reads.front());
+      reads.pop_front();
+      STRATA_ASSERT(current.sub_group == g);
+      memory::Residency::CpuView view = residency_->finish_read(std::move(current.move));
+      compute(g, view.bytes(), hyper, grads, copy_type, copy, params_fp32);
+      current.move = residency_->begin_write(std::move(view));
+      if (options_.pipeline_write) {
+        writes.push_back(std::move(current));
+      } else {
+        residency_->finish_write(std::move(current.move));
+      }
+    }
+    while (!writes.empty()) {
+      InFlight oldest = std::move(writes.front());
+      writes.pop_front();
+      residency_->finish_write(std::move(oldest.move));
+    }
+  } catch (...) {
+    // Drain what is still in flight (its buffers must not be reused under a transfer); those
+    // errors are dropped, the first one is rethrown.
+    for (InFlight& read : reads) {
+      try {
+        static_cast<void>(residency_->finish_read(std::move(read.move)));
+      } catch (const std::exception&) {
+      }
+    }
+    for (InFlight& write : writes) {
+      try {
+        residency_->finish_write(std::move(write.move));
+      } catch (const std::exception&) {
+      }
+    }
+    throw;
+  }
+}
+
+void OptimizerOffload::read_states(std::span<float> params, std::span<float> exp_avg,
+                                   std::span<float> exp_avg_sq) {
+  check_consistent();
+  auto copy_out = [&](int g, std::span<std::byte> bytes) {
+    const Range& range = sub_groups_[static_cast<std::size_t>(g)];
+    const auto begin = static_cast<std::size_t>(range.begin);
+    const Regions r = regions(g, bytes);
+    auto out = [&](std::span<float> target, std::span<float> source) {
+      if (!target.empty() && !source.empty())
+        std::memcpy(target.data() + begin, source.data(), source.size() * sizeof(float));
+    };
+    out(params, r.params);
+    out(exp_avg, r.exp_avg);
+    out(exp_avg_sq, r.exp_avg_sq);
+  };
+  for (int g = 0; g < static_cast<int>(sub_groups_.size()); ++g) {
+    const memory::PartitionId id = partitions_[static_cast<std::size_t>(g)];
+    if (!store_) {
+      copy_out(g, residency_->view(id).bytes());
+      continue;
+    }
+    memory::PinnedPool::Lease lease = pool_->acquire();
+    try {
+      memory::Residency::CpuView view =
+          residency_->finish_read(residency_->begin_read(id, lease.bytes()));
+      copy_out(g, view.bytes());
+      residency_->drop_clean(std::move(view));
+    } catch (const std::exception& error) {
+      failure_ = error.what();
+      throw UserError(fmt::format("reading the optimizer states failed: {}; the optimizer states "
+                                  "of this rank are now inconsistent",
+                                  failure_),
+                      "training cannot continue from this state: resume from the last checkpoint");
+    }
+  }
+}
+
+}  // namespace strata::engine::zero

@@ -1,0 +1,174 @@
+#include "engine/memory/residency.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "aio/aligned_buffer.h"
+#include "aio/errors.h"
+#include "engine/memory/nvme_store.h"
+#include "engine/memory/pinned_pool.h"
+#include "gpu/open_device.h"
+
+namespace strata::engine::memory {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::size_t at(Tier tier) {
+  return static_cast<std::size_t>(tier);
+}
+std::size_t at(Direction direction) {
+  return static_cast<std::size_t>(direction);
+}
+
+class ResidencyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() /
+            fmt::format("strata-residency-test-{}-{}", getpid(),
+                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+  NvmeStoreOptions options() const {
+    NvmeStoreOptions result;
+    result.nvme_path = root_;
+    result.job_name = "residency";
+    return result;
+  }
+  fs::path root_;
+};
+
+TEST_F(ResidencyTest, StatesAndExactAccountingThroughAMoveCycle) {
+  const std::vector<std::int64_t> sizes = {8192, 4096};
+  NvmeStore store(options(), sizes);
+  Residency residency(&store);
+  aio::AlignedBuffer cpu_only(12288);
+  aio::AlignedBuffer staging(8192);
+  const PartitionId resident = residency.add_in_cpu("grads", cpu_only.span());
+  const PartitionId swapped = residency.add_in_cpu_with_extent("states 0", staging.span(), 0);
+  const PartitionId cold = residency.add_on_nvme("states 1", 4096, 1);
+  EXPECT_EQ(residency.state(resident), State::in_cpu);
+  EXPECT_EQ(residency.state(cold), State::on_nvme);
+  ResidencyCounters counters = residency.counters();
+  EXPECT_EQ(counters.resident_bytes[at(Tier::cpu)], 12288 + 8192);
+  EXPECT_EQ(counters.resident_bytes[at(Tier::nvme)], 4096);
+
+  std::memset(staging.data(), 0x5a, 8192);
+  Residency::Move write = residency.begin_write(residency.view(swapped));
+  EXPECT_EQ(residency.state(swapped), State::writing_back);
+  EXPECT_EQ(residency.counters().resident_bytes[at(Tier::nvme)], 4096 + 8192);  // both tiers
+  EXPECT_EQ(residency.counters().resident_bytes[at(Tier::cpu)], 12288 + 8192);
+  residency.finish_write(std::move(write));
+  EXPECT_EQ(residency.state(swapped), State::on_nvme);
+  counters = residency.counters();
+  EXPECT_EQ(counters.resident_bytes[at(Tier::cpu)], 12288);
+  EXPECT_EQ(counters.resident_bytes[at(Tier::nvme)], 8192 + 4096);
+  EXPECT_EQ(counters.moved_bytes[at(Direction::nvme_write)], 8192);
+
+  aio::AlignedBuffer other(8192);
+  Residency::Move read = residency.begin_read(swapped, other.span());
+  EXPECT_EQ(residency.state(swapped), State::reading);
+  Residency::CpuView view = residency.finish_read(std::move(read));
+  EXPECT_EQ(residency.state(swapped), State::in_cpu);
+  ASSERT_EQ(view.bytes().size(), 8192u);
+  EXPECT_EQ(view.bytes()[8191], std::byte{0x5a});
+  counters = residency.counters();
+  EXPECT_EQ(counters.moved_bytes[at(Direction::nvme_read)], 8192);
+  EXPECT_EQ(counters.resident_bytes[at(Tier::cpu)], 12288 + 8192);
+  EXPECT_EQ(counters.peak_resident_bytes[at(Tier::nvme)], 8192 + 4096);
+  residency.drop_clean(std::move(view));
+  EXPECT_EQ(residency.state(swapped), State::on_nvme);
+  EXPECT_EQ(residency.counters().resident_bytes[at(Tier::gpu)], 0);
+}
+
+TEST_F(ResidencyTest, AFailedReadLeavesThePartitionLostAndNamesTheFile) {
+  NvmeStoreOptions faulty = options();
+  faulty.faults.fail(1, EIO);
+  NvmeStore store(faulty, std::vector<std::int64_t>{4096});
+  Residency residency(&store);
+  aio::AlignedBuffer buffer(4096);
+  const PartitionId id = residency.add_in_cpu_with_extent("p", buffer.span(), 0);
+  residency.finish_write(residency.begin_write(residency.view(id)));
+  try {
+    static_cast<void>(residency.finish_read(residency.begin_read(id, buffer.span())));
+    FAIL() << "expected IoError";
+  } catch (const aio::IoError& error) {
+    EXPECT_NE(std::string(error.what()).find(store.swap_file().string()), std::string::npos);
+  }
+  EXPECT_EQ(residency.state(id), State::lost);
+  EXPECT_EQ(residency.counters().resident_bytes[at(Tier::nvme)], 0);
+  EXPECT_EQ(residency.counters().resident_bytes[at(Tier::cpu)], 0);
+}
+
+// Many partitions cycled through a small pool by several threads: the pool never lends more than
+// it has, CPU residency never exceeds the pool, the bytes survive, the counters add up.
+TEST_F(ResidencyTest, StressManyPartitionsThroughASmallPool) {
+  constexpr int kPartitions = 96;
+  constexpr int kBuffers = 3;
+  constexpr std::int64_t kMax = 4 * 4096;
+  std::vector<std::int64_t> sizes;
+  for (int p = 0; p < kPartitions; ++p)
+    sizes.push_back(4096 * (1 + p % 4));
+  NvmeStore store(options(), sizes);
+  auto device = gpu::create_host_device({});
+  PinnedPool pool(*device, kBuffers, kMax);
+  Residency residency(&store);
+  std::vector<PartitionId> ids;
+  std::int64_t total = 0;
+  for (int p = 0; p < kPartitions; ++p) {
+    PinnedPool::Lease lease = pool.acquire();
+    auto bytes = lease.bytes().first(static_cast<std::size_t>(sizes[static_cast<std::size_t>(p)]));
+    std::memset(bytes.data(), 0, bytes.size());
+    ids.push_back(residency.add_in_cpu_with_extent(fmt::format("p{}", p), bytes, p));
+    residency.finish_write(residency.begin_write(residency.view(ids.back())));
+    total += sizes[static_cast<std::size_t>(p)];
+  }
+  constexpr int kRounds = 3;
+  std::atomic<std::int64_t> peak_cpu{0};
+  std::atomic<bool> bad{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < kRounds; ++round)
+        for (int p = t; p < kPartitions; p += 4) {
+          PinnedPool::Lease lease = pool.acquire();
+          Residency::CpuView view = residency.finish_read(
+              residency.begin_read(ids[static_cast<std::size_t>(p)], lease.bytes()));
+          const std::int64_t cpu = residency.counters().resident_bytes[at(Tier::cpu)];
+          std::int64_t seen = peak_cpu.load();
+          while (cpu > seen && !peak_cpu.compare_exchange_weak(seen, cpu)) {
+          }
+          auto* words = reinterpret_cast<std::uint32_t*>(view.bytes().data());
+          if (words[0] != static_cast<std::uint32_t>(round)) bad = true;
+          for (std::size_t i = 0; i < view.bytes().size() / 4; ++i)
+            words[i] = static_cast<std::uint32_t>(round + 1);
+          residency.finish_write(residency.begin_write(std::move(view)));
+        }
+    });
+  for (auto& thread : threads)
+    thread.join();
+  EXPECT_FALSE(bad.load());
+  EXPECT_LE(pool.peak_in_use(), kBuffers);
+  EXPECT_LE(peak_cpu.load(), kBuffers * kMax);
+  const ResidencyCounters counters = residency.counters();
+  EXPECT_EQ(counters.resident_bytes[at(Tier::cpu)], 0);
+  EXPECT_EQ(counters.resident_bytes[at(Tier::nvme)], total);
+  EXPECT_EQ(counters.moved_bytes[at(Direction::nvme_read)], kRounds * total);
+  EXPECT_EQ(counters.moved_bytes[at(Direction::nvme_write)], (kRounds + 1) * total);
+  for (PartitionId id : ids)
+    EXPECT_EQ(residency.state(id), State::on_nvme);
+}
+
+}  // namespace
+}  // namespace strata::engine::memory

@@ -1,0 +1,227 @@
+#include "engine/zero/optimizer_offload.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "base/error.h"
+#include "gpu/open_device.h"
+
+namespace strata::engine::zero {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<float> random_floats(std::int64_t n, std::uint32_t seed, float scale) {
+  std::mt19937 engine(seed);
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> values(static_cast<std::size_t>(n));
+  for (float& value : values)
+    value = normal(engine);
+  return values;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+class OffloadTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / fmt::format("strata-offload-test-{}", getpid());
+    fs::create_directories(root_);
+    device_ = gpu::create_host_device({});
+  }
+  void TearDown() override { fs::remove_all(root_); }
+  OptimizerOffloadOptions options(OffloadDevice where, std::int64_t sub_group_size, bool read,
+                                  bool write) const {
+    OptimizerOffloadOptions result;
+    result.device = where;
+    result.sub_group_size = sub_group_size;
+    result.pipeline_read = read;
+    result.pipeline_write = write;
+    result.nvme.nvme_path = root_;
+    result.nvme.job_name = "offload";
+    return result;
+  }
+  fs::path root_;
+  std::unique_ptr<gpu::Device> device_;
+};
+
+struct Reference {
+  std::vector<float> params, exp_avg, exp_avg_sq;
+  std::vector<std::uint16_t> copy;
+};
+
+StepHyperparameters hyper(std::int64_t step) {
+  StepHyperparameters result;
+  result.lr = 1e-2;
+  result.step = step;
+  result.grad_scale = 0.5f;
+  return result;
+}
+
+// Two steps offloaded, compared bit for bit with the same two steps in memory.
+void expect_same_as_in_memory(gpu::Device& device, OptimizerType type, std::int64_t n,
+                              const OptimizerOffloadOptions& options) {
+  OptimizerConfig config;
+  config.type = type;
+  config.weight_decay = 0.01;
+  const Optimizer optimizer(config);
+  const std::vector<float> master = random_floats(n, 1, 1.0f);
+  Reference expected{master, std::vector<float>(master.size()), std::vector<float>(master.size()),
+                     std::vector<std::uint16_t>(master.size())};
+  OptimizerOffload offload(device, optimizer, master, options);
+  std::vector<std::uint16_t> copy(master.size());
+  std::vector<float> params_fp32(master.size());
+  for (std::int64_t step = 1; step <= 2; ++step) {
+    const std::vector<float> grads = random_floats(n, static_cast<std::uint32_t>(step + 10), 0.1f);
+    optimizer.step(hyper(step), expected.params, grads, expected.exp_avg, expected.exp_avg_sq,
+                   ParamCopy::bf16, expected.copy);
+    offload.step(hyper(step), grads, ParamCopy::bf16, copy, params_fp32);
+  }
+  std::vector<float> params(master.size()), exp_avg(master.size()), exp_avg_sq(master.size());
+  offload.read_states(params, exp_avg, exp_avg_sq);
+  EXPECT_TRUE(same_bits(params, expected.params));
+  EXPECT_TRUE(same_bits(params_fp32, expected.params));
+  EXPECT_TRUE(same_bits(exp_avg, expected.exp_avg));
+  EXPECT_TRUE(same_bits(exp_avg_sq, expected.exp_avg_sq));
+  EXPECT_EQ(copy, expected.copy);
+  if (offload.pool() != nullptr) {
+    EXPECT_LE(offload.pool()->peak_in_use(), options.buffer_count);
+    EXPECT_LE(offload.peak_in_flight(), options.buffer_count);
+    EXPECT_EQ(offload.pool()->in_use(), 0);
+  }
+}
+
+using Case = std::tuple<OptimizerType, std::int64_t, std::int64_t, bool, bool>;
+class OffloadBitwise : public OffloadTest, public ::testing::WithParamInterface<Case> {};
+
+TEST_P(OffloadBitwise, NvmeStepIsBitwiseTheInMemoryStep) {
+  const auto [type, n, sub_group_size, read, write] = GetParam();
+  expect_same_as_in_memory(*device_, type, n,
+                           options(OffloadDevice::nvme, sub_group_size, read, write));
+}
+
+TEST_P(OffloadBitwise, CpuStepIsBitwiseTheInMemoryStep) {
+  const auto [type, n, sub_group_size, read, write] = GetParam();
+  expect_same_as_in_memory(*device_, type, n,
+                           options(OffloadDevice::cpu, sub_group_size, read, write));
+}
+
+INSTANTIATE_TEST_SUITE_P(SizesAndPipelines, OffloadBitwise,
+                         ::testing::Combine(::testing::Values(OptimizerType::adam,
+                                                              OptimizerType::adamw),
+                                            ::testing::Values(1000, 3 * 4096 + 5, 40001),
+                                            ::testing::Values(2048, 6000, 1'000'000'000),
+                                            ::testing::Bool(), ::testing::Bool()));
+
+TEST_F(OffloadTest, AdagradAndLionKeepOneState) {
+  for (OptimizerType type : {OptimizerType::adagrad, OptimizerType::lion})
+    expect_same_as_in_memory(*device_, type, 9000, options(OffloadDevice::nvme, 2048, true, true));
+}
+
+TEST_F(OffloadTest, BufferCountBoundsTheSubGroupsInFlight) {
+  for (std::int64_t count : {1, 2, 3, 5}) {
+    OptimizerOffloadOptions o = options(OffloadDevice::nvme, 2048, true, true);
+    o.buffer_count = count;
+    expect_same_as_in_memory(*device_, OptimizerType::adamw, 30000, o);
+  }
+}
+
+// An injected fault during a step: the step throws naming the swap file, the state is marked
+// inconsistent, and every later step refuses, saying to resume from the last checkpoint.
+void expect_fault_marks_inconsistent(gpu::Device& device, OptimizerOffloadOptions o,
+                                     const std::string& expected_in_message) {
+  OptimizerConfig config;
+  const Optimizer optimizer(config);
+  const std::int64_t n = 40000;  // 20 sub-groups of 2048: init writes are completions 0..19
+  const std::vector<float> master = random_floats(n, 1, 1.0f);
+  const std::vector<float> grads = random_floats(n, 2, 0.1f);
+  OptimizerOffload offload(device, optimizer, master, o);
+  std::vector<std::uint16_t> copy(master.size());
+  try {
+    offload.step(hyper(1), grads, ParamCopy::bf16, copy);
+    FAIL() << "expected the step to fail";
+  } catch (const UserError& error) {
+    const std::string what = error.what();
+    EXPECT_NE(what.find(offload.store()->swap_file().string()), std::string::npos) << what;
+    EXPECT_NE(what.find(expected_in_message), std::string::npos) << what;
+    EXPECT_NE(what.find("offset"), std::string::npos) << what;
+    EXPECT_NE(error.fix().find("resume from the last checkpoint"), std::string::npos);
+  }
+  EXPECT_TRUE(offload.inconsistent());
+  EXPECT_EQ(offload.pool()->in_use(), 0);
+  try {
+    offload.step(hyper(2), grads, ParamCopy::bf16, copy);
+    FAIL() << "expected the later step to refuse";
+  } catch (const UserError& error) {
+    EXPECT_NE(std::string(error.what()).find("cannot continue"), std::string::npos);
+    EXPECT_NE(error.fix().find("resume from the last checkpoint"), std::string::npos);
+  }
+}
+
+TEST_F(OffloadTest, EioMidStepMarksTheStateInconsistent) {
+  for (bool pipelined : {false, true}) {
+    OptimizerOffloadOptions o = options(OffloadDevice::nvme, 2048, pipelined, pipelined);
+    o.nvme.faults.fail(27, EIO);
+    expect_fault_marks_inconsistent(*device_, o, strerror(EIO));
+  }
+}
+
+TEST_F(OffloadTest, EnospcMidStepMarksTheStateInconsistent) {
+  OptimizerOffloadOptions o = options(OffloadDevice::nvme, 2048, true, true);
+  for (int index = 20; index < 60; ++index)
+    o.nvme.faults.fail(index, ENOSPC);
+  expect_fault_marks_inconsistent(*device_, o, strerror(ENOSPC));
+}
+
+TEST_F(OffloadTest, AFlippedBitMidStepIsAChecksumErrorAndMarksInconsistent) {
+  OptimizerOffloadOptions o = options(OffloadDevice::nvme, 2048, true, false);
+  for (int index = 20; index < 60; ++index)
+    o.nvme.faults.flip_bit(index);
+  expect_fault_marks_inconsistent(*device_, o, "checksum");
+}
+
+TEST_F(OffloadTest, ShortTransfersAreRetriedAndTheStepIsExact) {
+  OptimizerOffloadOptions o = options(OffloadDevice::nvme, 8192, true, true);
+  for (int index = 0; index < 40; index += 3)
+    o.nvme.faults.shorten(index);
+  expect_same_as_in_memory(*device_, OptimizerType::adamw, 40000, o);
+}
+
+TEST_F(OffloadTest, RefusesNoDeviceAndNoBuffers) {
+  const Optimizer optimizer(OptimizerConfig{});
+  const std::vector<float> master(100);
+  EXPECT_THROW(OptimizerOffload(*device_, optimizer, master,
+                                options(OffloadDevice::none, 2048, false, false)),
+               UserError);
+  OptimizerOffloadOptions o = options(OffloadDevice::nvme, 2048, false, false);
+  o.buffer_count = 0;
+  EXPECT_THROW(OptimizerOffload(*device_, optimizer, master, o), UserError);
+}
+
+TEST_F(OffloadTest, SwapFilesAreRemovedAtCleanExit) {
+  const Optimizer optimizer(OptimizerConfig{});
+  const std::vector<float> master(5000, 1.0f);
+  fs::path directory;
+  {
+    OptimizerOffload offload(*device_, optimizer, master,
+                             options(OffloadDevice::nvme, 2048, true, true));
+    directory = offload.store()->directory();
+    EXPECT_TRUE(fs::exists(offload.store()->swap_file()));
+  }
+  EXPECT_FALSE(fs::exists(directory));
+}
+
+}  // namespace
+}  // namespace strata::engine::zero

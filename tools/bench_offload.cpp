@@ -1,0 +1,293 @@
+// `strata bench offload`: times the offloaded optimizer step (engine/zero/optimizer_offload) and,
+// in the same run, its stages alone: the optimizer in memory on the same bytes, and reading plus
+// writing the same bytes through aio::Engine (NvmeStore, the same pool buffers). The step can be
+// no faster than the slower stage: bound_s = max(adam_alone_s, io_alone_s).
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "base/units.h"
+#include "cpu_adam/workers.h"
+#include "engine/memory/nvme_store.h"
+#include "engine/memory/pinned_pool.h"
+#include "engine/zero/flat_layout.h"
+#include "engine/zero/optimizer_offload.h"
+#include "gpu/open_device.h"
+#include "tools/bench.h"
+
+namespace strata::tools {
+namespace {
+
+using engine::OffloadDevice;
+using engine::OptimizerConfig;
+using engine::OptimizerType;
+using engine::ParamCopy;
+using engine::StepHyperparameters;
+using engine::zero::OptimizerOffload;
+using engine::zero::OptimizerOffloadOptions;
+
+struct OffloadBenchOptions {
+  std::string params = "64M";
+  std::string device = "nvme";
+  std::string path;
+  std::string sub_group_size = "16M";
+  std::string optimizer = "adam";
+  int threads = 0;
+  int steps = 3;
+  std::int64_t buffer_count = 4;
+  bool no_pin = false;
+  bool no_pipeline = false;
+  bool json = false;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+std::int64_t count_option(const std::string& text, const char* flag) {
+  const auto value = base::parse_count(text);
+  if (!value || *value < 1)
+    throw UserError(fmt::format("{} {} is not a positive count", flag, text),
+                    fmt::format("give {} as a number such as 1000000, 64M or 1G", flag), 2);
+  return *value;
+}
+
+constexpr std::int64_t kBlock = 4096;
+std::int64_t round_up(std::int64_t value) {
+  return (value + kBlock - 1) / kBlock * kBlock;
+}
+
+// Reads and writes back every sub-group's extent (the bytes the offloaded step moves), with the
+// same number of buffers in flight, through a store of its own. Seconds per pass (median).
+double time_io_alone(gpu::Device& device, const OffloadBenchOptions& options,
+                     const std::vector<std::int64_t>& extents, int state_regions) {
+  (void)state_regions;
+  const std::int64_t largest = *std::max_element(extents.begin(), extents.end());
+  engine::memory::PinnedPool pool(device, options.buffer_count, largest,
+                                  {!options.no_pin, "bench io buffers"});
+  engine::memory::NvmeStoreOptions store_options;
+  store_options.nvme_path = options.path;
+  store_options.job_name = "bench-offload-io";
+  if (pool.pinned()) store_options.registered = pool.arena();
+  engine::memory::NvmeStore store(store_options, extents);
+  const int n = static_cast<int>(extents.size());
+  auto span_of = [&](const engine::memory::PinnedPool::Lease& lease, int g) {
+    return lease.bytes().first(static_cast<std::size_t>(extents[static_cast<std::size_t>(g)]));
+  };
+  {  // fill the extents once so that reads see written, checksummed blocks
+    engine::memory::PinnedPool::Lease lease = pool.acquire();
+    std::memset(lease.bytes().data(), 0, lease.bytes().size());
+    for (int g = 0; g < n; ++g)
+      store.wait(store.submit_write(g, span_of(lease, g)));
+  }
+  struct Write {
+    engine::memory::PinnedPool::Lease lease;
+    aio::Ticket ticket;
+  };
+  std::vector<double> seconds;
+  for (int pass = 0; pass < options.steps; ++pass) {
+    const auto start = std::chrono::steady_clock::now();
+    std::deque<Write> writes;
+    std::deque<std::pair<engine::memory::PinnedPool::Lease, aio::Ticket>> reads;
+    int next_read = 0;
+    for (int g = 0; g < n; ++g) {
+      while (next_read < n) {  // reads ahead into every free buffer
+        engine::memory::PinnedPool::Lease lease = pool.try_acquire();
+        if (!lease && reads.empty() && !writes.empty()) {
+          store.wait(writes.front().ticket);
+          lease = std::move(writes.front().lease);
+          writes.pop_front();
+        }
+        if (!lease) break;
+        aio::Ticket ticket = store.submit_read(next_read, span_of(lease, next_read));
+        reads.emplace_back(std::move(lease), ticket);
+        ++next_read;
+      }
+      auto [lease, ticket] = std::move(reads.front());
+      reads.pop_front();
+      store.wait(ticket);
+      aio::Ticket write = store.submit_write(g, span_of(lease, g));
+      writes.push_back({std::move(lease), write});
+    }
+    for (Write& write : writes)
+      store.wait(write.ticket);
+    seconds.push_back(seconds_since(start));
+  }
+  return median(seconds);
+}
+
+void run_bench_offload(const OffloadBenchOptions& options) {
+  const std::int64_t n = count_option(options.params, "--params");
+  const std::int64_t sub_group_size = count_option(options.sub_group_size, "--sub-group-size");
+  if (options.device != "cpu" && options.device != "nvme")
+    throw UserError(fmt::format("--device {} is not cpu or nvme", options.device),
+                    "pass --device cpu or --device nvme", 2);
+  const bool nvme = options.device == "nvme";
+  if (nvme && options.path.empty())
+    throw UserError("--device nvme needs --path", "pass --path DIR, a directory on the NVMe drive",
+                    2);
+  OptimizerConfig config;
+  if (options.optimizer == "adam")
+    config.type = OptimizerType::adam;
+  else if (options.optimizer == "adamw")
+    config.type = OptimizerType::adamw;
+  else
+    throw UserError(fmt::format("--optimizer {} is not adam or adamw", options.optimizer),
+                    "pass --optimizer adam or --optimizer adamw", 2);
+  const engine::Optimizer optimizer(config);
+  cpu_adam::Workers workers(cpu_adam::WorkersOptions{.threads = options.threads});
+  auto device = gpu::create_host_device({});
+
+  double step_s = 0;
+  double adam_s = 0;
+  double io_s = 0;
+  std::vector<std::int64_t> extents;
+  engine::memory::ResidencyCounters counters;
+  workers.run([&] {
+    std::vector<float> grads(static_cast<std::size_t>(n), 1e-3f);
+    std::vector<float> master(static_cast<std::size_t>(n), 0.5f);
+    std::vector<std::uint16_t> copy(static_cast<std::size_t>(n));
+    StepHyperparameters hyper;
+    hyper.lr = 1e-4;
+    {
+      OptimizerOffloadOptions offload_options;
+      offload_options.device = nvme ? OffloadDevice::nvme : OffloadDevice::cpu;
+      offload_options.sub_group_size = sub_group_size;
+      offload_options.pipeline_read = !options.no_pipeline;
+      offload_options.pipeline_write = !options.no_pipeline;
+      offload_options.buffer_count = options.buffer_count;
+      offload_options.pin_memory = !options.no_pin;
+      offload_options.nvme.nvme_path = options.path;
+      offload_options.nvme.job_name = "bench-offload";
+      OptimizerOffload offload(*device, optimizer, master, offload_options);
+      std::vector<double> seconds;
+      for (int step = 0; step <= options.steps; ++step) {  // step 0 warms up
+        hyper.step = step + 1;
+        const auto start = std::chrono::steady_clock::now();
+        offload.step(hyper, grads, ParamCopy::bf16, copy);
+        if (step > 0) seconds.push_back(seconds_since(start));
+      }
+      step_s = median(seconds);
+      counters = offload.counters();
+      const int regions = 1 + optimizer.state_count();
+      for (const auto& range : offload.sub_groups())
+        extents.push_back(round_up(range.size() * 4) * regions);
+    }
+    {
+      std::vector<float> exp_avg(static_cast<std::size_t>(n));
+      std::vector<float> exp_avg_sq(static_cast<std::size_t>(n));
+      std::vector<float> params = master;
+      const auto groups = engine::zero::make_sub_groups(n, sub_group_size);
+      std::vector<double> seconds;
+      for (int step = 0; step <= options.steps; ++step) {
+        hyper.step = step + 1;
+        const auto start = std::chrono::steady_clock::now();
+        for (const auto& range : groups) {
+          const auto b = static_cast<std::size_t>(range.begin);
+          const auto s = static_cast<std::size_t>(range.size());
+          optimizer.step(hyper, std::span(params).subspan(b, s),
+                         std::span<const float>(grads).subspan(b, s),
+                         std::span(exp_avg).subspan(b, s), std::span(exp_avg_sq).subspan(b, s),
+                         ParamCopy::bf16, std::span(copy).subspan(b, s));
+        }
+        if (step > 0) seconds.push_back(seconds_since(start));
+      }
+      adam_s = median(seconds);
+    }
+  });
+  if (nvme) io_s = time_io_alone(*device, options, extents, 1 + optimizer.state_count());
+  const double bound_s = std::max(adam_s, io_s);
+  const double ratio = step_s / bound_s;
+  const double target = nvme ? 1.10 : 1.05;
+  std::int64_t moved = 0;
+  for (std::int64_t bytes : extents)
+    moved += bytes;
+  if (options.json) {
+    nlohmann::json out = {{"params", n},
+                          {"device", options.device},
+                          {"optimizer", options.optimizer},
+                          {"sub_group_size", sub_group_size},
+                          {"sub_groups", extents.size()},
+                          {"buffer_count", options.buffer_count},
+                          {"pinned", !options.no_pin},
+                          {"pipeline", !options.no_pipeline},
+                          {"threads", workers.thread_count()},
+                          {"steps", options.steps},
+                          {"seconds_per_step", step_s},
+                          {"adam_alone_s", adam_s},
+                          {"io_alone_s", io_s},
+                          {"bound_s", bound_s},
+                          {"ratio_to_bound", ratio},
+                          {"target_ratio", target},
+                          {"state_bytes", moved},
+                          {"nvme_read_bytes", counters.moved_bytes[2]},
+                          {"nvme_write_bytes", counters.moved_bytes[3]}};
+    fmt::print("{}\n", out.dump(2));
+    return;
+  }
+  fmt::print(
+      "strata bench offload: {} {} params, states on {}, sub-groups of {} ({}), "
+      "{} buffers{}, {} thread(s)\n",
+      options.optimizer, base::format_count(static_cast<double>(n)), options.device,
+      base::format_count(static_cast<double>(sub_group_size)), extents.size(), options.buffer_count,
+      options.no_pin ? " (not pinned)" : "", workers.thread_count());
+  fmt::print("state bytes per step: {} read + {} written\n",
+             base::format_bytes(nvme ? static_cast<double>(moved) : 0.0),
+             base::format_bytes(nvme ? static_cast<double>(moved) : 0.0));
+  fmt::print("{:<18} {:>10.4f} s\n", "seconds_per_step", step_s);
+  fmt::print("{:<18} {:>10.4f} s\n", "adam_alone_s", adam_s);
+  fmt::print("{:<18} {:>10.4f} s\n", "io_alone_s", io_s);
+  fmt::print("{:<18} {:>10.4f} s\n", "bound_s", bound_s);
+  fmt::print("verdict: step = {:.3f}x bound (target <= {:.2f}x): {}\n", ratio, target,
+             ratio <= target ? "ok" : "ABOVE TARGET");
+}
+
+}  // namespace
+
+void add_bench_offload_command(CLI::App& bench, CommandContext& /*context*/) {
+  auto options = std::make_shared<OffloadBenchOptions>();
+  CLI::App* command = bench.add_subcommand(
+      "offload",
+      "Times the offloaded optimizer step beside its stages alone (optimizer in memory; reading "
+      "and writing the same bytes through aio) and reports the ratio to the slower one");
+  command->add_option("--params", options->params, "parameters in the partition (64M, 512M)")
+      ->capture_default_str();
+  command->add_option("--device", options->device, "where the optimizer states live: cpu|nvme")
+      ->capture_default_str();
+  command->add_option("--path", options->path, "swap directory for --device nvme");
+  command->add_option("--sub-group-size", options->sub_group_size, "elements per sub-group")
+      ->capture_default_str();
+  command->add_option("--optimizer", options->optimizer, "adam|adamw")->capture_default_str();
+  command->add_option("--threads", options->threads, "optimizer threads (0: every core)")
+      ->capture_default_str();
+  command->add_option("--steps", options->steps, "timed steps (median reported)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  command
+      ->add_option("--buffer-count", options->buffer_count, "swap buffers (sub-groups in flight)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  command->add_flag("--no-pin", options->no_pin,
+                    "plain aligned memory for the swap buffers (no RLIMIT_MEMLOCK needed)");
+  command->add_flag("--no-pipeline", options->no_pipeline,
+                    "pipeline_read and pipeline_write off: strictly read, compute, write");
+  command->add_flag("--json", options->json, "one JSON object instead of text");
+  command->callback([options] { run_bench_offload(*options); });
+}
+
+}  // namespace strata::tools
