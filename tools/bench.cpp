@@ -12,6 +12,7 @@ constexpr AddBenchCommand kBenchCommands[] = {
     add_bench_adam_command,
     add_bench_membw_command,
     add_bench_comm_command,
+    add_bench_h2d_command,
     add_bench_offload_command,
 };
 

@@ -13,6 +13,7 @@ namespace strata::tools {
 void add_bench_adam_command(CLI::App& bench, CommandContext& context);
 void add_bench_membw_command(CLI::App& bench, CommandContext& context);
 void add_bench_comm_command(CLI::App& bench, CommandContext& context);
+void add_bench_h2d_command(CLI::App& bench, CommandContext& context);
 void add_bench_offload_command(CLI::App& bench, CommandContext& context);
 
 }  // namespace strata::tools
