@@ -106,9 +106,13 @@ double time_io_alone(gpu::Device& device, const OffloadBenchOptions& options,
     std::deque<std::pair<engine::memory::PinnedPool::Lease, aio::Ticket>> reads;
     int next_read = 0;
     for (int g = 0; g < n; ++g) {
-      while (next_read < n) {  // reads ahead into every free buffer
+      // Reads run ahead in every buffer but one (kept for the write just submitted), taking
+      // back the oldest write's buffer when none is free: every buffer stays busy.
+      const auto reads_max =
+          static_cast<std::size_t>(std::max<std::int64_t>(1, options.buffer_count - 1));
+      while (next_read < n && reads.size() < reads_max) {
         engine::memory::PinnedPool::Lease lease = pool.try_acquire();
-        if (!lease && reads.empty() && !writes.empty()) {
+        if (!lease && !writes.empty()) {
           store.wait(writes.front().ticket);
           lease = std::move(writes.front().lease);
           writes.pop_front();
