@@ -107,12 +107,24 @@ Residency::CpuView& Residency::CpuView::operator=(CpuView&& other) noexcept {
 Residency::Move::Move(Move&& other) noexcept
     : partition_(std::exchange(other.partition_, -1)),
       ticket_(std::exchange(other.ticket_, {})),
-      bytes_(std::exchange(other.bytes_, {})) {}
+      bytes_(std::exchange(other.bytes_, {})),
+      event_(std::move(other.event_)) {}
 
 Residency::Move& Residency::Move::operator=(Move&& other) noexcept {
   partition_ = std::exchange(other.partition_, -1);
   ticket_ = std::exchange(other.ticket_, {});
   bytes_ = std::exchange(other.bytes_, {});
+  event_ = std::move(other.event_);
+  return *this;
+}
+
+Residency::GpuView::GpuView(GpuView&& other) noexcept
+    : partition_(std::exchange(other.partition_, -1)),
+      device_(std::exchange(other.device_, nullptr)) {}
+
+Residency::GpuView& Residency::GpuView::operator=(GpuView&& other) noexcept {
+  partition_ = std::exchange(other.partition_, -1);
+  device_ = std::exchange(other.device_, nullptr);
   return *this;
 }
 
@@ -279,6 +291,89 @@ void Residency::finish_write(Move move) {
   p.memory = {};
   enter(p, State::on_nvme);
   counters_.moved_bytes[static_cast<std::size_t>(Direction::nvme_write)] += p.bytes;
+}
+
+Residency::Move Residency::begin_upload(CpuView view, gpu::Device& device, gpu::Stream& stream,
+                                        void* device_target) {
+  STRATA_ASSERT(view && device_target != nullptr);
+  std::int64_t length = 0;
+  {
+    std::lock_guard lock(mutex_);
+    Partition& p = at(view.partition_);
+    STRATA_ASSERT(p.state == State::in_cpu);
+    STRATA_ASSERT(p.memory.data() == view.bytes_.data());
+    p.device = device_target;
+    length = p.bytes;
+    enter(p, State::uploading);
+  }
+  stream.copy(device_target, view.bytes_.data(), length, gpu::CopyKind::host_to_device);
+  Move move(view.partition_, {}, view.bytes_);
+  move.event_ = device.create_event();
+  stream.record(*move.event_);
+  return move;
+}
+
+Residency::GpuView Residency::finish_upload(Move move) {
+  STRATA_ASSERT(move && move.event_);
+  try {
+    move.event_->synchronize();
+  } catch (...) {
+    std::lock_guard lock(mutex_);
+    Partition& p = at(move.partition_);
+    p.memory = {};
+    p.device = nullptr;
+    enter(p, State::lost);
+    throw;
+  }
+  std::lock_guard lock(mutex_);
+  Partition& p = at(move.partition_);
+  STRATA_ASSERT(p.state == State::uploading);
+  // The CPU copy stays valid memory of the caller's, but the partition now lives on the GPU.
+  p.memory = {};
+  enter(p, State::on_gpu);
+  counters_.moved_bytes[static_cast<std::size_t>(Direction::h2d)] += p.bytes;
+  return GpuView(move.partition_, p.device);
+}
+
+Residency::Move Residency::begin_download(GpuView view, gpu::Device& device, gpu::Stream& stream,
+                                          std::span<std::byte> host_target) {
+  STRATA_ASSERT(view);
+  std::int64_t length = 0;
+  {
+    std::lock_guard lock(mutex_);
+    Partition& p = at(view.partition_);
+    STRATA_ASSERT(p.state == State::on_gpu && p.device == view.device_);
+    STRATA_ASSERT(static_cast<std::int64_t>(host_target.size()) >= p.bytes);
+    length = p.bytes;
+    p.memory = host_target.first(static_cast<std::size_t>(p.bytes));
+    enter(p, State::downloading);
+  }
+  stream.copy(host_target.data(), view.device_, length, gpu::CopyKind::device_to_host);
+  Move move(view.partition_, {}, host_target.first(static_cast<std::size_t>(length)));
+  move.event_ = device.create_event();
+  stream.record(*move.event_);
+  return move;
+}
+
+Residency::CpuView Residency::finish_download(Move move) {
+  STRATA_ASSERT(move && move.event_);
+  try {
+    move.event_->synchronize();
+  } catch (...) {
+    std::lock_guard lock(mutex_);
+    Partition& p = at(move.partition_);
+    p.memory = {};
+    p.device = nullptr;
+    enter(p, State::lost);
+    throw;
+  }
+  std::lock_guard lock(mutex_);
+  Partition& p = at(move.partition_);
+  STRATA_ASSERT(p.state == State::downloading);
+  p.device = nullptr;
+  enter(p, State::in_cpu);
+  counters_.moved_bytes[static_cast<std::size_t>(Direction::d2h)] += p.bytes;
+  return CpuView(move.partition_, p.memory);
 }
 
 ResidencyCounters Residency::counters() const {

@@ -3,6 +3,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <string>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "aio/engine.h"
+#include "gpu/device.h"
 
 namespace strata::engine::memory {
 
@@ -72,7 +74,26 @@ class Residency {
     std::span<std::byte> bytes_;
   };
 
-  // A move in flight. Redeem it exactly once with finish().
+  // A partition in device memory: usable only by stream work (on CUDA the host cannot read it).
+  class GpuView {
+   public:
+    GpuView() = default;
+    GpuView(GpuView&& other) noexcept;
+    GpuView& operator=(GpuView&& other) noexcept;
+    GpuView(const GpuView&) = delete;
+    GpuView& operator=(const GpuView&) = delete;
+    PartitionId partition() const noexcept { return partition_; }
+    void* device_memory() const noexcept { return device_; }
+    explicit operator bool() const noexcept { return partition_ >= 0; }
+
+   private:
+    friend class Residency;
+    GpuView(PartitionId partition, void* device) : partition_(partition), device_(device) {}
+    PartitionId partition_ = -1;
+    void* device_ = nullptr;
+  };
+
+  // A move in flight. Redeem it exactly once with the matching finish_*.
   class [[nodiscard]] Move {
    public:
     Move() = default;
@@ -90,6 +111,7 @@ class Residency {
     PartitionId partition_ = -1;
     aio::Ticket ticket_;
     std::span<std::byte> bytes_;
+    std::unique_ptr<gpu::Event> event_;  // GPU moves: recorded after the copy
   };
 
   // `store` (optional) holds the NVMe extents; partition i of the store is partition i here for
@@ -126,6 +148,18 @@ class Residency {
   // (a checkpoint's read), so its extent still holds the same bytes.
   void drop_clean(CpuView view);
 
+  // in_cpu -> uploading: enqueues the copy of the view's bytes to `device_target` (device memory
+  // of at least the partition's bytes) on `stream`, and records an event after it.
+  Move begin_upload(CpuView view, gpu::Device& device, gpu::Stream& stream, void* device_target);
+  // uploading -> on_gpu once the copy has run (counted h2d). A failed copy: lost, rethrown.
+  GpuView finish_upload(Move move);
+  // on_gpu -> downloading: enqueues the copy back to `host_target` (at least the partition's
+  // bytes).
+  Move begin_download(GpuView view, gpu::Device& device, gpu::Stream& stream,
+                      std::span<std::byte> host_target);
+  // downloading -> in_cpu (counted d2h); the view of host_target.
+  CpuView finish_download(Move move);
+
   ResidencyCounters counters() const;
 
  private:
@@ -135,6 +169,7 @@ class Residency {
     State state = State::on_nvme;
     int extent = -1;
     std::span<std::byte> memory;  // CPU memory while in_cpu / writing_back
+    void* device = nullptr;       // device memory while uploading / on_gpu / downloading
   };
   void enter(Partition& partition, State state);  // mutex_ held
   Partition& at(PartitionId partition);

@@ -170,5 +170,44 @@ TEST_F(ResidencyTest, StressManyPartitionsThroughASmallPool) {
     EXPECT_EQ(residency.state(id), State::on_nvme);
 }
 
+TEST(ResidencyGpu, UploadAndDownloadThroughTheDevicesStreams) {
+  gpu::DeviceOptions device_options;
+  device_options.memory_budget_bytes = 1 << 20;
+  auto device = gpu::create_host_device(device_options);
+  Residency residency;
+  aio::AlignedBuffer host(8192);
+  for (std::size_t i = 0; i < 8192; ++i)
+    host.span()[i] = std::byte{static_cast<unsigned char>(i * 13)};
+  const PartitionId id = residency.add_in_cpu("params 0", host.span());
+  gpu::DeviceBuffer on_device = device->allocate(8192, "params 0");
+  Residency::Move upload =
+      residency.begin_upload(residency.view(id), *device, device->h2d_stream(), on_device.data());
+  EXPECT_EQ(residency.state(id), State::uploading);
+  EXPECT_EQ(residency.counters().resident_bytes[at(Tier::gpu)], 8192);
+  EXPECT_EQ(residency.counters().resident_bytes[at(Tier::cpu)], 8192);
+  Residency::GpuView view = residency.finish_upload(std::move(upload));
+  EXPECT_EQ(residency.state(id), State::on_gpu);
+  EXPECT_EQ(view.device_memory(), on_device.data());
+  ResidencyCounters counters = residency.counters();
+  EXPECT_EQ(counters.resident_bytes[at(Tier::cpu)], 0);
+  EXPECT_EQ(counters.resident_bytes[at(Tier::gpu)], 8192);
+  EXPECT_EQ(counters.moved_bytes[at(Direction::h2d)], 8192);
+
+  aio::AlignedBuffer back(8192);
+  Residency::Move download =
+      residency.begin_download(std::move(view), *device, device->d2h_stream(), back.span());
+  EXPECT_EQ(residency.state(id), State::downloading);
+  Residency::CpuView cpu = residency.finish_download(std::move(download));
+  EXPECT_EQ(residency.state(id), State::in_cpu);
+  EXPECT_EQ(cpu.bytes().data(), back.data());
+  EXPECT_EQ(std::memcmp(back.data(), host.data(), 8192), 0);
+  counters = residency.counters();
+  EXPECT_EQ(counters.moved_bytes[at(Direction::d2h)], 8192);
+  EXPECT_EQ(counters.resident_bytes[at(Tier::gpu)], 0);
+  EXPECT_EQ(counters.resident_bytes[at(Tier::cpu)], 8192);
+  EXPECT_EQ(counters.peak_resident_bytes[at(Tier::gpu)], 8192);
+  device->synchronize();
+}
+
 }  // namespace
 }  // namespace strata::engine::memory
