@@ -222,25 +222,29 @@ void run_bench_offload(const OffloadBenchOptions& options) {
   for (std::int64_t bytes : extents)
     moved += bytes;
   if (options.json) {
-    nlohmann::json out = {{"params", n},
-                          {"device", options.device},
-                          {"optimizer", options.optimizer},
-                          {"sub_group_size", sub_group_size},
-                          {"sub_groups", extents.size()},
-                          {"buffer_count", options.buffer_count},
-                          {"pinned", !options.no_pin},
-                          {"pipeline", !options.no_pipeline},
-                          {"threads", workers.thread_count()},
-                          {"steps", options.steps},
-                          {"seconds_per_step", step_s},
-                          {"adam_alone_s", adam_s},
-                          {"io_alone_s", io_s},
-                          {"bound_s", bound_s},
-                          {"ratio_to_bound", ratio},
-                          {"target_ratio", target},
-                          {"state_bytes", moved},
-                          {"nvme_read_bytes", counters.moved_bytes[2]},
-                          {"nvme_write_bytes", counters.moved_bytes[3]}};
+    nlohmann::json out = {
+        {"params", n},
+        {"device", options.device},
+        {"optimizer", options.optimizer},
+        {"sub_group_size", sub_group_size},
+        {"sub_groups", extents.size()},
+        {"buffer_count", options.buffer_count},
+        {"pinned", !options.no_pin},
+        {"pipeline", !options.no_pipeline},
+        {"threads", workers.thread_count()},
+        {"steps", options.steps},
+        {"seconds_per_step", step_s},
+        {"adam_alone_s", adam_s},
+        {"io_alone_s", io_s},
+        {"bound_s", bound_s},
+        {"ratio_to_bound", ratio},
+        {"target_ratio", target},
+        {"state_bytes", moved},
+        // Per step, from the residency counters (the initial write and
+        // the warm-up step taken out).
+        {"nvme_read_bytes_per_step", counters.moved_bytes[2] / (options.steps + 1)},
+        {"nvme_write_bytes_per_step",
+         nvme ? (counters.moved_bytes[3] - moved) / (options.steps + 1) : 0}};
     fmt::print("{}\n", out.dump(2));
     return;
   }
