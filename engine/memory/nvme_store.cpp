@@ -154,19 +154,33 @@ NvmeStore::NvmeStore(NvmeStoreOptions options, std::span<const std::int64_t> par
     [[maybe_unused]] const ssize_t written = pwrite(lock_fd_, owner.data(), owner.size(), 0);
   }
 
-  std::error_code error;
-  if (fs::exists(fs::symlink_status(rank_directory_))) {
-    fs::remove_all(rank_directory_, error);
-    log.warn("removed {} left by a previous run of job {} that did not exit cleanly",
-             rank_directory_.string(), options_.job_name);
-  }
-  make_private_directory(rank_directory_, options_.nvme_path);
+  // From here on the lock is held: a failure gives it back and removes what was made.
+  try {
+    std::error_code error;
+    if (fs::exists(fs::symlink_status(rank_directory_))) {
+      fs::remove_all(rank_directory_, error);
+      log.warn("removed {} left by a previous run of job {} that did not exit cleanly",
+               rank_directory_.string(), options_.job_name);
+    }
+    make_private_directory(rank_directory_, options_.nvme_path);
 
-  aio::EngineOptions engine_options = options_.aio;
-  engine_options.verify_checksums = true;
-  engine_ = std::make_unique<aio::Engine>(engine_options, options_.faults, options_.registered);
-  file_.emplace(engine_->open(swap_path_, aio::OpenMode::create));
-  if (planned_bytes_ > 0) file_->allocate(planned_bytes_);
+    aio::EngineOptions engine_options = options_.aio;
+    engine_options.verify_checksums = true;
+    engine_ = std::make_unique<aio::Engine>(engine_options, options_.faults, options_.registered);
+    file_.emplace(engine_->open(swap_path_, aio::OpenMode::create));
+    if (planned_bytes_ > 0) file_->allocate(planned_bytes_);
+  } catch (...) {
+    file_.reset();
+    engine_.reset();
+    std::error_code ignored;
+    aio::remove_file(swap_path_);
+    fs::remove_all(rank_directory_, ignored);
+    fs::remove(lock_path_, ignored);
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+    fs::remove(job_directory_, ignored);
+    throw;
+  }
   log.debug("swap store {}: {} partitions, {} preallocated", swap_path_.string(), partition_count(),
             base::format_bytes(planned_bytes_));
 }

@@ -158,6 +158,16 @@ TEST_F(NvmeStoreTest, RefusesADirectoryHeldByALiveJob) {
   NvmeStore other(rank2, std::vector<std::int64_t>{4096});
 }
 
+TEST_F(NvmeStoreTest, AFailureAfterLockingGivesTheDirectoryBack) {
+  NvmeStoreOptions refused = options(root_);
+  refused.aio.backend = aio::Backend::io_uring;
+  refused.faults.refuse_io_uring(EPERM);
+  EXPECT_THROW(NvmeStore store(refused, std::vector<std::int64_t>{4096}), UserError);
+  EXPECT_FALSE(fs::exists(root_ / "strata-test"));
+  NvmeStore again(options(root_), std::vector<std::int64_t>{4096});  // not held by anyone
+  EXPECT_TRUE(fs::exists(again.swap_file()));
+}
+
 TEST_F(NvmeStoreTest, InjectedErrorsNameTheFileAndOffset) {
   for (int errno_value : {EIO, ENOSPC}) {
     NvmeStoreOptions faulty = options(root_);
