@@ -218,10 +218,12 @@ int train_on(gpu::World& world, const TrainOptions& options) {
 
   std::filesystem::path png = plot_losses(options.out_dir, curve, data.entropy_floor_nats);
   std::int64_t done = static_cast<std::int64_t>(curve.size());
-  fmt::print("{} {} steps in {:.1f} s: loss {:.4f} -> {:.4f}, validation {:.4f}{}\n",
+  std::string validation =
+      last_validation >= 0 ? fmt::format("{:.4f}", last_validation) : "not measured";
+  fmt::print("{} {} steps in {:.1f} s: loss {:.4f} -> {:.4f}, validation {}{}\n",
              interrupted.load() ? "interrupted after" : "trained", done, seconds,
              curve.empty() ? 0.0 : curve.front().train_loss,
-             curve.empty() ? 0.0 : curve.back().train_loss, last_validation,
+             curve.empty() ? 0.0 : curve.back().train_loss, validation,
              data.entropy_floor_nats > 0 ? fmt::format(" (floor {:.4f})", data.entropy_floor_nats)
                                          : std::string());
   if (!png.empty()) fmt::print("loss curves: {}\n", png.string());
