@@ -313,7 +313,9 @@ Residency::Move Residency::begin_upload(CpuView view, gpu::Device& device, gpu::
   return move;
 }
 
-Residency::GpuView Residency::finish_upload(Move move) {
+// Waits for a GPU copy's event; a failed copy leaves the partition lost, as a failed NVMe read
+// does, and the error goes to the caller.
+void Residency::wait_for_copy(Move& move) {
   STRATA_ASSERT(move && move.event_);
   try {
     move.event_->synchronize();
@@ -325,6 +327,10 @@ Residency::GpuView Residency::finish_upload(Move move) {
     enter(p, State::lost);
     throw;
   }
+}
+
+Residency::GpuView Residency::finish_upload(Move move) {
+  wait_for_copy(move);
   std::lock_guard lock(mutex_);
   Partition& p = at(move.partition_);
   STRATA_ASSERT(p.state == State::uploading);
@@ -356,17 +362,7 @@ Residency::Move Residency::begin_download(GpuView view, gpu::Device& device, gpu
 }
 
 Residency::CpuView Residency::finish_download(Move move) {
-  STRATA_ASSERT(move && move.event_);
-  try {
-    move.event_->synchronize();
-  } catch (...) {
-    std::lock_guard lock(mutex_);
-    Partition& p = at(move.partition_);
-    p.memory = {};
-    p.device = nullptr;
-    enter(p, State::lost);
-    throw;
-  }
+  wait_for_copy(move);
   std::lock_guard lock(mutex_);
   Partition& p = at(move.partition_);
   STRATA_ASSERT(p.state == State::downloading);

@@ -172,6 +172,7 @@ class Residency {
     void* device = nullptr;       // device memory while uploading / on_gpu / downloading
   };
   void enter(Partition& partition, State state);  // mutex_ held
+  void wait_for_copy(Move& move);                 // mutex_ not held
   Partition& at(PartitionId partition);
   const Partition& at(PartitionId partition) const;
 
