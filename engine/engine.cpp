@@ -4,17 +4,25 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "base/assert.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "cpu_adam/half.h"
 #include "cpu_adam/optimizer.h"
+#include "engine/memory/stream_ordered_memory.h"
 #include "engine/optim/grad_clip.h"
 #include "engine/optim/loss_scaler.h"
 #include "engine/optim/lr_schedule.h"
 #include "engine/optimizer.h"
 #include "engine/param_init.h"
+#include "engine/zero/grad_reducer.h"
+#include "engine/zero/offload_options.h"
+#include "engine/zero/optimizer_offload.h"
+#include "engine/zero/param_coordinator.h"
+#include "engine/zero/param_tier.h"
 #include "gpu/comm.h"
 #include "gpu/event.h"
 #include "gpu/ops.h"
@@ -30,6 +38,13 @@ std::vector<std::vector<ParamSpec>> declared_parameters(Model& model) {
   return specs;
 }
 
+std::vector<std::string> module_names(Model& model) {
+  std::vector<std::string> names;
+  for (Module* module : model.modules())
+    names.emplace_back(module->name());
+  return names;
+}
+
 ParamCopy storage_type(const Config& config) {
   if (config.bf16.enabled) return ParamCopy::bf16;
   if (config.fp16.enabled) return ParamCopy::fp16;
@@ -37,26 +52,72 @@ ParamCopy storage_type(const Config& config) {
 }
 
 gpu::DataType to_data_type(ParamCopy copy) {
-  return copy == ParamCopy::fp16 ? gpu::DataType::float16 : gpu::DataType::bfloat16;
+  switch (copy) {
+    case ParamCopy::bf16:
+      return gpu::DataType::bfloat16;
+    case ParamCopy::fp16:
+      return gpu::DataType::float16;
+    case ParamCopy::none:
+      break;
+  }
+  return gpu::DataType::float32;
 }
 
 constexpr std::int64_t kFloat = sizeof(float);
 
+bool offloaded(OffloadDevice device) {
+  return device != OffloadDevice::none;
+}
+
+// What the engine refuses before it allocates anything.
+void check_supported(const Config& config, Model& model) {
+  if (config.strata.overlap_optimizer) {
+    throw UserError(
+        "strata.overlap_optimizer is not implemented yet: the optimizer step runs after backward",
+        "remove \"overlap_optimizer\" from the \"strata\" section (or set it to false)", 2);
+  }
+  if (offloaded(config.zero.offload_param.device) &&
+      !offloaded(config.zero.offload_optimizer.device)) {
+    throw UserError(
+        fmt::format("zero_optimization.offload_param.device is {} but offload_optimizer.device "
+                    "is none: the fp32 master weights and optimizer states, 8x the size of the "
+                    "16-bit parameters, would stay on the device",
+                    to_string(config.zero.offload_param.device)),
+        fmt::format("offload the optimizer too (\"offload_optimizer\": {{\"device\": \"{}\"}}), "
+                    "or set offload_param.device to none",
+                    to_string(config.zero.offload_param.device)),
+        2);
+  }
+  std::span<Module* const> modules = model.modules();
+  for (std::size_t m = 0; m < modules.size(); ++m) {
+    for (int lender : modules[m]->borrowed_modules()) {
+      // Gradient reduction of a module waits for every module writing its gradients; the
+      // borrowers run their backward first only when they come later in the model.
+      STRATA_ASSERT(lender >= 0 && static_cast<std::size_t>(lender) < m);
+    }
+  }
+}
+
 }  // namespace
 
-// Stage 0 (DESIGN.md: "stage 0 replicates everything"): every rank holds the whole model on the
-// device as fp32 compute copies, the fp32 master weights and optimizer states beside them, and
-// averages gradients with an all-reduce.
+// One rank's share of ZeRO (DESIGN.md, "One training step"): the parameter tier holds the rank's
+// 16-bit shards, the coordinator gathers whole modules for compute, the reducer turns module
+// gradients into the rank's fp32 gradient partition, and the optimizer (on the device, or
+// offloaded to CPU/NVMe) updates the partition and writes the new shards back to the tier.
+// Stage 0 is the same machinery over an unsharded layout with every module kept gathered.
 struct Engine::State {
   State(Runtime& runtime_in, const Config& config_in, Model& model_in)
       : runtime(runtime_in),
         config(config_in),
         model(model_in),
-        layout(declared_parameters(model_in), 1),
+        layout(declared_parameters(model_in),
+               config_in.zero.stage == 0 ? 1 : runtime_in.comm.world_size()),
         optimizer(config_in.optimizer),
         schedule(config_in.scheduler, config_in.optimizer),
         loss_scaler(config_in.fp16),
-        copy_type(storage_type(config_in)) {}
+        copy_type(storage_type(config_in)),
+        storage(to_data_type(copy_type)),
+        memory(runtime_in.device) {}
 
   Runtime& runtime;
   Config config;
@@ -66,187 +127,191 @@ struct Engine::State {
   optim::LrSchedule schedule;
   optim::LossScaler loss_scaler;
   ParamCopy copy_type;
+  gpu::DataType storage;
+  memory::StreamOrderedMemory memory;
 
-  // Per module: the fp32 copy the kernels read and the gradients they accumulate into, and the
-  // tensor pointers into both.
-  struct ModuleBuffers {
-    gpu::DeviceBuffer params;
-    gpu::DeviceBuffer grads;
-    std::vector<float*> param_tensors;
-    std::vector<float*> grad_tensors;
-    TensorViews param_views;
-    TensorViews grad_views;
-    std::vector<TensorViews> borrowed_params;  // of Module::borrowed_modules(), in order
-    std::vector<TensorViews> borrowed_grads;
-  };
-  std::vector<ModuleBuffers> modules;
-  // The optimizer's side, over the whole partition (module shards back to back).
+  std::unique_ptr<zero::ParamTier> tier;
+  std::unique_ptr<zero::ParamCoordinator> coordinator;
+  std::unique_ptr<zero::GradReducer> reducer;
+  // The optimizer on the device (offload_optimizer none) ...
   gpu::DeviceBuffer master;
   gpu::DeviceBuffer exp_avg;
   gpu::DeviceBuffer exp_avg_sq;
-  gpu::DeviceBuffer copy;  // the new params rounded to the storage type
+  // ... or offloaded to CPU memory or NVMe.
+  std::unique_ptr<zero::OptimizerOffload> offload;
+
+  gpu::DeviceBuffer losses;  // one per micro-batch, averaged over ranks
   gpu::PinnedBuffer losses_host;
   std::int64_t steps_taken = 0;
-  cpu_adam::GradStats grad_stats;
 
   gpu::Stream& stream() { return runtime.device.compute_stream(); }
-  float* master_at(int module) {
-    return master.as<float>() + layout.module(module).partition_offset;
-  }
+  int shard_rank() const { return layout.world_size() > 1 ? runtime.comm.rank() : 0; }
 
-  void allocate();
-  void initialise();
-  void refresh_compute_copy(int module, bool round_master);
+  void build();
+  std::vector<float> initial_master() const;
   void run_forward(std::int64_t micro_batch);
-  void run_backward(std::int64_t micro_batch);
-  void reduce_gradients();
+  void run_backward(std::int64_t micro_batch, bool last_micro);
+  void average_losses(std::int64_t count);
   StepHyperparameters plan_step(StepStats& stats);
   void apply_step(const StepHyperparameters& hyper);
+  std::int64_t nvme_read_bytes() const;
+  std::int64_t nvme_write_bytes() const;
+  std::int64_t host_bytes() const;
 };
 
-void Engine::State::allocate() {
-  gpu::Device& device = runtime.device;
-  for (int m = 0; m < layout.module_count(); ++m) {
-    const zero::ModuleSlice& slice = layout.module(m);
-    ModuleBuffers buffers;
-    std::string name(model.modules()[static_cast<std::size_t>(m)]->name());
-    buffers.params = device.allocate(slice.padded_numel * kFloat, name + " parameters");
-    buffers.grads = device.allocate(slice.padded_numel * kFloat, name + " gradients");
-    for (const zero::TensorSlot& slot : layout.tensors(m)) {
-      buffers.param_tensors.push_back(buffers.params.as<float>() + slot.offset);
-      buffers.grad_tensors.push_back(buffers.grads.as<float>() + slot.offset);
-    }
-    modules.push_back(std::move(buffers));
-  }
-  // Views point into the vectors above, which no longer move.
-  for (int m = 0; m < layout.module_count(); ++m) {
-    ModuleBuffers& buffers = modules[static_cast<std::size_t>(m)];
-    buffers.param_views = TensorViews(buffers.param_tensors);
-    buffers.grad_views = TensorViews(buffers.grad_tensors);
-    for (int lender : model.modules()[static_cast<std::size_t>(m)]->borrowed_modules()) {
-      STRATA_ASSERT(lender >= 0 && lender < layout.module_count() && lender != m);
-      ModuleBuffers& from = modules[static_cast<std::size_t>(lender)];
-      buffers.borrowed_params.emplace_back(from.param_tensors);
-      buffers.borrowed_grads.emplace_back(from.grad_tensors);
-    }
-  }
-  std::int64_t partition = layout.partition_numel();
-  master = device.allocate(partition * kFloat, "fp32 master parameters");
-  if (optimizer.type() != OptimizerType::adagrad) {
-    exp_avg = device.allocate(partition * kFloat, "optimizer exp_avg");
-  }
-  if (optimizer.type() != OptimizerType::lion) {
-    exp_avg_sq = device.allocate(partition * kFloat, "optimizer exp_avg_sq");
-  }
-  if (copy_type != ParamCopy::none) {
-    copy = device.allocate(partition * 2, "parameters in the storage type");
-  }
-  model.allocate_activations(device, config.activation_checkpointing.partition_activations ||
-                                         config.activation_checkpointing.number_checkpoints > 0);
-  losses_host = device.allocate_pinned(config.batch.gradient_accumulation_steps * kFloat);
-}
-
-void Engine::State::initialise() {
-  gpu::Device& device = runtime.device;
-  std::int64_t partition = layout.partition_numel();
-  gpu::PinnedBuffer staging = device.allocate_pinned(partition * kFloat);
-  auto* values = staging.as<float>();
-  std::fill(values, values + partition, 0.0f);
+// The rank's partition of fp32 master weights: each module initialised whole (the values depend
+// only on the seed and the tensor, never on the layout) and this rank's shard kept.
+std::vector<float> Engine::State::initial_master() const {
   std::vector<std::vector<ParamSpec>> specs = declared_parameters(model);
+  std::vector<float> partition(static_cast<std::size_t>(layout.partition_numel()), 0.0f);
+  std::vector<float> whole;
   std::int64_t tensor_index = 0;
   for (int m = 0; m < layout.module_count(); ++m) {
+    const zero::ModuleSlice& slice = layout.module(m);
+    whole.assign(static_cast<std::size_t>(slice.padded_numel), 0.0f);
     std::span<const zero::TensorSlot> slots = layout.tensors(m);
     for (std::size_t t = 0; t < slots.size(); ++t, ++tensor_index) {
-      float* target = values + layout.module(m).partition_offset + slots[t].offset;
       init_tensor(specs[static_cast<std::size_t>(m)][t], config.strata.seed, tensor_index, 0,
-                  {target, static_cast<std::size_t>(slots[t].numel)});
+                  std::span(whole).subspan(static_cast<std::size_t>(slots[t].offset),
+                                           static_cast<std::size_t>(slots[t].numel)));
     }
+    const float* own = whole.data() + shard_rank() * slice.shard_numel;
+    std::copy(own, own + slice.shard_numel, partition.begin() + slice.partition_offset);
   }
-  gpu::Stream& s = stream();
-  s.copy(master.data(), values, partition * kFloat, gpu::CopyKind::host_to_device);
-  if (exp_avg) s.fill_zero(exp_avg.data(), exp_avg.bytes());
-  if (exp_avg_sq) s.fill_zero(exp_avg_sq.data(), exp_avg_sq.bytes());
-  for (int m = 0; m < layout.module_count(); ++m)
-    refresh_compute_copy(m, true);
-  s.synchronize();  // `staging` is freed on return
+  return partition;
 }
 
-// The kernels compute in fp32 from the parameters as the storage type holds them: with bf16 or
-// fp16 the master value rounded to it, else the master value itself. `round_master` rounds the
-// master into `copy` first; after an optimizer step the step has already written `copy`.
-void Engine::State::refresh_compute_copy(int m, bool round_master) {
-  const zero::ModuleSlice& slice = layout.module(m);
-  gpu::Stream& s = stream();
-  float* target = modules[static_cast<std::size_t>(m)].params.as<float>();
+void Engine::State::build() {
+  gpu::Device& device = runtime.device;
+  const int rank = runtime.comm.rank();
+  const std::int64_t partition = layout.partition_numel();
+  const std::int64_t element = gpu::size_bytes(storage);
+  std::vector<float> master_values = initial_master();
+
+  // The parameter tier starts from the master weights in the storage type.
+  std::vector<std::byte> shards(static_cast<std::size_t>(partition * element));
   if (copy_type == ParamCopy::none) {
-    s.copy(target, master_at(m), slice.padded_numel * kFloat, gpu::CopyKind::device_to_device);
-    return;
+    std::memcpy(shards.data(), master_values.data(), shards.size());
+  } else {
+    auto* out = reinterpret_cast<std::uint16_t*>(shards.data());
+    for (std::int64_t i = 0; i < partition; ++i) {
+      const float value = master_values[static_cast<std::size_t>(i)];
+      out[i] = copy_type == ParamCopy::bf16 ? cpu_adam::to_bf16(value).bits
+                                            : cpu_adam::to_fp16(value).bits;
+    }
   }
-  std::uint16_t* rounded = copy.as<std::uint16_t>() + slice.partition_offset;
-  if (round_master) {
-    runtime.ops.cast_from_float(s, rounded, to_data_type(copy_type), master_at(m),
-                                slice.padded_numel);
+  tier = std::make_unique<zero::ParamTier>(device, layout,
+                                           zero::param_tier_options(config, rank, element), shards);
+  shards = {};
+
+  if (offloaded(config.zero.offload_optimizer.device)) {
+    offload = std::make_unique<zero::OptimizerOffload>(
+        device, optimizer, master_values, zero::optimizer_offload_options(config, rank));
+  } else {
+    master = device.allocate(partition * kFloat, "fp32 master parameters");
+    if (optimizer.type() != OptimizerType::adagrad)
+      exp_avg = device.allocate(partition * kFloat, "optimizer exp_avg");
+    if (optimizer.type() != OptimizerType::lion)
+      exp_avg_sq = device.allocate(partition * kFloat, "optimizer exp_avg_sq");
+    gpu::Stream& s = stream();
+    s.copy(master.data(), master_values.data(), partition * kFloat, gpu::CopyKind::host_to_device);
+    if (exp_avg) s.fill_zero(exp_avg.data(), exp_avg.bytes());
+    if (exp_avg_sq) s.fill_zero(exp_avg_sq.data(), exp_avg_sq.bytes());
+    s.synchronize();  // master_values goes on return
   }
-  runtime.ops.cast_to_float(s, target, rounded, to_data_type(copy_type), slice.padded_numel);
+
+  const ZeroConfig& settings = config.zero;
+  zero::GradReducerOptions reduce;
+  reduce.stage = settings.stage;
+  reduce.to_host = offload != nullptr;
+  reduce.bucket_elements = std::max<std::int64_t>(1, settings.reduce_bucket_size);
+  reducer = std::make_unique<zero::GradReducer>(device, runtime.ops, runtime.comm, stream(), layout,
+                                                memory, module_names(model), reduce);
+
+  zero::CoordinatorOptions gather;
+  gather.release_after_use = settings.stage == 3;
+  gather.storage = storage;
+  gather.persistence_threshold = settings.stage3_param_persistence_threshold;
+  gather.max_reuse_distance = settings.stage3_max_reuse_distance;
+  gather.prefetch_bucket_size = settings.stage3_prefetch_bucket_size;
+  gather.max_live_parameters = settings.stage == 3 ? settings.stage3_max_live_parameters
+                                                   : std::numeric_limits<std::int64_t>::max();
+  coordinator = std::make_unique<zero::ParamCoordinator>(
+      runtime.ops, runtime.comm, stream(), layout, *tier, memory, module_names(model), gather);
+
+  model.allocate_activations(device, config.activation_checkpointing.partition_activations ||
+                                         config.activation_checkpointing.number_checkpoints > 0);
+  const std::int64_t accumulation = config.batch.gradient_accumulation_steps;
+  losses = device.allocate(accumulation * kFloat, "losses");
+  losses_host = device.allocate_pinned(accumulation * kFloat);
 }
 
 }  // namespace strata::engine
 
 namespace strata::engine {
 
+// The views of one module call: its own parameters and those it borrows, acquired for the call
+// and released after it.
+struct ModuleCall {
+  TensorViews params;
+  std::vector<TensorViews> borrowed;
+};
+
 void Engine::State::run_forward(std::int64_t micro_batch) {
   StepContext context{runtime.device, stream(), runtime.ops, micro_batch, 1.0f};
   std::span<Module* const> list = model.modules();
   for (std::size_t m = 0; m < list.size(); ++m) {
-    ModuleBuffers& buffers = modules[m];
-    list[m]->forward(context, buffers.param_views, buffers.borrowed_params);
+    std::vector<int> lenders = list[m]->borrowed_modules();
+    ModuleCall call;
+    for (int lender : lenders)
+      call.borrowed.emplace_back(coordinator->acquire(lender));
+    call.params = TensorViews(coordinator->acquire(static_cast<int>(m)));
+    list[m]->forward(context, call.params, call.borrowed);
+    coordinator->release(static_cast<int>(m));
+    for (int lender : lenders)
+      coordinator->release(lender);
   }
-  stream().copy(losses_host.as<float>() + micro_batch, model.loss(), kFloat,
-                gpu::CopyKind::device_to_host);
+  stream().copy(losses.as<float>() + micro_batch, model.loss(), kFloat,
+                gpu::CopyKind::device_to_device);
 }
 
-void Engine::State::run_backward(std::int64_t micro_batch) {
+void Engine::State::run_backward(std::int64_t micro_batch, bool last_micro) {
   // The objective is loss_scale * mean over micro-batches of each micro-batch's mean loss.
   auto loss_gradient = static_cast<float>(
       loss_scaler.scale() / static_cast<double>(config.batch.gradient_accumulation_steps));
   StepContext context{runtime.device, stream(), runtime.ops, micro_batch, loss_gradient};
   std::span<Module* const> list = model.modules();
   for (std::size_t m = list.size(); m-- > 0;) {
-    ModuleBuffers& buffers = modules[m];
-    list[m]->backward(context, buffers.param_views, buffers.borrowed_params, buffers.grad_views,
-                      buffers.borrowed_grads);
-  }
-}
-
-// Stage 0 data parallelism: every rank averages the whole gradient.
-void Engine::State::reduce_gradients() {
-  if (runtime.comm.world_size() == 1) return;
-  for (int m = 0; m < layout.module_count(); ++m) {
-    gpu::DeviceBuffer& grads = modules[static_cast<std::size_t>(m)].grads;
-    runtime.comm.all_reduce(stream(), grads.data(), layout.module(m).padded_numel,
-                            gpu::DataType::float32, gpu::ReduceOp::avg);
-  }
-}
-
-// Reads the gradients' norm and overflow flag, updates the loss scale, and returns the step's
-// hyperparameters; stats.skipped says whether to update at all.
-StepHyperparameters Engine::State::plan_step(StepStats& stats) {
-  // The host backend's device memory is host memory: the scan runs in stream order as a host
-  // task, as a reduction kernel would on a GPU.
-  STRATA_ASSERT(runtime.device.kind() == gpu::DeviceKind::host);
-  stream().launch([this] {
-    cpu_adam::GradStats total;
-    for (int m = 0; m < layout.module_count(); ++m) {
-      gpu::DeviceBuffer& grads = modules[static_cast<std::size_t>(m)].grads;
-      cpu_adam::GradStats part = cpu_adam::scan_gradients<float>(
-          {grads.as<const float>(), static_cast<std::size_t>(layout.module(m).padded_numel)});
-      total.sum_squares += part.sum_squares;
-      total.has_inf_or_nan = total.has_inf_or_nan || part.has_inf_or_nan;
+    std::vector<int> lenders = list[m]->borrowed_modules();
+    ModuleCall call;
+    std::vector<TensorViews> borrowed_grads;
+    for (int lender : lenders) {
+      call.borrowed.emplace_back(coordinator->acquire(lender));
+      borrowed_grads.emplace_back(reducer->grads(lender));
     }
-    grad_stats = total;
-  });
-  stream().synchronize();
+    call.params = TensorViews(coordinator->acquire(static_cast<int>(m)));
+    TensorViews grads(reducer->grads(static_cast<int>(m)));
+    list[m]->backward(context, call.params, call.borrowed, grads, borrowed_grads);
+    coordinator->release(static_cast<int>(m));
+    for (int lender : lenders)
+      coordinator->release(lender);
+    reducer->module_done(static_cast<int>(m), last_micro);
+  }
+}
 
+// Each rank's losses become the mean over ranks, then come down to the host.
+void Engine::State::average_losses(std::int64_t count) {
+  if (runtime.comm.world_size() > 1) {
+    runtime.comm.all_reduce(stream(), losses.data(), count, gpu::DataType::float32,
+                            gpu::ReduceOp::avg);
+  }
+  stream().copy(losses_host.data(), losses.data(), count * kFloat, gpu::CopyKind::device_to_host);
+}
+
+// Reads the gradients' global norm and overflow flag, updates the loss scale, and returns the
+// step's hyperparameters; stats.skipped says whether to update at all.
+StepHyperparameters Engine::State::plan_step(StepStats& stats) {
+  const cpu_adam::GradStats grad_stats = reducer->global_stats();
   double scale = loss_scaler.scale();
   optim::GradStepPlan plan = optim::plan_grad_step(
       grad_stats.has_inf_or_nan ? std::numeric_limits<double>::infinity() : grad_stats.sum_squares,
@@ -255,7 +320,7 @@ StepHyperparameters Engine::State::plan_step(StepStats& stats) {
   stats.loss_scale = scale;
   stats.grad_norm = plan.grad_norm;
   stats.skipped = loss_scaler.update(checked_overflow);
-  if (checked_overflow && !config.fp16.enabled) {
+  if (checked_overflow && !config.fp16.enabled && runtime.comm.rank() == 0) {
     base::logger("engine").warn("step={} gradients hold inf or NaN: step skipped", steps_taken + 1);
   }
   StepHyperparameters hyper;
@@ -267,38 +332,80 @@ StepHyperparameters Engine::State::plan_step(StepStats& stats) {
   return hyper;
 }
 
+// The optimizer over the rank's partition; the new parameters land in the parameter tier and
+// every gathered copy becomes stale.
 void Engine::State::apply_step(const StepHyperparameters& hyper) {
-  stream().launch([this, hyper] {
-    for (int m = 0; m < layout.module_count(); ++m) {
-      const zero::ModuleSlice& slice = layout.module(m);
-      auto n = static_cast<std::size_t>(slice.padded_numel);
-      auto at = static_cast<std::size_t>(slice.partition_offset);
-      std::span<float> m1 =
-          exp_avg ? std::span<float>(exp_avg.as<float>() + at, n) : std::span<float>();
-      std::span<float> v1 =
-          exp_avg_sq ? std::span<float>(exp_avg_sq.as<float>() + at, n) : std::span<float>();
-      std::span<std::uint16_t> out =
-          copy ? std::span<std::uint16_t>(copy.as<std::uint16_t>() + at, n)
-               : std::span<std::uint16_t>();
-      optimizer.step(hyper, {master_at(m), n},
-                     {modules[static_cast<std::size_t>(m)].grads.as<const float>(), n}, m1, v1,
-                     copy_type, out);
+  const auto n = static_cast<std::size_t>(layout.partition_numel());
+  if (offload) {
+    std::span<std::byte> shards = tier->host_partition();
+    std::span<std::uint16_t> copy;
+    std::span<float> params_fp32;
+    if (copy_type == ParamCopy::none) {
+      params_fp32 = {reinterpret_cast<float*>(shards.data()), n};
+    } else {
+      copy = {reinterpret_cast<std::uint16_t*>(shards.data()), n};
     }
-  });
-  for (int m = 0; m < layout.module_count(); ++m)
-    refresh_compute_copy(m, false);
+    offload->step(hyper, reducer->host_partition(), copy_type, copy, params_fp32);
+    tier->store_from_host(stream());
+  } else {
+    // On the host backend device memory is host memory and the step runs in stream order as a
+    // host task, as a GPU Adam kernel would (the CUDA backend brings its own kernel).
+    STRATA_ASSERT(runtime.device.kind() == gpu::DeviceKind::host);
+    std::byte* shards = tier->device_partition();
+    stream().launch([this, hyper, n, shards] {
+      std::span<float> m1 = exp_avg ? std::span<float>(exp_avg.as<float>(), n) : std::span<float>();
+      std::span<float> v1 =
+          exp_avg_sq ? std::span<float>(exp_avg_sq.as<float>(), n) : std::span<float>();
+      std::span<std::uint16_t> out =
+          copy_type == ParamCopy::none
+              ? std::span<std::uint16_t>()
+              : std::span<std::uint16_t>(reinterpret_cast<std::uint16_t*>(shards), n);
+      optimizer.step(hyper, {master.as<float>(), n}, {reducer->device_partition(), n}, m1, v1,
+                     copy_type, out);
+    });
+    if (copy_type == ParamCopy::none) {
+      stream().copy(shards, master.data(), master.bytes(), gpu::CopyKind::device_to_device);
+    }
+  }
+  coordinator->invalidate();
 }
 
-Engine::Engine(Runtime& runtime, const Config& config, Model& model)
-    : state_(std::make_unique<State>(runtime, config, model)) {
-  if (config.zero.stage != 0) {
-    throw UserError(fmt::format("zero_optimization.stage {} is not implemented yet; this build "
-                                "trains at stage 0",
-                                config.zero.stage),
-                    "set \"zero_optimization\": {\"stage\": 0}");
+std::int64_t Engine::State::nvme_read_bytes() const {
+  std::int64_t bytes = tier->nvme_read_bytes();
+  if (offload) {
+    bytes +=
+        offload->counters().moved_bytes[static_cast<std::size_t>(memory::Direction::nvme_read)];
   }
-  state_->allocate();
-  state_->initialise();
+  return bytes;
+}
+
+std::int64_t Engine::State::nvme_write_bytes() const {
+  std::int64_t bytes = tier->nvme_write_bytes();
+  if (offload) {
+    bytes +=
+        offload->counters().moved_bytes[static_cast<std::size_t>(memory::Direction::nvme_write)];
+  }
+  return bytes;
+}
+
+// CPU memory the engine holds for the model's states: the parameter tier's, the gradient
+// partition, and the optimizer's states (all of them in CPU, or its swap buffers with NVMe).
+std::int64_t Engine::State::host_bytes() const {
+  std::int64_t bytes = tier->host_bytes() + reducer->host_bytes();
+  if (offload) {
+    if (const memory::PinnedPool* pool = offload->pool()) {
+      bytes += pool->buffer_count() * pool->buffer_size_bytes();
+    } else {
+      bytes += offload->counters().resident_bytes[static_cast<std::size_t>(memory::Tier::cpu)];
+    }
+  }
+  return bytes;
+}
+
+Engine::Engine(Runtime& runtime, const Config& config, Model& model) {
+  check_supported(config, model);
+  state_ = std::make_unique<State>(runtime, config, model);
+  state_->build();
 }
 
 Engine::~Engine() {
@@ -316,22 +423,25 @@ StepStats Engine::train_batch(std::span<const std::int32_t> inputs,
   auto started = std::chrono::steady_clock::now();
   gpu::Device& device = s.runtime.device;
   gpu::TransferCounters before = device.transfer_counters();
+  const std::int64_t nvme_read_before = s.nvme_read_bytes();
+  const std::int64_t nvme_write_before = s.nvme_write_bytes();
   device.reset_peak();
   std::int64_t micro_tokens = s.model.tokens_per_micro_batch();
   std::int64_t accumulation = s.config.batch.gradient_accumulation_steps;
   STRATA_ASSERT(static_cast<std::int64_t>(inputs.size()) == micro_tokens * accumulation);
   STRATA_ASSERT(targets.size() == inputs.size());
 
-  for (auto& buffers : s.modules)
-    s.stream().fill_zero(buffers.grads.data(), buffers.grads.bytes());
+  s.coordinator->begin_pass(true);
+  s.reducer->begin_step();
   for (std::int64_t micro = 0; micro < accumulation; ++micro) {
     auto at = static_cast<std::size_t>(micro * micro_tokens);
     auto count = static_cast<std::size_t>(micro_tokens);
     s.model.load_batch(s.stream(), inputs.subspan(at, count), targets.subspan(at, count));
     s.run_forward(micro);
-    s.run_backward(micro);
+    s.run_backward(micro, micro + 1 == accumulation);
   }
-  s.reduce_gradients();
+  s.coordinator->end_step();
+  s.average_losses(accumulation);
 
   StepStats stats;
   StepHyperparameters hyper = s.plan_step(stats);
@@ -342,17 +452,18 @@ StepStats Engine::train_batch(std::span<const std::int32_t> inputs,
   s.stream().synchronize();
 
   double loss_sum = 0;
-  for (std::int64_t micro = 0; micro < accumulation; ++micro) {
+  for (std::int64_t micro = 0; micro < accumulation; ++micro)
     loss_sum += s.losses_host.as<float>()[micro];
-  }
   stats.loss = loss_sum / static_cast<double>(accumulation);
   stats.step = s.steps_taken;
   stats.tokens = micro_tokens * accumulation * s.runtime.comm.world_size();
   gpu::TransferCounters after = device.transfer_counters();
   stats.transfers = {after.bytes_h2d - before.bytes_h2d, after.bytes_d2h - before.bytes_d2h,
                      after.bytes_d2d - before.bytes_d2d, after.bytes_h2h - before.bytes_h2h};
+  stats.bytes_nvme_read = s.nvme_read_bytes() - nvme_read_before;
+  stats.bytes_nvme_write = s.nvme_write_bytes() - nvme_write_before;
   stats.gpu_peak_bytes = device.peak_bytes_in_use();
-  stats.cpu_peak_bytes = device.pinned_bytes_in_use();
+  stats.cpu_peak_bytes = s.host_bytes() + device.pinned_bytes_in_use();
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return stats;
 }
@@ -364,12 +475,14 @@ double Engine::evaluate(std::span<const std::int32_t> inputs,
   STRATA_ASSERT(static_cast<std::int64_t>(inputs.size()) % micro_tokens == 0);
   std::int64_t batches = static_cast<std::int64_t>(inputs.size()) / micro_tokens;
   STRATA_ASSERT(batches <= s.config.batch.gradient_accumulation_steps);
+  s.coordinator->begin_pass(false);
   for (std::int64_t micro = 0; micro < batches; ++micro) {
     auto at = static_cast<std::size_t>(micro * micro_tokens);
     auto count = static_cast<std::size_t>(micro_tokens);
     s.model.load_batch(s.stream(), inputs.subspan(at, count), targets.subspan(at, count));
     s.run_forward(micro);
   }
+  s.average_losses(batches);
   s.stream().synchronize();
   double sum = 0;
   for (std::int64_t micro = 0; micro < batches; ++micro)
@@ -385,17 +498,41 @@ std::int64_t Engine::steps_taken() const {
   return state_->steps_taken;
 }
 
+// Collective when the layout is sharded: every rank calls it and gets the whole model.
 std::vector<float> Engine::master_parameters() {
   State& s = *state_;
   s.stream().synchronize();
-  gpu::PinnedBuffer staging = s.runtime.device.allocate_pinned(s.master.bytes());
-  s.stream().copy(staging.data(), s.master.data(), s.master.bytes(), gpu::CopyKind::device_to_host);
-  s.stream().synchronize();
+  const std::int64_t n = s.layout.partition_numel();
+  std::vector<float> partition(static_cast<std::size_t>(n));
+  if (s.offload) {
+    s.offload->read_states(partition, {}, {});
+  } else {
+    s.stream().copy(partition.data(), s.master.data(), n * kFloat, gpu::CopyKind::device_to_host);
+    s.stream().synchronize();
+  }
+  const int world = s.layout.world_size();
   std::vector<float> values;
-  for (const zero::TensorSlot& slot : s.layout.all_tensors()) {
-    const float* from =
-        staging.as<float>() + s.layout.module(slot.module).partition_offset + slot.offset;
-    values.insert(values.end(), from, from + slot.numel);
+  std::vector<float> whole;
+  for (int m = 0; m < s.layout.module_count(); ++m) {
+    const zero::ModuleSlice& slice = s.layout.module(m);
+    whole.assign(static_cast<std::size_t>(slice.padded_numel), 0.0f);
+    const float* own = partition.data() + slice.partition_offset;
+    if (world == 1) {
+      std::copy(own, own + slice.shard_numel, whole.begin());
+    } else {
+      gpu::DeviceBuffer gathered =
+          s.memory.allocate(slice.padded_numel * kFloat, "gathered master parameters");
+      float* mine = gathered.as<float>() + s.shard_rank() * slice.shard_numel;
+      s.stream().copy(mine, own, slice.shard_numel * kFloat, gpu::CopyKind::host_to_device);
+      s.runtime.comm.all_gather(s.stream(), mine, gathered.data(), slice.shard_numel,
+                                gpu::DataType::float32);
+      s.stream().copy(whole.data(), gathered.data(), gathered.bytes(),
+                      gpu::CopyKind::device_to_host);
+      s.stream().synchronize();
+    }
+    for (const zero::TensorSlot& slot : s.layout.tensors(m))
+      values.insert(values.end(), whole.begin() + slot.offset,
+                    whole.begin() + slot.offset + slot.numel);
   }
   return values;
 }

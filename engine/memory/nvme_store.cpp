@@ -105,8 +105,11 @@ NvmeStore::NvmeStore(NvmeStoreOptions options, std::span<const std::int64_t> par
   check_nvme_path(options_.nvme_path);
   const fs::path base_path = fs::absolute(options_.nvme_path).lexically_normal();
   job_directory_ = base_path / fmt::format("strata-{}", options_.job_name);
-  rank_directory_ = job_directory_ / fmt::format("rank{}", options_.rank);
-  lock_path_ = job_directory_ / fmt::format("rank{}.lock", options_.rank);
+  const std::string rank_name = options_.store_name.empty()
+                                    ? fmt::format("rank{}", options_.rank)
+                                    : fmt::format("rank{}-{}", options_.rank, options_.store_name);
+  rank_directory_ = job_directory_ / rank_name;
+  lock_path_ = job_directory_ / (rank_name + ".lock");
   swap_path_ = rank_directory_ / "swap.bin";
 
   for (std::int64_t bytes : partition_bytes) {

@@ -18,6 +18,9 @@ struct NvmeStoreOptions {
   std::filesystem::path nvme_path;
   std::string job_name = "strata";  // strata.job_name
   int rank = 0;
+  // A second store of the same rank (the parameters beside the optimizer states) names itself
+  // here: it lives in `rank<r>-<store_name>/` with its own lock, so the two never meet.
+  std::string store_name;
   aio::EngineOptions aio;  // checksums are always verified, whatever aio.verify_checksums says
   aio::FaultPlan faults;   // tests only
   // Registered with the engine's rings (the pinned pool's arena), optional.

@@ -194,6 +194,16 @@ void Residency::drop_clean(CpuView view) {
   enter(p, State::on_nvme);
 }
 
+Residency::CpuView Residency::replace(PartitionId partition, std::span<std::byte> memory) {
+  std::lock_guard lock(mutex_);
+  Partition& p = at(partition);
+  STRATA_ASSERT(p.state == State::on_nvme && p.extent >= 0);
+  STRATA_ASSERT(static_cast<std::int64_t>(memory.size()) == p.bytes);
+  p.memory = memory;
+  enter(p, State::in_cpu);
+  return CpuView(partition, memory);
+}
+
 State Residency::state(PartitionId partition) const {
   std::lock_guard lock(mutex_);
   return at(partition).state;

@@ -147,6 +147,10 @@ class Residency {
   // in_cpu -> on_nvme without writing: only for a partition read from NVMe and not changed since
   // (a checkpoint's read), so its extent still holds the same bytes.
   void drop_clean(CpuView view);
+  // on_nvme -> in_cpu with new contents: `memory` (the partition's bytes, 4 KiB aligned) already
+  // holds the partition's next value, which replaces what its extent holds once written back (a
+  // parameter shard after an optimizer step). Nothing is read.
+  CpuView replace(PartitionId partition, std::span<std::byte> memory);
 
   // in_cpu -> uploading: enqueues the copy of the view's bytes to `device_target` (device memory
   // of at least the partition's bytes) on `stream`, and records an event after it.

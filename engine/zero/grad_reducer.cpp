@@ -1,0 +1,186 @@
+#include "engine/zero/grad_reducer.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "base/assert.h"
+#include "gpu/stream.h"
+
+namespace strata::engine::zero {
+
+GradReducer::GradReducer(gpu::Device& device, gpu::Ops& ops, gpu::Comm& comm, gpu::Stream& stream,
+                         const FlatLayout& layout, memory::StreamOrderedMemory& memory,
+                         std::vector<std::string> module_names, GradReducerOptions options)
+    : device_(device),
+      ops_(ops),
+      comm_(comm),
+      stream_(stream),
+      layout_(layout),
+      memory_(memory),
+      names_(std::move(module_names)),
+      options_(options),
+      buffers_(static_cast<std::size_t>(layout.module_count())) {
+  STRATA_ASSERT(options_.bucket_elements > 0);
+  const std::int64_t partition = layout.partition_numel();
+  if (options_.to_host) {
+    host_partition_ = aio::AlignedBuffer(std::max<std::int64_t>(partition * 4, 4096));
+    std::int64_t largest = 0;
+    for (int m = 0; m < layout.module_count(); ++m)
+      largest = std::max(largest, layout.module(m).shard_numel);
+    staging_ = aio::AlignedBuffer(std::max<std::int64_t>(largest * 4, 4096));
+  } else {
+    device_partition_ = device.allocate(partition * 4, "gradient partition");
+  }
+  stats_ = device.allocate(2 * sizeof(float), "gradient norm");
+  stats_host_ = device.allocate_pinned(2 * sizeof(float));
+  if (keeps_full_buffers()) {
+    for (int m = 0; m < layout.module_count(); ++m)
+      make(m);
+  }
+}
+
+GradReducer::~GradReducer() {
+  for (Buffer& buffer : buffers_)
+    memory_.release(stream_, std::move(buffer.grads));
+}
+
+std::span<float> GradReducer::host_partition() {
+  STRATA_ASSERT(options_.to_host);
+  return {reinterpret_cast<float*>(host_partition_.data()),
+          static_cast<std::size_t>(layout_.partition_numel())};
+}
+
+void GradReducer::make(int module) {
+  const ModuleSlice& slice = layout_.module(module);
+  Buffer& buffer = buffers_[static_cast<std::size_t>(module)];
+  buffer.grads = memory_.allocate(slice.padded_numel * 4,
+                                  names_[static_cast<std::size_t>(module)] + " gradients");
+  stream_.fill_zero(buffer.grads.data(), buffer.grads.bytes());
+  buffer.tensors.clear();
+  for (const TensorSlot& slot : layout_.tensors(module))
+    buffer.tensors.push_back(buffer.grads.as<float>() + slot.offset);
+}
+
+void GradReducer::begin_step() {
+  if (options_.to_host) {
+    float* partition = host_partition().data();
+    const std::int64_t n = layout_.partition_numel();
+    stream_.launch([partition, n] { std::fill(partition, partition + n, 0.0f); });
+  } else {
+    stream_.fill_zero(device_partition_.data(), device_partition_.bytes());
+  }
+  if (keeps_full_buffers()) {
+    for (Buffer& buffer : buffers_)
+      stream_.fill_zero(buffer.grads.data(), buffer.grads.bytes());
+  }
+}
+
+std::span<float* const> GradReducer::grads(int module) {
+  Buffer& buffer = buffers_[static_cast<std::size_t>(module)];
+  if (!buffer.grads) make(module);
+  return buffer.tensors;
+}
+
+void GradReducer::module_done(int module, bool last_micro) {
+  const ModuleSlice& slice = layout_.module(module);
+  Buffer& buffer = buffers_[static_cast<std::size_t>(module)];
+  STRATA_ASSERT(buffer.grads);
+  if (keeps_full_buffers()) {
+    if (!last_micro) return;
+    all_reduce(module);
+    // Stage 0's layout is unsharded (the partition is the whole module); stage 1 keeps its shard.
+    const int rank = layout_.world_size() > 1 ? comm_.rank() : 0;
+    add_to_partition(slice.partition_offset, buffer.grads.as<float>() + rank * slice.shard_numel,
+                     slice.shard_numel);
+    return;
+  }
+  gpu::DeviceBuffer shard = memory_.allocate(
+      slice.shard_numel * 4, names_[static_cast<std::size_t>(module)] + " gradient shard");
+  reduce_scatter(module, shard.as<float>());
+  add_to_partition(slice.partition_offset, shard.as<float>(), slice.shard_numel);
+  memory_.release(stream_, std::move(shard));
+  memory_.release(stream_, std::move(buffer.grads));
+  buffer.tensors.clear();
+}
+
+void GradReducer::all_reduce(int module) {
+  if (comm_.world_size() == 1) return;
+  const ModuleSlice& slice = layout_.module(module);
+  float* grads = buffers_[static_cast<std::size_t>(module)].grads.as<float>();
+  for (std::int64_t at = 0; at < slice.padded_numel; at += options_.bucket_elements) {
+    const std::int64_t count = std::min(options_.bucket_elements, slice.padded_numel - at);
+    comm_.all_reduce(stream_, grads + at, count, gpu::DataType::float32, gpu::ReduceOp::avg);
+  }
+}
+
+// Rank r's shard of a module is block r of its buffer. Within one bucket every rank's block
+// contributes the same slice [at, at + count), so a bucket of a large module is first packed
+// (count elements of each block, back to back) and reduce-scattered from there.
+void GradReducer::reduce_scatter(int module, float* shard) {
+  const ModuleSlice& slice = layout_.module(module);
+  const int world = comm_.world_size();
+  float* grads = buffers_[static_cast<std::size_t>(module)].grads.as<float>();
+  const std::int64_t per_rank = std::max<std::int64_t>(1, options_.bucket_elements / world);
+  if (per_rank >= slice.shard_numel) {
+    comm_.reduce_scatter(stream_, grads, shard, slice.shard_numel, gpu::DataType::float32,
+                         gpu::ReduceOp::avg);
+    return;
+  }
+  gpu::DeviceBuffer bucket = memory_.allocate(per_rank * world * 4, "gradient bucket");
+  for (std::int64_t at = 0; at < slice.shard_numel; at += per_rank) {
+    const std::int64_t count = std::min(per_rank, slice.shard_numel - at);
+    for (int r = 0; r < world; ++r) {
+      stream_.copy(bucket.as<float>() + r * count, grads + r * slice.shard_numel + at, count * 4,
+                   gpu::CopyKind::device_to_device);
+    }
+    comm_.reduce_scatter(stream_, bucket.data(), shard + at, count, gpu::DataType::float32,
+                         gpu::ReduceOp::avg);
+  }
+  memory_.release(stream_, std::move(bucket));
+}
+
+void GradReducer::add_to_partition(std::int64_t offset, const float* source, std::int64_t count) {
+  if (!options_.to_host) {
+    ops_.accumulate(stream_, device_partition_.as<float>() + offset, source, 1.0f, count);
+    return;
+  }
+  // Down to host memory, then added there by the CPU in stream order (the staging buffer is
+  // reused only by later work on this same stream).
+  float* staging = reinterpret_cast<float*>(staging_.data());
+  stream_.copy(staging, source, count * 4, gpu::CopyKind::device_to_host);
+  float* target = host_partition().data() + offset;
+  stream_.launch([target, staging, count] {
+    for (std::int64_t i = 0; i < count; ++i)
+      target[i] += staging[i];
+  });
+}
+
+cpu_adam::GradStats GradReducer::global_stats() {
+  const std::int64_t n = layout_.partition_numel();
+  const float* partition = options_.to_host ? host_partition().data() : device_partition();
+  // On the host backend the scan reads device memory from a stream task, as a reduction kernel
+  // would on a GPU (the CUDA backend will bring its own kernel).
+  STRATA_ASSERT(options_.to_host || device_.kind() == gpu::DeviceKind::host);
+  stream_.launch([this, partition, n] {
+    local_stats_ = cpu_adam::scan_gradients<float>({partition, static_cast<std::size_t>(n)});
+  });
+  if (layout_.world_size() == 1) {
+    stream_.synchronize();
+    return local_stats_;
+  }
+  float* stats = stats_.as<float>();
+  stream_.launch([this, stats] {
+    stats[0] = static_cast<float>(local_stats_.sum_squares);
+    stats[1] = local_stats_.has_inf_or_nan ? 1.0f : 0.0f;
+  });
+  comm_.all_reduce(stream_, stats, 2, gpu::DataType::float32, gpu::ReduceOp::sum);
+  stream_.copy(stats_host_.data(), stats, 2 * sizeof(float), gpu::CopyKind::device_to_host);
+  stream_.synchronize();
+  const float* total = stats_host_.as<const float>();
+  cpu_adam::GradStats global;
+  global.sum_squares = total[0];
+  global.has_inf_or_nan = total[1] != 0.0f || !std::isfinite(total[0]);
+  return global;
+}
+
+}  // namespace strata::engine::zero

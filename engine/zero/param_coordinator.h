@@ -1,0 +1,105 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/memory/stream_ordered_memory.h"
+#include "engine/module.h"
+#include "engine/zero/flat_layout.h"
+#include "engine/zero/param_tier.h"
+#include "gpu/comm.h"
+#include "gpu/device.h"
+#include "gpu/ops.h"
+
+namespace strata::engine::zero {
+
+struct CoordinatorOptions {
+  // Stage 3 releases gathered parameters after use; stages 0-2 keep every module gathered (they
+  // are re-gathered only after an optimizer step changed them).
+  bool release_after_use = false;
+  gpu::DataType storage = gpu::DataType::bfloat16;  // the shards' type: float32, bfloat16, float16
+  // zero_optimization.stage3_*: modules with fewer elements stay gathered; a module used again
+  // within this many elements of other modules' use is kept; prefetch this many elements ahead;
+  // at most this many gathered elements live at once (modules in use always are).
+  std::int64_t persistence_threshold = 0;
+  std::int64_t max_reuse_distance = 0;
+  std::int64_t prefetch_bucket_size = 0;
+  std::int64_t max_live_parameters = 0;
+};
+
+// Traffic and residency, for the step's metrics and the tests.
+struct CoordinatorCounters {
+  std::int64_t gathers = 0;            // modules gathered
+  std::int64_t gathered_elements = 0;  // their padded elements
+  std::int64_t live_elements = 0;      // gathered elements now on the device
+  std::int64_t peak_live_elements = 0;
+  std::int64_t trace_recordings = 0;  // times the module order was (re-)recorded
+};
+
+// The parameter coordinator (shared/DESIGN.md, "One training step", 1 and 2): before a module
+// runs, its shard is fetched from the parameter tier, all-gathered across ranks, and widened to
+// the fp32 the kernels read; after, the gathered copy is released unless persistent or reused
+// soon. The first training step records the order modules are acquired in (the trace); later
+// steps prefetch the NVMe reads of the modules next in the trace while earlier ones compute. A
+// step whose order departs from the trace stops prefetching, and the next step records anew.
+//
+// All device work goes on `stream` in order; not thread-safe.
+class ParamCoordinator {
+ public:
+  ParamCoordinator(gpu::Ops& ops, gpu::Comm& comm, gpu::Stream& stream, const FlatLayout& layout,
+                   ParamTier& tier, memory::StreamOrderedMemory& memory,
+                   std::vector<std::string> module_names, CoordinatorOptions options);
+  ~ParamCoordinator();
+  ParamCoordinator(const ParamCoordinator&) = delete;
+  ParamCoordinator& operator=(const ParamCoordinator&) = delete;
+
+  // Starts a pass over the modules: training passes follow (or record) the trace, evaluation
+  // passes neither read nor change it.
+  void begin_pass(bool training);
+  // Ends a training step: a recording trace becomes the one to follow.
+  void end_step();
+
+  // Makes module `module`'s fp32 parameters live on the device (gathered in stream order) and
+  // returns the tensor pointers into them; counts one user until release().
+  std::span<float* const> acquire(int module);
+  void release(int module);
+  // The parameters changed (an optimizer step): every gathered copy is stale and is dropped.
+  void invalidate();
+
+  CoordinatorCounters counters() const { return counters_; }
+
+ private:
+  struct Gathered {
+    gpu::DeviceBuffer params;  // fp32, padded_numel
+    std::vector<float*> tensors;
+    int users = 0;
+  };
+  void gather(int module);
+  void drop(int module);
+  void prefetch_ahead();
+  // Elements of other modules acquired between trace position `from` and the next use of
+  // `module`, or -1 when the trace does not use it again this step.
+  std::int64_t reuse_distance(int module, std::size_t from) const;
+  bool persistent(int module) const;
+  void make_room(std::int64_t elements);
+
+  gpu::Ops& ops_;
+  gpu::Comm& comm_;
+  gpu::Stream& stream_;
+  const FlatLayout& layout_;
+  ParamTier& tier_;
+  memory::StreamOrderedMemory& memory_;
+  std::vector<std::string> names_;
+  CoordinatorOptions options_;
+  std::vector<Gathered> gathered_;
+
+  enum class TraceMode { record, follow, diverged, off };
+  TraceMode mode_ = TraceMode::record;
+  TraceMode training_mode_ = TraceMode::record;
+  std::vector<int> trace_;
+  std::size_t cursor_ = 0;
+  CoordinatorCounters counters_;
+};
+
+}  // namespace strata::engine::zero

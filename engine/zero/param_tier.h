@@ -1,0 +1,103 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "aio/aligned_buffer.h"
+#include "engine/config/config.h"
+#include "engine/memory/nvme_store.h"
+#include "engine/memory/pinned_pool.h"
+#include "engine/memory/residency.h"
+#include "engine/zero/flat_layout.h"
+#include "gpu/device.h"
+
+namespace strata::engine::zero {
+
+struct ParamTierOptions {
+  // offload_param.device: none keeps the shards in device memory.
+  OffloadDevice device = OffloadDevice::none;
+  std::int64_t element_bytes = 2;  // the storage type: 2 (bf16, fp16) or 4 (fp32)
+  // offload_param.max_in_cpu: with nvme, modules are kept in CPU memory, in module order, while
+  // their shards total at most this many elements; the rest live on NVMe.
+  std::int64_t max_in_cpu = 0;
+  // offload_param.buffer_count x buffer_size (elements): the pinned buffers NVMe reads land in.
+  std::int64_t buffer_count = 5;
+  std::int64_t buffer_size = 100'000'000;
+  bool pin_memory = false;
+  memory::NvmeStoreOptions nvme;  // nvme: where, and the aio settings
+};
+
+// Where a rank's parameter shards live between uses (shared/DESIGN.md, "The tiers"): each
+// module's shard in the storage type, in device memory (offload_param none), CPU memory (cpu) or
+// the rank's NVMe swap file (nvme). The parameter coordinator fetches a module's shard to the
+// device before it all-gathers it; after an optimizer step the new shards come back through
+// `host_partition()` + `store_from_host()` (offloaded optimizer) or straight into
+// `device_partition()` (optimizer on the device).
+//
+// Not thread-safe: the engine's thread drives it.
+class ParamTier {
+ public:
+  // `initial` holds the rank's partition in the storage type (partition order). Throws the
+  // store's and pool's UserErrors (nvme_path, free space, RLIMIT_MEMLOCK), and one naming
+  // offload_param.buffer_size when a module's shard does not fit one buffer.
+  ParamTier(gpu::Device& device, const FlatLayout& layout, ParamTierOptions options,
+            std::span<const std::byte> initial);
+  ~ParamTier();
+  ParamTier(const ParamTier&) = delete;
+  ParamTier& operator=(const ParamTier&) = delete;
+
+  // Starts reading module `module`'s shard from NVMe into a pool buffer when it lives there, is
+  // not already read, and a buffer is free; true when a read is (now) in flight or not needed.
+  bool prefetch(int module);
+  // Enqueues on `stream` the copy of module `module`'s shard to `device_target` (its shard bytes
+  // of device memory). From NVMe it first waits for the read (starting it if not prefetched),
+  // and waits for the copy before giving the pool buffer back.
+  void fetch(int module, gpu::Stream& stream, void* device_target);
+  // The module's shard in device memory when the tier is the device (nullptr otherwise): the
+  // coordinator all-gathers straight from it.
+  const std::byte* device_shard(int module) const;
+
+  // Device tier: the whole partition in device memory, which an optimizer on the device writes.
+  std::byte* device_partition() const;
+  // cpu and nvme tiers, and the device tier fed by an offloaded optimizer: host memory of the
+  // whole partition that the optimizer writes the new shards into.
+  std::span<std::byte> host_partition();
+  // Makes what host_partition() holds the tier's contents: writes the NVMe-resident shards
+  // back, or uploads the partition to the device tier. Throws aio errors for a failed write.
+  void store_from_host(gpu::Stream& stream);
+
+  OffloadDevice device() const noexcept { return options_.device; }
+  bool on_nvme(int module) const;
+  // Bytes read from and written to NVMe so far.
+  std::int64_t nvme_read_bytes() const;
+  std::int64_t nvme_write_bytes() const;
+  // Host bytes the tier holds (the CPU copy of the partition and the pool).
+  std::int64_t host_bytes() const;
+
+ private:
+  std::int64_t shard_bytes(int module) const;
+  std::int64_t partition_offset_bytes(int module) const;
+  std::span<std::byte> host_shard(int module);
+
+  gpu::Device& device_;
+  const FlatLayout& layout_;
+  ParamTierOptions options_;
+  gpu::DeviceBuffer device_partition_;
+  aio::AlignedBuffer host_partition_;
+  std::unique_ptr<memory::PinnedPool> pool_;
+  std::unique_ptr<memory::NvmeStore> store_;
+  std::unique_ptr<memory::Residency> residency_;
+  // Per module: its NVMe partition (-1 when it stays in CPU) and the read in flight.
+  std::vector<memory::PartitionId> nvme_partition_;
+  struct Read {
+    memory::PinnedPool::Lease lease;
+    memory::Residency::Move move;
+  };
+  std::vector<std::optional<Read>> reads_;
+};
+
+}  // namespace strata::engine::zero
