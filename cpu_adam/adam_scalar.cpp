@@ -20,7 +20,7 @@ struct Scalar {
   static V set1(float x) { return x; }
   static V add(V a, V b) { return a + b; }
   static V mul(V a, V b) { return a * b; }
-  static V div(V a, V b) { return a / b; }
+  static V quotient(V a, V b) { return a / b; }  // the reference divides, correctly rounded
   static V sqrt(V a) { return std::sqrt(a); }
   static V fmadd(V a, V b, V c) { return a * b + c; }
   static V sign_step(V c, V s) {

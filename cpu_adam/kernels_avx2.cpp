@@ -20,8 +20,22 @@ struct Avx2 {
   static V set1(float x) { return _mm256_set1_ps(x); }
   static V add(V a, V b) { return _mm256_add_ps(a, b); }
   static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
-  static V div(V a, V b) { return _mm256_div_ps(a, b); }
   static V sqrt(V a) { return _mm256_sqrt_ps(a); }
+  // a / b as kernels_avx512.cpp's quotient, from vrcpps (relative error below 1.5 * 2^-12): the
+  // Newton-Raphson step on the quotient squares that to about 2^-23, so the result is within about
+  // one ulp of the division. Lanes whose estimate breaks down (q1 NaN: b zero, subnormal or
+  // infinite, a / b past FLT_MAX) are divided for real. |b| must stay below 2^126, where the
+  // reciprocal is still normal; the optimizers' denominators stay below 2^77.
+  static V quotient(V a, V b) {
+    const V r = _mm256_rcp_ps(b);
+    const V q0 = _mm256_mul_ps(a, r);
+    const V residual = _mm256_fnmadd_ps(b, q0, a);
+    V q1 = _mm256_fmadd_ps(residual, r, q0);
+    const V bad = _mm256_cmp_ps(q1, q1, _CMP_UNORD_Q);
+    if (_mm256_movemask_ps(bad) != 0) [[unlikely]]
+      q1 = _mm256_blendv_ps(q1, _mm256_div_ps(a, b), bad);
+    return q1;
+  }
   static V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
   static V sign_step(V c, V s) { return _mm256_xor_ps(_mm256_and_ps(c, _mm256_set1_ps(-0.0f)), s); }
 

@@ -20,8 +20,26 @@ struct Avx512 {
   static V set1(float x) { return _mm512_set1_ps(x); }
   static V add(V a, V b) { return _mm512_add_ps(a, b); }
   static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
-  static V div(V a, V b) { return _mm512_div_ps(a, b); }
   static V sqrt(V a) { return _mm512_sqrt_ps(a); }
+  // a / b from vrcp14ps (relative error below 2^-14) and one Newton-Raphson step on the quotient
+  // (Markstein's form: q1 = q0 + r * (a - b * q0), the residual exact through the FMA): within one
+  // ulp of the division, without the divider (vdivps zmm holds port 0 for about 10 cycles and
+  // shares its unit with vsqrtps). Where the estimate breaks down, b zero or subnormal (r
+  // infinite), b infinite (r zero, so b * q0 is NaN) or a / b past FLT_MAX (q0 infinite), q1 comes
+  // out NaN; those lanes, rare (never with eps > 0 and finite states), are divided for real, so
+  // each special case gives what vdivps gives. |b| must stay below 2^126, where the reciprocal is
+  // still normal; the optimizers' denominators stay below 2^77 (sqrt(FLT_MAX) times a bias
+  // correction of at most 2^12).
+  static V quotient(V a, V b) {
+    const V r = _mm512_rcp14_ps(b);
+    const V q0 = _mm512_mul_ps(a, r);
+    const V residual = _mm512_fnmadd_ps(b, q0, a);
+    V q1 = _mm512_fmadd_ps(residual, r, q0);
+    const __mmask16 bad = _mm512_cmp_ps_mask(q1, q1, _CMP_UNORD_Q);
+    if (bad != 0) [[unlikely]]
+      q1 = _mm512_mask_div_ps(q1, bad, a, b);
+    return q1;
+  }
   static V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
   static V sign_step(V c, V s) {
     const __m512i sign = _mm512_and_si512(_mm512_castps_si512(c), _mm512_set1_epi32(INT32_MIN));

@@ -6,7 +6,10 @@
 // code to a baseline caller). Include only from kernels_avx512.cpp, kernels_avx2.cpp and
 // adam_scalar.cpp.
 //
-// I provides: V (a vector of kWidth floats); set1, add, mul, div, sqrt, fmadd(a, b, c) = a*b+c,
+// I provides: V (a vector of kWidth floats); set1, add, mul, sqrt, fmadd(a, b, c) = a*b+c,
+// quotient(a, b) = a / b within one ulp (a reciprocal estimate refined by one Newton-Raphson
+// step where that is cheaper than the divider, falling back to a true division for the lanes the
+// estimate cannot handle: zero, subnormal and infinite divisors, quotients that overflow),
 // sign_step(c, s) = s with its sign flipped when c's sign bit is set; load<T>(ptr) and
 // load_partial<T>(ptr, n) widening element type T to V (zeros past n); store(ptr, V),
 // store_partial; store_copy<T>(ptr, V, stream) and store_copy_partial narrowing to T with round to
@@ -71,7 +74,7 @@ struct AdamOp {
     m = I::fmadd(g, one_minus_beta1, I::mul(m, beta1));
     v = I::fmadd(I::mul(g, g), one_minus_beta2, I::mul(v, beta2));
     const V denominator = I::fmadd(I::sqrt(v), bias_correction2, eps);
-    const V update = I::div(m, denominator);
+    const V update = I::quotient(m, denominator);
     if (decoupled_decay) p = I::fmadd(p, decay, p);
     p = I::fmadd(update, step_size, p);
   }
@@ -97,7 +100,7 @@ struct AdagradOp {
     if (l2_decay) g = I::fmadd(p, weight_decay, g);
     v = I::fmadd(g, g, v);
     const V denominator = I::add(I::sqrt(v), eps);
-    p = I::fmadd(I::div(g, denominator), step_size, p);
+    p = I::fmadd(I::quotient(g, denominator), step_size, p);
   }
 };
 

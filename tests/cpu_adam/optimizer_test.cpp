@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -232,6 +234,58 @@ TEST(AdagradAndLion, Fp16GradBf16Copy) {
 }
 TEST(AdagradAndLion, Fp16GradNoCopy) {
   check_adagrad_and_lion_everywhere<fp16, NoCopy>();
+}
+
+// Issue #4: the SIMD levels divide by the denominator through a reciprocal estimate and one
+// Newton-Raphson step. Where the estimate breaks down (a zero, subnormal or infinite denominator,
+// a quotient past FLT_MAX) the lanes must still get what a true division gives, next to ordinary
+// lanes in the same vector, in the body and in the tail.
+TEST(Adam, DenominatorsTheReciprocalCannotTakeGetTheDivision) {
+  IsaGuard guard;
+  const float inf = std::numeric_limits<float>::infinity();
+  const float tiny = std::numeric_limits<float>::denorm_min();
+  struct Lane {
+    float m, v;
+  };
+  // With g = 0: m' = beta1 m, v' = beta2 v, denominator sqrt(v') bc2 + eps.
+  const std::vector<Lane> lanes = {
+      {1.0f, 0.0f},    // eps 0: 1 / 0, the parameter goes to -inf
+      {0.0f, 0.0f},    // eps 0: 0 / 0, NaN
+      {-1.0f, 0.0f},   // eps 0: +inf
+      {1.0f, inf},     // an infinite denominator: the update is 0, p stays
+      {3e38f, 0.0f},   // eps 1e-30: the quotient overflows to inf
+      {1e-40f, 0.0f},  // eps subnormal: a subnormal denominator, a finite quotient
+      {0.01f, 1e-4f},  // and ordinary lanes around them
+      {-0.02f, 4e-6f}};
+  for (Isa isa : supported_isas()) {
+    set_active_isa(isa);
+    for (float eps : {0.0f, 1e-30f, 8 * tiny, 1e-8f}) {
+      for (std::size_t n : {std::size_t{37}, std::size_t{5}}) {
+        AdamConfig config;
+        config.eps = eps;
+        std::vector<float> p(n, 1.0f), g(n, 0.0f), m(n), v(n);
+        for (std::size_t i = 0; i < n; ++i) {
+          m[i] = lanes[(i * 3) % lanes.size()].m;  // 3 is coprime with 8: every lane in every slot
+          v[i] = lanes[(i * 3) % lanes.size()].v;
+        }
+        const std::vector<float> m0 = m, v0 = v;
+        step<float, NoCopy>(config, 1, p, g, m, v, {}, 1.0f);
+        for (std::size_t i = 0; i < n; ++i) {
+          const auto expected = adam_reference(config, 1, 1.0, 0.0, m0[i], v0[i], 1.0);
+          const double e = expected.p.value;
+          const std::string where = std::string(isa_name(isa)) + " eps=" + std::to_string(eps) +
+                                    " n=" + std::to_string(n) + " i=" + std::to_string(i) +
+                                    " m0=" + std::to_string(m0[i]) +
+                                    " v0=" + std::to_string(v0[i]) + " p=" + std::to_string(p[i]);
+          if (std::isfinite(e) && std::abs(e) > std::numeric_limits<float>::max()) {
+            EXPECT_EQ(p[i], e > 0 ? inf : -inf) << where;  // past fp32, as the division gives
+          } else {
+            EXPECT_TRUE(within_ulps(p[i], expected.p, kStepUlps)) << where << " expected " << e;
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST(Adam, CopyOfSpecialValuesIsExact) {
