@@ -195,6 +195,8 @@ int train_on(gpu::World& world, const TrainOptions& options) {
   std::signal(SIGINT, on_interrupt);
   auto started = std::chrono::steady_clock::now();
   double last_validation = -1;
+  double step_seconds = 0;  // the steps' own time, validation left out
+  std::int64_t tokens_trained = 0;
   std::int64_t step = 0;
   for (step = 1; step <= steps && !interrupted.load(); ++step) {
     sample(data.train(), config.strata.seed, step, accumulation);
@@ -206,6 +208,8 @@ int train_on(gpu::World& world, const TrainOptions& options) {
       last_validation = validation;
     }
     double tokens_per_s = static_cast<double>(stats.tokens) / std::max(stats.seconds, 1e-9);
+    step_seconds += stats.seconds;
+    tokens_trained += stats.tokens;
     progress.update(stats, tokens_per_s, validation);
     metrics.write(stats, tokens_per_s, validation);
     curve.push_back({stats.step, stats.loss, validation});
@@ -226,6 +230,13 @@ int train_on(gpu::World& world, const TrainOptions& options) {
              curve.empty() ? 0.0 : curve.back().train_loss, validation,
              data.entropy_floor_nats > 0 ? fmt::format(" (floor {:.4f})", data.entropy_floor_nats)
                                          : std::string());
+  // Achieved GFLOP/s counts 6 x params x tokens plus attention (GptShape::flops_per_token);
+  // `strata bench gemm` measures what the BLAS reaches on the same products.
+  double seconds_or_tiny = std::max(step_seconds, 1e-9);
+  fmt::print("throughput {:.0f} tokens/s, {:.2f} GFLOP/s achieved ({:.3g} FLOP per token)\n",
+             static_cast<double>(tokens_trained) / seconds_or_tiny,
+             model.flops_per_token() * static_cast<double>(tokens_trained) / seconds_or_tiny / 1e9,
+             model.flops_per_token());
   if (!png.empty()) fmt::print("loss curves: {}\n", png.string());
   if (!options.metrics_path.empty()) fmt::print("metrics: {}\n", options.metrics_path);
   return interrupted.load() ? 130 : 0;
