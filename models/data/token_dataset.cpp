@@ -26,13 +26,14 @@ std::string read_whole_file(const std::filesystem::path& path) {
   std::error_code error;
   if (!std::filesystem::is_regular_file(path, error)) {
     throw UserError(
-        fmt::format("data file {} does not exist or is not a regular file", path.string()),
-        kDataFix);
+        fmt::format("strata.data.path {} does not exist or is not a regular file", path.string()),
+        kDataFix, 2);
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     throw UserError(
-        fmt::format("cannot open data file {}: {}", path.string(), std::strerror(errno)), kDataFix);
+        fmt::format("cannot open strata.data.path {}: {}", path.string(), std::strerror(errno)),
+        kDataFix);
   }
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
@@ -83,6 +84,9 @@ TokenDataset TokenDataset::from_tokens(std::vector<std::uint16_t> tokens,
 TokenDataset TokenDataset::from_file(const std::filesystem::path& path,
                                      double validation_fraction) {
   std::string bytes = read_whole_file(path);
+  if (bytes.empty()) {
+    throw UserError(fmt::format("strata.data.path {} is empty", path.string()), kDataFix, 2);
+  }
   std::vector<std::uint16_t> tokens =
       path.extension() == ".bin" ? decode_llmc(path, bytes) : encode_bytes(bytes);
   TokenDataset dataset = from_tokens(std::move(tokens), validation_fraction);
@@ -101,18 +105,26 @@ std::span<const std::uint16_t> TokenDataset::validation() const {
 void TokenDataset::check_fits(int seq_len, int vocab) const {
   if (max_token_ >= vocab) {
     throw UserError(
-        fmt::format("the data in {} holds token {} but the model's vocab is {}", source, max_token_,
-                    vocab),
-        fmt::format("set \"strata\": {{\"model\": {{\"vocab\": {}}}}} or more", max_token_ + 1));
+        fmt::format("the data in {} holds token {} but strata.model.vocab is {}", source,
+                    max_token_, vocab),
+        fmt::format("set \"strata\": {{\"model\": {{\"vocab\": {}}}}} or more", max_token_ + 1), 2);
   }
+  // A window is seq_len inputs plus the one target after them, from each split.
   auto needed = static_cast<std::size_t>(seq_len) + 1;
-  if (train().size() < needed || validation().size() < needed) {
-    throw UserError(
-        fmt::format("the data in {} is too short for seq_len {}: each split needs at least {} "
-                    "tokens, the training split has {} and the validation split {}",
-                    source, seq_len, needed, train().size(), validation().size()),
-        "use a longer data file or a smaller \"strata\": {\"model\": {\"seq_len\"}}");
-  }
+  std::size_t shortest = std::min(train().size(), validation().size());
+  if (shortest >= needed) return;
+  std::string fix =
+      shortest >= 2 ? fmt::format(
+                          "set \"strata\": {{\"model\": {{\"seq_len\": {}}}}} or less, or point "
+                          "\"strata\": {{\"data\": {{\"path\"}}}} at a longer file",
+                          shortest - 1)
+                    : "point \"strata\": {\"data\": {\"path\"}} at a longer file (or raise "
+                      "\"validation_fraction\" if the validation split is the short one)";
+  throw UserError(
+      fmt::format("strata.model.seq_len {} is too long for the data in {}: each split needs at "
+                  "least {} tokens, the training split has {} and the validation split {}",
+                  seq_len, source, needed, train().size(), validation().size()),
+      fix, 2);
 }
 
 void sample_batch(std::span<const std::uint16_t> split, std::uint64_t seed, std::int64_t step,

@@ -118,7 +118,7 @@ TEST(TokenDataset, MissingFileNamesThePathAndTheKey) {
     TokenDataset::from_file("/nonexistent/corpus.txt", 0.1);
     FAIL() << "expected a UserError";
   } catch (const UserError& error) {
-    EXPECT_THAT(error.what(), HasSubstr("/nonexistent/corpus.txt"));
+    EXPECT_THAT(error.what(), HasSubstr("strata.data.path /nonexistent/corpus.txt"));
     EXPECT_THAT(error.fix(), HasSubstr("\"path\""));
   }
 }
@@ -152,9 +152,24 @@ TEST(TokenDataset, RefusesSeqLenLongerThanASplit) {
     dataset.check_fits(64, 256);
     FAIL() << "expected a UserError";
   } catch (const UserError& error) {
-    EXPECT_THAT(error.what(), HasSubstr("too short for seq_len 64"));
-    EXPECT_THAT(error.fix(), HasSubstr("seq_len"));
+    EXPECT_THAT(error.what(), HasSubstr("strata.model.seq_len 64 is too long"));
+    // The validation split (10 tokens) is the shorter one: 9 inputs and a target fit.
+    EXPECT_THAT(error.fix(), HasSubstr("\"seq_len\": 9}"));
+    EXPECT_EQ(error.exit_status(), 2);
   }
+}
+
+TEST(TokenDataset, EmptyFileIsRefusedNamingTheKey) {
+  auto path = temp_file("strata-empty", "");
+  try {
+    TokenDataset::from_file(path, 0.1);
+    FAIL() << "expected a UserError";
+  } catch (const UserError& error) {
+    EXPECT_THAT(error.what(), HasSubstr("strata.data.path"));
+    EXPECT_THAT(error.what(), HasSubstr("is empty"));
+    EXPECT_THAT(error.fix(), HasSubstr("\"path\""));
+  }
+  std::filesystem::remove(path);
 }
 
 TEST(TokenDataset, RefusesVocabSmallerThanTheTokens) {
