@@ -94,6 +94,13 @@ void GradReducer::module_done(int module, bool last_micro) {
                      slice.shard_numel);
     return;
   }
+  if (comm_.world_size() == 1) {
+    // One rank: the reduction is the identity and the whole buffer is the shard.
+    add_to_partition(slice.partition_offset, buffer.grads.as<float>(), slice.shard_numel);
+    memory_.release(stream_, std::move(buffer.grads));
+    buffer.tensors.clear();
+    return;
+  }
   gpu::DeviceBuffer shard = memory_.allocate(
       slice.shard_numel * 4, names_[static_cast<std::size_t>(module)] + " gradient shard");
   reduce_scatter(module, shard.as<float>());
