@@ -143,6 +143,7 @@ struct Engine::State {
   gpu::DeviceBuffer losses;  // one per micro-batch, averaged over ranks
   gpu::PinnedBuffer losses_host;
   std::int64_t steps_taken = 0;
+  std::int64_t device_peak = 0;
 
   gpu::Stream& stream() { return runtime.device.compute_stream(); }
   int shard_rank() const { return layout.world_size() > 1 ? runtime.comm.rank() : 0; }
@@ -463,6 +464,7 @@ StepStats Engine::train_batch(std::span<const std::int32_t> inputs,
   stats.bytes_nvme_read = s.nvme_read_bytes() - nvme_read_before;
   stats.bytes_nvme_write = s.nvme_write_bytes() - nvme_write_before;
   stats.gpu_peak_bytes = device.peak_bytes_in_use();
+  s.device_peak = std::max(s.device_peak, stats.gpu_peak_bytes);
   stats.cpu_peak_bytes = s.host_bytes() + device.pinned_bytes_in_use();
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return stats;
@@ -492,6 +494,17 @@ double Engine::evaluate(std::span<const std::int32_t> inputs,
 
 const zero::FlatLayout& Engine::layout() const {
   return state_->layout;
+}
+
+MemoryUse Engine::memory_use() const {
+  const State& s = *state_;
+  MemoryUse use;
+  use.device_peak_bytes = s.device_peak;
+  use.cpu_bytes = s.host_bytes() + s.runtime.device.pinned_bytes_in_use();
+  use.nvme_bytes = s.tier->nvme_bytes();
+  if (s.offload && s.offload->store() != nullptr)
+    use.nvme_bytes += s.offload->store()->planned_bytes();
+  return use;
 }
 
 std::int64_t Engine::steps_taken() const {

@@ -41,6 +41,13 @@ struct StepStats {
   std::int64_t cpu_peak_bytes = 0;  // pinned host memory held during the step
 };
 
+// What the engine holds in each tier, for `strata estimate`'s check and the summary.
+struct MemoryUse {
+  std::int64_t device_peak_bytes = 0;  // the highest device memory in use during any step so far
+  std::int64_t cpu_bytes = 0;          // CPU memory held for the model states (tiers and pools)
+  std::int64_t nvme_bytes = 0;         // this rank's swap files (parameters and optimizer states)
+};
+
 // Trains a Model with the config's batch, precision, optimizer, scheduler and ZeRO settings
 // (DESIGN.md, "One training step"): train_batch reads as its phases, forward, backward, reduce,
 // step.
@@ -63,6 +70,7 @@ class Engine {
   double evaluate(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets);
 
   const zero::FlatLayout& layout() const;
+  MemoryUse memory_use() const;
   std::int64_t steps_taken() const;
   // The fp32 master value of every parameter, in all_tensors() order, for tests and exports.
   std::vector<float> master_parameters();

@@ -91,6 +91,42 @@ models::TokenDataset load_data(const engine::Config& config) {
   return dataset;
 }
 
+// Where each model state lives under the config's ZeRO stage and offload settings.
+std::string describe_placement(const engine::Config& config, int world_size) {
+  const engine::ZeroConfig& zero = config.zero;
+  auto where = [](const engine::OffloadConfig& offload) {
+    switch (offload.device) {
+      case engine::OffloadDevice::cpu:
+        return std::string("CPU memory");
+      case engine::OffloadDevice::nvme:
+        return fmt::format("NVMe under {}", offload.nvme_path);
+      case engine::OffloadDevice::none:
+        break;
+    }
+    return std::string("the device");
+  };
+  const std::string ranks = fmt::format("{} rank(s)", world_size);
+  switch (zero.stage) {
+    case 0:
+      return "stage 0: parameters, gradients and optimizer states replicated on the device";
+    case 1:
+      return fmt::format(
+          "stage 1: optimizer states sharded over {} in {}; parameters and "
+          "gradients replicated on the device",
+          ranks, where(zero.offload_optimizer));
+    case 2:
+      return fmt::format(
+          "stage 2: gradients and optimizer states sharded over {}, optimizer "
+          "states in {}; parameters replicated on the device",
+          ranks, where(zero.offload_optimizer));
+    default:
+      return fmt::format(
+          "stage 3: everything sharded over {}; parameters in {}, optimizer "
+          "states in {}, whole modules gathered on the device only while they run",
+          ranks, where(zero.offload_param), where(zero.offload_optimizer));
+  }
+}
+
 void print_setup(const engine::Config& config, const models::GptShape& shape,
                  const models::TokenDataset& data, gpu::Device& device, int world_size,
                  std::int64_t steps) {
@@ -106,8 +142,7 @@ void print_setup(const engine::Config& config, const models::GptShape& shape,
       shape.d_model, shape.seq_len, shape.vocab);
   fmt::print("  device     {} ({} budget), {} rank(s)\n", device.name(),
              base::format_bytes(static_cast<double>(device.budget_bytes())), world_size);
-  fmt::print("  zero       stage {}: parameters, gradients and optimizer states on the device\n",
-             config.zero.stage);
+  fmt::print("  zero       {}\n", describe_placement(config, world_size));
   fmt::print("  precision  {}\n", precision);
   fmt::print("  optimizer  {} lr {} | scheduler {} | clipping {}\n",
              engine::to_string(config.optimizer.type), config.optimizer.lr,

@@ -75,6 +75,8 @@ class ParamTier {
   // Bytes read from and written to NVMe so far.
   std::int64_t nvme_read_bytes() const;
   std::int64_t nvme_write_bytes() const;
+  // The swap file's size (0 unless nvme).
+  std::int64_t nvme_bytes() const { return store_ ? store_->planned_bytes() : 0; }
   // Host bytes the tier holds (the CPU copy of the partition and the pool).
   std::int64_t host_bytes() const;
 
