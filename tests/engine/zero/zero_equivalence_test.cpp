@@ -1,0 +1,261 @@
+// ZeRO stages 1-3, with and without offload, learn what stage 0 on one rank learns (issue 7,
+// "How it is shown", (a)-(e)): the same tiny GPT, data and seed, 30 steps, bf16, AdamW, gradient
+// clipping 1.0. The reference (a) is stage 0 with nothing offloaded on a world of one, run at
+// world_size x the micro-batch, so that its one batch holds exactly the rows that the ranks'
+// micro-batches hold together (zero_test_util.h says how the rows are cut).
+//
+// Tolerances: per step, |loss - reference| <= tolerance x |reference| and the same for the
+// gradient norm; final master parameters, |p - reference| <= tolerance x max |reference| (about
+// 1, the layer-norm gains) for every element. Tolerance 1e-5 on one rank (the same kernels; only
+// the gradient accumulation order may differ), 1e-4 across ranks (the reference sums a batch's
+// gradients in one matmul, the ranks in world_size partial sums).
+//
+// Why lr 1e-3: a last-bit difference in a gradient moves an fp32 master weight by a last bit,
+// and now and then that flips the bf16 weight the kernels see by a whole bf16 step (2^-8
+// relative), so two runs that sum in different orders drift apart at a rate that grows with the
+// learning rate. Measured with stage 0 itself, 4 ranks against one (the first test below): at lr
+// 3e-3 the losses are 3.3e-4 apart by step 29; at lr 1e-3 they stay within 1e-6 and the final
+// weights within 4e-6 x max |p|, while the loss still falls from 5.53 to 4.11. Each comparison
+// records its worst errors as test properties (--gtest_output=xml:FILE).
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "base/error.h"
+#include "tests/engine/zero/zero_test_util.h"
+
+namespace strata::engine::zero_testing {
+namespace {
+
+constexpr int kSteps = 30;
+constexpr std::int64_t kMicroBatch = 2;
+
+int world_size() {
+  return test_world().world_size();
+}
+
+double tolerance() {
+  return world_size() == 1 ? 1e-5 : 1e-4;
+}
+
+// (a): stage 0, nothing offloaded, one rank, with the rows of the whole job in each micro-batch.
+nlohmann::json reference_config(std::int64_t accumulation = 1) {
+  return base_config(kMicroBatch * world_size(), accumulation);
+}
+
+// The ZeRO settings of these runs: small buckets and sub-groups, so that a step has several of
+// each, and no persistent parameters, so that every module is gathered and released.
+nlohmann::json zero_section(int stage) {
+  return {{"stage", stage},
+          {"reduce_bucket_size", 5000},
+          {"sub_group_size", 8192},
+          {"stage3_param_persistence_threshold", 0},
+          {"stage3_prefetch_bucket_size", 20000},
+          {"stage3_max_live_parameters", 100000},
+          {"stage3_max_reuse_distance", 1000}};
+}
+
+nlohmann::json config_for(int stage, const std::string& param_device,
+                          const std::string& optimizer_device, const std::string& nvme_path = "") {
+  nlohmann::json config = base_config(kMicroBatch);
+  nlohmann::json zero = zero_section(stage);
+  if (param_device != "none")
+    zero["offload_param"] = offload_section(param_device, nvme_path, true);
+  if (optimizer_device != "none")
+    zero["offload_optimizer"] = offload_section(optimizer_device, nvme_path, false);
+  config["zero_optimization"] = zero;
+  config["strata"]["job_name"] = job_name_for_test();
+  return config;
+}
+
+void expect_matches(const TrainedRun& run, const nlohmann::json& expected_config) {
+  const TrainedRun& expected = reference(expected_config, kSteps);
+  expect_losses_near(run, expected, tolerance());
+  expect_params_near(run, expected, tolerance());
+}
+
+// NVMe runs: every step reads the optimizer states and writes them back, and a clean exit leaves
+// no swap file behind.
+void expect_swapped_and_cleaned(const TrainedRun& run, const TempDirectory& swap) {
+  for (std::size_t i = 0; i < run.steps.size(); ++i) {
+    EXPECT_GT(run.steps[i].bytes_nvme_read, 0) << "step " << i + 1;
+    EXPECT_GT(run.steps[i].bytes_nvme_write, 0) << "step " << i + 1;
+  }
+  for (const auto& file : files_under(swap.path()))
+    ADD_FAILURE() << "swap file left after the engine was destroyed: " << file;
+}
+
+// The harness itself: stage 0 across the job's ranks (all-reduced gradients) against stage 0 on
+// one rank at world_size x the micro-batch. If this fails, the row cut or the reference is wrong,
+// not ZeRO.
+TEST(ZeroEquivalence, Stage0AcrossRanksMatchesOneRankAtTheWholeBatch) {
+  TrainedRun run = train(config_for(0, "none", "none"), Ranks::world, kSteps);
+  expect_matches(run, reference_config());
+  // The comparisons mean something only if the runs move: the loss must fall well below the
+  // uniform ln(256) = 5.545 within the 30 steps (measured: 5.53 to 4.11).
+  const TrainedRun& expected = reference(reference_config(), kSteps);
+  EXPECT_LT(expected.losses.back(), expected.losses.front() - 1.0);
+}
+
+// (b) on one rank and (c) on four: stage 3 with parameters and optimizer states on NVMe, every
+// parameter swapped (max_in_cpu 0).
+TEST(ZeroEquivalence, Stage3ParamsAndOptimizerOnNvmeMatchStage0) {
+  TempDirectory swap;
+  TrainedRun run = train(config_for(3, "nvme", "nvme", swap.string()), Ranks::world, kSteps);
+  expect_matches(run, reference_config());
+  expect_swapped_and_cleaned(run, swap);
+}
+
+TEST(ZeroEquivalence, Stage3ParamsAndOptimizerOnCpuMatchStage0) {
+  TrainedRun run = train(config_for(3, "cpu", "cpu"), Ranks::world, kSteps);
+  expect_matches(run, reference_config());
+}
+
+// The NVMe tier's knobs move bytes, not results: with max_in_cpu large enough for every shard,
+// parameters stay in CPU RAM and only the optimizer states travel to and from NVMe; without
+// pipelining, or with the fewest buffers, the same values are read and written in another order.
+// The same kernels run on the same values, so the results are the same bits. A different
+// sub_group_size tiles the optimizer (and the norm's partial sums) differently: within tolerance.
+TEST(ZeroEquivalence, Stage3NvmeKnobsChangeTrafficNotResults) {
+  constexpr int steps = 6;
+  TempDirectory swap;
+  const nlohmann::json base = config_for(3, "nvme", "nvme", swap.string());
+  const TrainedRun swapped = train(base, Ranks::world, steps);
+
+  nlohmann::json in_cpu = base;
+  in_cpu["zero_optimization"]["offload_param"]["max_in_cpu"] = 1'000'000'000;
+  const TrainedRun cached = train(in_cpu, Ranks::world, steps);
+  EXPECT_EQ(cached.losses, swapped.losses);
+  EXPECT_EQ(cached.params, swapped.params);
+  for (int i = 0; i < steps; ++i) {
+    const auto at = static_cast<std::size_t>(i);
+    EXPECT_LT(cached.steps[at].bytes_nvme_read, swapped.steps[at].bytes_nvme_read)
+        << "step " << i + 1 << ": max_in_cpu 1e9 should keep the parameters off NVMe";
+  }
+
+  nlohmann::json serial = base;
+  serial["zero_optimization"]["offload_optimizer"]["pipeline_read"] = false;
+  serial["zero_optimization"]["offload_optimizer"]["pipeline_write"] = false;
+  serial["zero_optimization"]["offload_param"]["buffer_count"] = 2;
+  const TrainedRun unpipelined = train(serial, Ranks::world, steps);
+  EXPECT_EQ(unpipelined.losses, swapped.losses);
+  EXPECT_EQ(unpipelined.params, swapped.params);
+
+  nlohmann::json one_group = base;
+  one_group["zero_optimization"]["sub_group_size"] = 1'000'000'000;
+  const TrainedRun whole = train(one_group, Ranks::world, steps);
+  expect_losses_near(whole, swapped, tolerance());
+  expect_params_near(whole, swapped, tolerance());
+}
+
+// The config a DeepSpeed user writes: stage3_* keys, buffers and bucket sizes at their defaults
+// (so every module of this small model is persistent: under stage3_param_persistence_threshold),
+// and one nvme_path for every rank, in which each rank keeps its own directory.
+TEST(ZeroEquivalence, Stage3OnNvmeWithDefaultsAndOneNvmePathForAllRanksMatchesStage0) {
+  TempDirectory swap(/*shared=*/true);
+  nlohmann::json config = base_config(kMicroBatch);
+  nlohmann::json offload = {
+      {"device", "nvme"}, {"nvme_path", swap.string()}, {"pin_memory", false}};
+  config["zero_optimization"] = {
+      {"stage", 3}, {"offload_param", offload}, {"offload_optimizer", offload}};
+  config["strata"]["job_name"] = job_name_for_test();
+  TrainedRun run = train(config, Ranks::world, kSteps);
+  expect_matches(run, reference_config());
+  test_world().barrier();  // every rank's engine is gone, not only this one's
+  for (const auto& file : files_under(swap.path()))
+    ADD_FAILURE() << "swap file left after the engine was destroyed: " << file;
+}
+
+// (d): stages 1 and 2 with the optimizer on CPU (the issue asks for 2 ranks; every world size
+// runs it).
+TEST(ZeroEquivalence, Stage1And2WithOptimizerOnCpuMatchStage0) {
+  for (int stage : {1, 2}) {
+    SCOPED_TRACE("stage " + std::to_string(stage));
+    TrainedRun run = train(config_for(stage, "none", "cpu"), Ranks::world, kSteps);
+    expect_matches(run, reference_config());
+  }
+}
+
+TEST(ZeroEquivalence, Stages1To3WithNothingOffloadedMatchStage0) {
+  for (int stage : {1, 2, 3}) {
+    SCOPED_TRACE("stage " + std::to_string(stage));
+    TrainedRun run = train(config_for(stage, "none", "none"), Ranks::world, kSteps);
+    expect_matches(run, reference_config());
+  }
+}
+
+// Two micro-batches of 2 rows per rank at stage 3 against stage 0 with two micro-batches of
+// 2 x world_size rows (the same rows in each): gradients reduce-scattered per micro-batch and
+// accumulated in fp32 give the step that stage 0's accumulation gives. (Against one batch of all
+// the rows the sums run in another order, and bf16 drifts by 1e-4 within 30 steps even on one
+// rank.)
+TEST(ZeroEquivalence, Stage3AccumulatingTwoMicroBatchesMatchesStage0) {
+  nlohmann::json config = config_for(3, "none", "cpu");
+  config["gradient_accumulation_steps"] = 2;
+  TrainedRun run = train(config, Ranks::world, kSteps);
+  expect_matches(run, reference_config(2));
+}
+
+// fp16 with dynamic loss scaling (2^16 to start) at stage 3: gradients are unscaled and
+// overflow-checked on every rank's shard, and the skip decision and the loss scale follow stage
+// 0's. (On the host device the gradients are fp32, so no scale up to 2^126 overflows them here:
+// this checks the scaled path's equivalence, not the skip itself, which grad_clip_test and
+// loss_scaler_test cover.)
+TEST(ZeroEquivalence, Stage3Fp16WithLossScalingMatchesStage0) {
+  auto fp16 = [](nlohmann::json config) {
+    config.erase("bf16");
+    config["fp16"] = {{"enabled", true}, {"initial_scale_power", 16}};
+    return config;
+  };
+  TrainedRun run = train(fp16(config_for(3, "none", "cpu")), Ranks::world, kSteps);
+  const TrainedRun& expected = reference(fp16(reference_config()), kSteps);
+  ASSERT_EQ(run.steps.size(), expected.steps.size());
+  for (std::size_t i = 0; i < run.steps.size(); ++i) {
+    EXPECT_EQ(run.steps[i].skipped, expected.steps[i].skipped) << "step " << i + 1;
+    EXPECT_EQ(run.steps[i].loss_scale, expected.steps[i].loss_scale) << "step " << i + 1;
+  }
+  expect_losses_near(run, expected, tolerance());
+  expect_params_near(run, expected, tolerance());
+}
+
+// evaluate() runs the modules forward only, an order that differs from the trace the coordinator
+// recorded on the first training step; the next step must re-record and train on, and
+// evaluation must change nothing: the training losses match a reference that never evaluates,
+// and the evaluated losses match stage 0's on the same ranks and batches.
+TEST(ZeroEquivalence, Stage3EvaluateBetweenStepsChangesNothing) {
+  TempDirectory swap;
+  TrainedRun run =
+      train(config_for(3, "nvme", "nvme", swap.string()), Ranks::world, kSteps, /*eval_every=*/4);
+  expect_matches(run, reference_config());
+  TrainedRun stage0 = train(config_for(0, "none", "none"), Ranks::world, kSteps, 4);
+  ASSERT_EQ(run.eval_losses.size(), stage0.eval_losses.size());
+  for (std::size_t i = 0; i < run.eval_losses.size(); ++i) {
+    EXPECT_NEAR(run.eval_losses[i], stage0.eval_losses[i],
+                tolerance() * std::abs(stage0.eval_losses[i]))
+        << "evaluation " << i + 1;
+  }
+}
+
+// (e): the optimizer step overlapped with backward gives the same losses and weights as the step
+// after backward. Clipping at 1.0 is active in the first steps (the gradient norm starts above
+// it), so the speculative step is rolled back and redone there. The same kernels run in the same
+// order on the same values, hence bitwise.
+TEST(ZeroEquivalence, OverlapOptimizerGivesTheSameLossesAsWithout) {
+  nlohmann::json config = config_for(3, "none", "cpu");
+  TrainedRun plain = train(config, Ranks::world, kSteps);
+  config["strata"]["overlap_optimizer"] = true;
+  TrainedRun overlapped;
+  try {
+    overlapped = train(config, Ranks::world, kSteps);
+  } catch (const UserError& error) {
+    // The issue makes overlap optional; an engine without it must refuse it, as it does here.
+    GTEST_SKIP() << "overlap_optimizer refused: " << error.what() << " / " << error.fix();
+  }
+  EXPECT_EQ(overlapped.losses, plain.losses);
+  EXPECT_EQ(overlapped.params, plain.params);
+}
+
+}  // namespace
+}  // namespace strata::engine::zero_testing

@@ -1,0 +1,96 @@
+// Stage 3's collectives against the theory, from the Comm's counters (issue 7: "bytes
+// all-gathered per step at stage 3 match the theory"), and stage 3 with everything on NVMe under a
+// device budget smaller than the model states.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+
+#include "tests/engine/zero/zero_test_util.h"
+
+namespace strata::engine::zero_testing {
+namespace {
+
+constexpr std::int64_t kBf16Bytes = 2;
+constexpr std::int64_t kFp32Bytes = 4;
+
+// With no persistent parameters (stage3_param_persistence_threshold 0) and no reuse across
+// modules (stage3_max_reuse_distance 0), every use of a module's parameters is a gather of its
+// whole padded flat buffer in bf16, in forward and again in backward. A module is used by its
+// own forward and backward and by those of every module that borrows it (the GPT's tied LM head
+// reads the embedding's wte), so per step, per rank:
+//
+//   all_gather bytes_received = 2 x accumulation x sum_m padded_numel(m) x (1 + borrowers(m)) x 2
+//   reduce_scatter bytes_sent = accumulation x sum_m padded_numel(m) x 4
+//
+// (each module's fp32 gradient, borrowed contributions included, is reduce-scattered once per
+// micro-batch, whatever the bucket size). Persistent modules would leave the gather term; a reuse
+// distance above 0 would drop the second gather of the modules used back to back at the turn
+// from forward to backward. Small collectives (the gradient norm, the loss) are all-reduces and do
+// not count here.
+TEST(ZeroTraffic, Stage3GathersParametersTwiceAndReduceScattersGradientsOncePerMicroBatch) {
+  if (test_world().world_size() == 1) GTEST_SKIP() << "a world of one has nothing to gather";
+  constexpr std::int64_t accumulation = 2;
+  nlohmann::json config = base_config(2, accumulation);
+  config["zero_optimization"] = {{"stage", 3},
+                                 {"reduce_bucket_size", 5000},
+                                 {"stage3_param_persistence_threshold", 0},
+                                 {"stage3_max_reuse_distance", 0}};
+  const TrainedRun run = train(config, Ranks::world, 3);
+  std::int64_t gathered_numel = 0;
+  std::int64_t reduced_numel = 0;
+  for (std::size_t m = 0; m < run.padded_numel.size(); ++m) {
+    gathered_numel += run.padded_numel[m] * (1 + run.borrowers[m]);
+    reduced_numel += run.padded_numel[m];
+  }
+  const std::int64_t gathered_bytes = 2 * accumulation * gathered_numel * kBf16Bytes;
+  const std::int64_t reduced_bytes = accumulation * reduced_numel * kFp32Bytes;
+  for (std::size_t i = 0; i < run.traffic.size(); ++i) {
+    SCOPED_TRACE("step " + std::to_string(i + 1) + " of " + std::to_string(run.world_size) +
+                 " ranks");
+    const gpu::CollectiveTraffic& gather = run.traffic[i][gpu::CollectiveKind::all_gather];
+    const gpu::CollectiveTraffic& scatter = run.traffic[i][gpu::CollectiveKind::reduce_scatter];
+    EXPECT_EQ(gather.bytes_received, gathered_bytes);
+    EXPECT_EQ(gather.bytes_sent, gathered_bytes / run.world_size);
+    EXPECT_EQ(scatter.bytes_sent, reduced_bytes);
+    EXPECT_EQ(scatter.bytes_received, reduced_bytes / run.world_size);
+  }
+}
+
+// Stage 3 with parameters and optimizer states on NVMe trains a model whose states (fp32 master,
+// fp32 gradient, Adam's two moments: 16 bytes a parameter) are twice the device budget, and the
+// device never holds more than the budget.
+TEST(ZeroBudget, Stage3OnNvmeTrainsUnderADeviceBudgetBelowTheModelStates) {
+  const TinyModel model{.n_layer = 4, .n_head = 4, .d_model = 128, .seq_len = 16, .vocab = 256};
+  // 4 x (12 x 128^2 + 13 x 128) + 256 x 128 + 16 x 128 + 2 x 128 = 828,160 parameters.
+  const std::int64_t parameters = parameter_count(model);
+  ASSERT_EQ(parameters, 828'160);
+  const std::int64_t states_bytes = 16 * parameters;
+  const std::int64_t budget = states_bytes / 2;
+  TempDirectory swap;
+  nlohmann::json config = base_config(1, 1, model);
+  config["zero_optimization"] = {
+      {"stage", 3},
+      {"reduce_bucket_size", 50000},
+      {"sub_group_size", 100000},
+      {"stage3_param_persistence_threshold", 0},
+      {"stage3_prefetch_bucket_size", 200000},
+      {"stage3_max_live_parameters", 400000},
+      {"offload_param", offload_section("nvme", swap.string(), true)},
+      {"offload_optimizer", offload_section("nvme", swap.string(), false)}};
+  config["zero_optimization"]["offload_param"]["buffer_size"] = 1 << 18;
+  config["strata"]["device_memory_budget"] = budget;
+  config["strata"]["job_name"] = job_name_for_test();
+  const TrainedRun run = train(config, Ranks::world, 6);
+  EXPECT_EQ(run.parameter_count, parameters);
+  for (std::size_t i = 0; i < run.steps.size(); ++i) {
+    EXPECT_TRUE(std::isfinite(run.losses[i])) << "step " << i + 1;
+    EXPECT_GT(run.steps[i].gpu_peak_bytes, 0) << "step " << i + 1;
+    EXPECT_LE(run.steps[i].gpu_peak_bytes, budget) << "step " << i + 1;
+  }
+  EXPECT_LT(run.losses.back(), run.losses.front() - 0.1) << "the model did not learn";
+}
+
+}  // namespace
+}  // namespace strata::engine::zero_testing
