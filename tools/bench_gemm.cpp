@@ -178,6 +178,8 @@ void run_bench_gemm(const GemmOptions& options) {
     throw UserError("--m, --n and --k describe one product and go together",
                     "pass all three (rows, output channels, input channels) or none of them", 2);
   }
+  // Before any product, raw or not: the kernel family must not change between the two.
+  const char* kernels = gpu::host::kernels::blas_kernels();
   int threads = options.threads > 0 ? options.threads : tbb::info::default_concurrency();
   tbb::global_control parallelism(tbb::global_control::max_allowed_parallelism,
                                   static_cast<std::size_t>(threads));
@@ -217,6 +219,7 @@ void run_bench_gemm(const GemmOptions& options) {
       {"source", source},
       {"threads", threads},
       {"blas", openblas_get_config()},
+      {"blas_kernels", kernels},
       {"repeats", options.repeats},
       {"shapes", rows},
       {"linear_flops_per_micro_batch", step_flops},

@@ -1,6 +1,10 @@
 // Linear layer through OpenBLAS: forward against a scalar double reference, backward against
 // central finite differences in double (measured scaled error 4e-11 to 7e-11).
 
+#include <cblas.h>
+
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -135,6 +139,34 @@ TEST(KernelsMatmul, NullBiasGradientIsAllowed) {
   for (float value : dweight)
     norm += std::abs(value);
   EXPECT_GT(norm, 0.0);
+}
+
+}  // namespace
+}  // namespace strata::gpu::host::kernels
+
+namespace strata::gpu::host::kernels {
+namespace {
+
+// Debian's OpenBLAS falls back to SSE3 "Prescott" kernels on a CPU model it does not know (this
+// machine's Xeon, family 6 model 207); blas_kernels() moves it to the family the CPU supports.
+TEST(BlasKernels, UseTheVectorUnitsTheCpuHas) {
+  const char* user_choice = std::getenv("OPENBLAS_CORETYPE");
+  bool user_chose_prescott = user_choice != nullptr && std::string(user_choice) == "Prescott";
+  const std::string kernels = blas_kernels();
+  EXPECT_EQ(kernels, std::string(openblas_get_corename()));
+  EXPECT_EQ(kernels, std::string(blas_kernels()));  // chosen once
+  __builtin_cpu_init();
+  if (user_chose_prescott || !(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))) {
+    GTEST_SKIP() << "SSE3 kernels are right here (or OPENBLAS_CORETYPE=Prescott was asked for)";
+  }
+  EXPECT_NE(kernels, "Prescott");
+  // Products still agree with the reference on the new kernels.
+  std::vector<float> inp = {1, 2, 3, 4, 5, 6};      // 2 x 3
+  std::vector<float> weight = {1, 0, -1, 2, 1, 0};  // 2 x 3
+  std::vector<float> out(4);
+  matmul_forward(out.data(), inp.data(), weight.data(), static_cast<const float*>(nullptr), 2, 3,
+                 2);
+  EXPECT_EQ(out, (std::vector<float>{-2, 4, -2, 13}));
 }
 
 }  // namespace

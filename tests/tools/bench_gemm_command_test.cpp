@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -31,14 +32,27 @@ void expect_positive_figures(const nlohmann::json& row) {
   }
 }
 
-TEST(BenchGemmCommand, DemoShapesOneRowPerLinearLayer) {
-  nlohmann::json out = bench_gemm({"--threads", "2"});
+// A GPT of 4 blocks, d_model 128, vocab 256, micro-batch 16 x seq_len 64.
+const char* kConfig = R"({
+  "train_micro_batch_size_per_gpu": 16,
+  "zero_optimization": {"stage": 0},
+  "strata": {"model": {"n_layer": 4, "n_head": 4, "d_model": 128, "seq_len": 64, "vocab": 256}}
+})";
+
+TEST(BenchGemmCommand, ModelShapesOneRowPerLinearLayer) {
+  TempDir dir;
+  std::filesystem::path config = dir.write("config.json", kConfig);
+  nlohmann::json out = bench_gemm({"--threads", "2", "--config", config.string()});
   EXPECT_EQ(out.at("threads"), 2);
-  EXPECT_THAT(out.at("source").get<std::string>(), HasSubstr("GPT L4 H4 C128 T64 V256"));
+  EXPECT_THAT(out.at("source").get<std::string>(),
+              HasSubstr("GPT L4 H4 C128 T64 V256, micro-batch 16"));
   EXPECT_FALSE(out.at("blas").get<std::string>().empty());
+  // The kernels the products ran on are the ones OpenBLAS reports it is configured with.
+  EXPECT_THAT(out.at("blas").get<std::string>(),
+              HasSubstr(out.at("blas_kernels").get<std::string>()));
   const nlohmann::json& shapes = out.at("shapes");
   ASSERT_EQ(shapes.size(), 5u);
-  // The demo: micro-batch 16 x seq_len 64 = 1024 rows, d_model 128, 4 blocks, vocab 256.
+  // 16 x 64 = 1024 rows; qkv, projection, MLP up and down once per block, the head once.
   std::vector<std::string> names = {"qkv", "attn_proj", "mlp_fc", "mlp_proj", "lm_head"};
   std::vector<std::int64_t> n = {384, 128, 512, 128, 256};
   std::vector<std::int64_t> k = {128, 128, 128, 512, 128};
@@ -79,6 +93,12 @@ TEST(BenchGemmCommand, PartOfAShapeIsRefused) {
   EXPECT_THAT(result.err, HasSubstr("--m, --n and --k describe one product and go together"));
   EXPECT_THAT(result.err, HasSubstr("fix: pass all three"));
   EXPECT_TRUE(result.out.empty()) << result.out;
+}
+
+TEST(BenchGemmCommand, DefaultsToTheBuiltInDemosShapes) {
+  nlohmann::json out = bench_gemm({});
+  EXPECT_THAT(out.at("source").get<std::string>(), HasSubstr("the built-in demo config: GPT"));
+  EXPECT_EQ(out.at("shapes").size(), 5u);
 }
 
 }  // namespace

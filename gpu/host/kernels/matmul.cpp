@@ -1,11 +1,54 @@
 #include "gpu/host/kernels/matmul.h"
 
+#include <cstdlib>
+#include <cstring>
+
 #include "base/assert.h"
+#include "base/log.h"
 #include "gpu/host/kernels/detail/blas.h"
 #include "gpu/host/kernels/detail/parallel.h"
 
+// OpenBLAS's DYNAMIC_ARCH builds export these (driver/others/dynamic.c): quit forgets the chosen
+// kernel table and init chooses again, reading OPENBLAS_CORETYPE first. Weak, so a build
+// against an OpenBLAS compiled for one CPU (no DYNAMIC_ARCH) links and leaves its kernels alone.
+extern "C" {
+void gotoblas_dynamic_init(void) __attribute__((weak));
+void gotoblas_dynamic_quit(void) __attribute__((weak));
+}
+
 namespace strata::gpu::host::kernels {
 namespace {
+
+// The family this CPU's features support, or nullptr when Prescott's SSE3 is all it has.
+const char* supported_family() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
+    return "SkylakeX";
+  }
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+  return nullptr;
+}
+
+const char* choose_once() {
+  const char* chosen = openblas_get_corename();
+  bool fell_back = chosen != nullptr && std::strcmp(chosen, "Prescott") == 0;
+  const char* family = supported_family();
+  if (!fell_back || family == nullptr || std::getenv("OPENBLAS_CORETYPE") != nullptr ||
+      gotoblas_dynamic_init == nullptr || gotoblas_dynamic_quit == nullptr) {
+    return chosen;
+  }
+  // Before any product runs: OpenBLAS's worker threads are idle, nothing reads the table.
+  ::setenv("OPENBLAS_CORETYPE", family, 0);
+  gotoblas_dynamic_quit();
+  gotoblas_dynamic_init();
+  const char* now = openblas_get_corename();
+  base::logger("gpu").info(
+      "OpenBLAS did not recognise this CPU and fell back to Prescott (SSE3) kernels; switched to "
+      "{} (set OPENBLAS_CORETYPE to choose)",
+      now);
+  return now;
+}
 
 // The product is cut into fixed tiles of the result, never of the summed dimension; see
 // detail/blas.h for why OpenBLAS itself runs single-threaded.
@@ -37,6 +80,19 @@ void tiled_gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t
 }
 
 }  // namespace
+
+namespace detail {
+
+void choose_blas_kernels() {
+  blas_kernels();
+}
+
+}  // namespace detail
+
+const char* blas_kernels() {
+  static const char* const family = choose_once();
+  return family;
+}
 
 template <typename Real>
 void matmul_forward(Real* out, const Real* inp, const Real* weight, const Real* bias,

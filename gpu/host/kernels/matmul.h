@@ -8,6 +8,16 @@
 // See embedding.h for the conventions shared by every kernel here.
 namespace strata::gpu::host::kernels {
 
+// The OpenBLAS kernel family the products run on ("SkylakeX", "Haswell", ...), chosen once per
+// process. Debian's OpenBLAS (0.3.21, DYNAMIC_ARCH) picks its kernels from the CPU's family and
+// model number and falls back to "Prescott" (SSE3) for a model it does not know, such as this
+// machine's Xeon (family 6, model 207): sgemm then runs 4 to 8 times slower than the CPU allows.
+// When it fell back and the user did not choose (OPENBLAS_CORETYPE unset), this switches to the
+// family the CPU's features support: SkylakeX with AVX-512, Haswell with AVX2 and FMA. Every
+// kernel here calls it before its first product; a benchmark that calls OpenBLAS directly calls
+// it first too.
+const char* blas_kernels();
+
 // out[rows, out_channels] = inp[rows, in_channels] @ weight[out_channels, in_channels]^T + bias.
 // weight is stored as PyTorch's nn.Linear stores it (out x in, row-major). bias may be nullptr
 // (the tied LM head: logits = x @ wte^T). out may not alias inp or weight.

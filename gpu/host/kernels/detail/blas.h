@@ -9,6 +9,10 @@
 
 namespace strata::gpu::host::kernels::detail {
 
+// Makes sure OpenBLAS runs the micro-kernels this CPU supports (matmul.cpp; see
+// blas_kernels() in matmul.h). Cheap after the first call; every kernel calls it first.
+void choose_blas_kernels();
+
 // OpenBLAS splits a product differently for each of its thread counts, and its micro-kernels then
 // sum in another order: measured here, sgemm with 3 or 5 threads gives other bits than with 1 or 2
 // (OpenBLAS 0.3.21, Sapphire Rapids kernels). The kernels therefore run OpenBLAS single-threaded
@@ -16,6 +20,7 @@ namespace strata::gpu::host::kernels::detail {
 // it raised) and split work themselves into fixed pieces that oneTBB runs in parallel: each piece
 // is the same BLAS call whatever the thread count, hence the same bits.
 inline void pin_blas_to_one_thread() {
+  choose_blas_kernels();
   if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
 }
 
