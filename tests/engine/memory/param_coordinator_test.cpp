@@ -1,0 +1,183 @@
+// The parameter coordinator over each parameter tier, one rank: gathered values are the tier's
+// shards widened to fp32, release follows persistence / reuse distance / max_live_parameters,
+// and a step that departs from the recorded module order is followed by a new recording, never
+// a hang or an assert.
+#include "engine/zero/param_coordinator.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <limits>
+
+#include "cpu_adam/half.h"
+#include "engine/memory/stream_ordered_memory.h"
+#include "gpu/open_device.h"
+#include "gpu/ops.h"
+#include "gpu/process_group.h"
+#include "gpu/stream.h"
+
+namespace strata::engine::zero {
+namespace {
+
+gpu::World& world() {
+  static gpu::World instance;
+  return instance;
+}
+
+// Four modules of 3000, 5000, 100 and 7000 elements (one tensor each).
+std::vector<std::vector<ParamSpec>> modules() {
+  return {{ParamSpec{"m0", {3000}}},
+          {ParamSpec{"m1", {5000}}},
+          {ParamSpec{"m2", {100}}},
+          {ParamSpec{"m3", {7000}}}};
+}
+
+struct Fixture {
+  explicit Fixture(OffloadDevice device, CoordinatorOptions options)
+      : device_(gpu::create_host_device({})),
+        ops(gpu::create_ops(*device_)),
+        comm(gpu::create_comm(world(), *device_)),
+        layout(modules(), 1),
+        memory(*device_) {
+    // Every element's bf16 value is its index modulo 256, exactly representable.
+    std::vector<std::byte> shards(static_cast<std::size_t>(layout.partition_numel() * 2));
+    auto* bits = reinterpret_cast<std::uint16_t*>(shards.data());
+    for (std::int64_t i = 0; i < layout.partition_numel(); ++i)
+      bits[i] = cpu_adam::to_bf16(static_cast<float>(i % 256)).bits;
+    ParamTierOptions tier_options;
+    tier_options.device = device;
+    tier_options.element_bytes = 2;
+    tier_options.max_in_cpu = 0;
+    tier_options.buffer_count = 3;
+    tier_options.buffer_size = 1 << 20;
+    tier_options.nvme.nvme_path = ::testing::TempDir();
+    tier_options.nvme.job_name = "coordinator-test";
+    tier = std::make_unique<ParamTier>(*device_, layout, tier_options, shards);
+    coordinator = std::make_unique<ParamCoordinator>(
+        *ops, *comm, device_->compute_stream(), layout, *tier, memory,
+        std::vector<std::string>{"m0", "m1", "m2", "m3"}, options);
+  }
+  ~Fixture() {
+    device_->synchronize();
+    coordinator.reset();
+    memory.drain();
+  }
+
+  // The fp32 values module `m` was gathered into match its shard.
+  void expect_values(int m) {
+    std::span<float* const> tensors = coordinator->acquire(m);
+    device_->compute_stream().synchronize();
+    const ModuleSlice& slice = layout.module(m);
+    for (std::int64_t i = 0; i < layout.tensors(m)[0].numel; ++i)
+      ASSERT_EQ(tensors[0][i], static_cast<float>((slice.partition_offset + i) % 256))
+          << "module " << m << " element " << i;
+    coordinator->release(m);
+  }
+
+  std::unique_ptr<gpu::Device> device_;
+  std::unique_ptr<gpu::Ops> ops;
+  std::unique_ptr<gpu::Comm> comm;
+  FlatLayout layout;
+  memory::StreamOrderedMemory memory;
+  std::unique_ptr<ParamTier> tier;
+  std::unique_ptr<ParamCoordinator> coordinator;
+};
+
+CoordinatorOptions stage3() {
+  CoordinatorOptions options;
+  options.release_after_use = true;
+  options.storage = gpu::DataType::bfloat16;
+  options.persistence_threshold = 0;
+  options.max_reuse_distance = 0;
+  options.prefetch_bucket_size = 1 << 20;
+  options.max_live_parameters = std::numeric_limits<std::int64_t>::max();
+  return options;
+}
+
+TEST(ParamCoordinator, GathersTheTierShardsWidenedOnEveryTier) {
+  for (OffloadDevice device : {OffloadDevice::none, OffloadDevice::cpu, OffloadDevice::nvme}) {
+    SCOPED_TRACE(to_string(device));
+    Fixture f(device, stage3());
+    for (int step = 0; step < 2; ++step) {
+      f.coordinator->begin_pass(true);
+      for (int m : {0, 1, 2, 3, 3, 2, 1, 0})
+        f.expect_values(m);
+      f.coordinator->end_step();
+    }
+    EXPECT_EQ(f.coordinator->counters().live_elements, 0);
+  }
+}
+
+TEST(ParamCoordinator, ADepartureFromTheTraceIsRecordedAgain) {
+  Fixture f(OffloadDevice::nvme, stage3());
+  auto pass = [&](std::initializer_list<int> order) {
+    f.coordinator->begin_pass(true);
+    for (int m : order)
+      f.expect_values(m);
+    f.coordinator->end_step();
+  };
+  pass({0, 1, 2, 3, 3, 2, 1, 0});  // recorded
+  pass({0, 1, 2, 3, 3, 2, 1, 0});  // followed with prefetch
+  EXPECT_EQ(f.coordinator->counters().trace_recordings, 1);
+  pass({0, 2, 1, 3, 3, 1, 2, 0});  // departs: values still right, no prefetch
+  pass({0, 2, 1, 3, 3, 1, 2, 0});  // recorded anew
+  pass({0, 2, 1, 3, 3, 1, 2, 0});  // followed
+  EXPECT_EQ(f.coordinator->counters().trace_recordings, 2);
+  // An evaluation pass in yet another order neither follows nor disturbs the trace.
+  f.coordinator->begin_pass(false);
+  for (int m : {3, 0})
+    f.expect_values(m);
+  pass({0, 2, 1, 3, 3, 1, 2, 0});
+  EXPECT_EQ(f.coordinator->counters().trace_recordings, 2);
+}
+
+TEST(ParamCoordinator, PersistentAndSoonReusedModulesStayGathered) {
+  CoordinatorOptions options = stage3();
+  options.persistence_threshold = 1000;  // m2 (100 elements) is persistent
+  options.max_reuse_distance = 6000;     // m3 is used again at once, m1 after 12000 elements
+  Fixture f(OffloadDevice::cpu, options);
+  for (int step = 0; step < 2; ++step) {
+    f.coordinator->begin_pass(true);
+    for (int m : {0, 1, 2, 3, 3, 2, 1, 0})
+      f.expect_values(m);
+    f.coordinator->end_step();
+  }
+  // After the last use of every module only the persistent one is left; on the followed step
+  // m3 was kept between its two uses, so it was gathered once there instead of twice.
+  EXPECT_EQ(f.coordinator->counters().live_elements, f.layout.module(2).padded_numel);
+  const CoordinatorCounters counters = f.coordinator->counters();
+  // Step 1 (recording): 7 gathers (m2 once); step 2: m0, m1, m3, m1, m0 = 5.
+  EXPECT_EQ(counters.gathers, 12);
+}
+
+TEST(ParamCoordinator, MaxLiveParametersBoundsWhatIsKept) {
+  CoordinatorOptions options = stage3();
+  options.max_reuse_distance = std::numeric_limits<std::int64_t>::max();  // keep everything...
+  options.max_live_parameters = 12'288;  // ...but at most this many gathered elements
+  Fixture f(OffloadDevice::cpu, options);
+  f.coordinator->begin_pass(true);
+  f.coordinator->end_step();
+  for (int step = 0; step < 3; ++step) {
+    f.coordinator->begin_pass(true);
+    for (int m : {0, 1, 2, 3, 3, 2, 1, 0})
+      f.expect_values(m);
+    f.coordinator->end_step();
+    EXPECT_LE(f.coordinator->counters().peak_live_elements, options.max_live_parameters);
+  }
+}
+
+TEST(ParamCoordinator, InvalidateDropsEveryGatheredCopy) {
+  CoordinatorOptions options = stage3();
+  options.release_after_use = false;  // stages 0-2: everything stays gathered
+  Fixture f(OffloadDevice::none, options);
+  f.coordinator->begin_pass(true);
+  for (int m : {0, 1, 2, 3})
+    f.expect_values(m);
+  f.coordinator->end_step();
+  EXPECT_GT(f.coordinator->counters().live_elements, 0);
+  f.coordinator->invalidate();
+  EXPECT_EQ(f.coordinator->counters().live_elements, 0);
+}
+
+}  // namespace
+}  // namespace strata::engine::zero
