@@ -58,6 +58,35 @@ TEST(ZeroTraffic, Stage3GathersParametersTwiceAndReduceScattersGradientsOncePerM
   }
 }
 
+// Modules that stay gathered are gathered once per step, not per use: persistent ones (the
+// default stage3_param_persistence_threshold, 1e5 elements, covers every module of this model)
+// and, from the second step on (once the trace is known), ones reused within
+// stage3_max_reuse_distance (default 1e9 elements: all of them). The one gather per module and
+// step brings the weights the optimizer has just updated; gradients are reduce-scattered per
+// micro-batch as before:
+//
+//   all_gather bytes_received = sum_m padded_numel(m) x 2
+//   reduce_scatter bytes_sent = accumulation x sum_m padded_numel(m) x 4
+TEST(ZeroTraffic, Stage3PersistentOrReusedParametersAreGatheredOncePerStep) {
+  if (test_world().world_size() == 1) GTEST_SKIP() << "a world of one has nothing to gather";
+  constexpr std::int64_t accumulation = 2;
+  for (const bool persistent : {true, false}) {
+    SCOPED_TRACE(persistent ? "persistent (defaults)" : "reused (persistence threshold 0)");
+    nlohmann::json config = base_config(2, accumulation);
+    config["zero_optimization"] = {{"stage", 3}};
+    if (!persistent) config["zero_optimization"]["stage3_param_persistence_threshold"] = 0;
+    const TrainedRun run = train(config, Ranks::world, 3);
+    const std::int64_t numel =
+        std::accumulate(run.padded_numel.begin(), run.padded_numel.end(), std::int64_t{0});
+    for (std::size_t i = persistent ? 0 : 1; i < run.traffic.size(); ++i) {
+      SCOPED_TRACE("step " + std::to_string(i + 1));
+      EXPECT_EQ(run.traffic[i][gpu::CollectiveKind::all_gather].bytes_received, numel * kBf16Bytes);
+      EXPECT_EQ(run.traffic[i][gpu::CollectiveKind::reduce_scatter].bytes_sent,
+                accumulation * numel * kFp32Bytes);
+    }
+  }
+}
+
 // Stage 3 with parameters and optimizer states on NVMe trains a model whose states (fp32 master,
 // fp32 gradient, Adam's two moments: 16 bytes a parameter) are twice the device budget, and the
 // device never holds more than the budget.
