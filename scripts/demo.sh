@@ -7,6 +7,7 @@ bash scripts/setup.sh
 cmake --preset release >/dev/null
 cmake --build --preset release --target strata
 
-# The built-in demo (configs/demo.json): a small GPT on the bundled synthetic corpus. Extra
+# The built-in demo (configs/demo.json): a GPT under ZeRO-3 with its parameters and optimizer
+# states swapped to NVMe under ./strata-demo/ (removed at exit), on the bundled corpus. Extra
 # arguments go to `strata train` (e.g. --steps 100 --metrics m.jsonl).
 ./build/release/tools/strata train --out strata-out "$@"
