@@ -1,0 +1,238 @@
+#include "gpu/cuda/cuda_memory.h"
+
+#include <fmt/format.h>
+#include <sys/resource.h>
+
+#include <cstdio>
+#include <limits>
+
+#include "base/assert.h"
+#include "base/log.h"
+#include "base/units.h"
+#include "gpu/cuda/cuda_check.h"
+#include "gpu/host/host_memory.h"  // budget_exceeded_error: one refusal text for both backends
+
+namespace strata::gpu::cuda {
+namespace {
+
+// cudaMalloc's alignment; sizes are rounded up to it so that every block the pool carves starts
+// on a 256-byte boundary.
+constexpr std::int64_t device_alignment_bytes = 256;
+
+std::int64_t round_up(std::int64_t bytes, std::int64_t alignment) {
+  return (bytes + alignment - 1) / alignment * alignment;
+}
+
+std::int64_t memlock_limit_bytes() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_MEMLOCK, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return -1;
+  return static_cast<std::int64_t>(limit.rlim_cur);
+}
+
+}  // namespace
+
+CudaMemory::CudaMemory(int device_index, std::string device_name, std::int64_t budget_bytes)
+    : device_index_(device_index),
+      device_name_(std::move(device_name)),
+      budget_bytes_(budget_bytes) {
+  STRATA_ASSERT(budget_bytes_ > 0);
+  use_device(device_index_);
+  cudaMemPoolProps props{};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = device_index_;
+  check(cudaMemPoolCreate(&pool_, &props), "cudaMemPoolCreate");
+  // Keep freed memory in the pool instead of giving it back to the driver at every
+  // synchronization: the budget, not the pool, bounds what strata holds.
+  auto keep = std::numeric_limits<std::uint64_t>::max();
+  check(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep),
+        "cudaMemPoolSetAttribute(cudaMemPoolAttrReleaseThreshold)");
+  check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+}
+
+CudaMemory::~CudaMemory() {
+  {
+    std::lock_guard lock(mutex_);
+    if (live_count_ != 0) {
+      std::fprintf(stderr,
+                   "strata: %s destroyed while %lld device buffers (%lld bytes) are still live: "
+                   "destroy every DeviceBuffer before its device\n",
+                   device_name_.c_str(), static_cast<long long>(live_count_),
+                   static_cast<long long>(in_use_bytes_));
+    }
+    STRATA_ASSERT(live_count_ == 0);
+  }
+  cudaError_t status = cudaSetDevice(device_index_);
+  if (status == cudaSuccess) status = cudaStreamSynchronize(stream_);
+  if (status == cudaSuccess) status = cudaStreamDestroy(stream_);
+  if (status == cudaSuccess) status = cudaMemPoolDestroy(pool_);
+  if (status != cudaSuccess) {
+    base::logger("gpu").error("device memory pool teardown: {}",
+                              describe(status, "cudaMemPoolDestroy"));
+  }
+}
+
+DeviceBuffer CudaMemory::allocate(std::int64_t bytes, std::string_view what) {
+  STRATA_ASSERT(bytes >= 0);
+  if (bytes == 0) return DeviceBuffer();
+  {
+    // Reserve first so that two threads cannot both pass the check.
+    std::lock_guard lock(mutex_);
+    if (bytes > budget_bytes_ - in_use_bytes_) {
+      throw host::budget_exceeded_error(bytes, what, budget_bytes_, in_use_bytes_);
+    }
+    in_use_bytes_ += bytes;
+    live_count_ += 1;
+    peak_bytes_ = std::max(peak_bytes_, in_use_bytes_);
+  }
+  auto unreserve = [&] {
+    std::lock_guard lock(mutex_);
+    in_use_bytes_ -= bytes;
+    live_count_ -= 1;
+  };
+  void* data = nullptr;
+  cudaError_t status = cudaSetDevice(device_index_);
+  if (status == cudaSuccess) {
+    status = cudaMallocFromPoolAsync(
+        &data, static_cast<std::size_t>(round_up(bytes, device_alignment_bytes)), pool_, stream_);
+  }
+  if (status == cudaSuccess) status = cudaStreamSynchronize(stream_);
+  if (status == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    unreserve();
+    std::size_t free_bytes = 0;
+    std::size_t total_bytes = 0;
+    (void)cudaMemGetInfo(&free_bytes, &total_bytes);
+    throw UserError(
+        fmt::format("{} has no room for {} ({} bytes) for {}, although the device memory budget "
+                    "of {} allows it: the card has {} free of {}",
+                    device_name_, base::format_bytes(static_cast<double>(bytes)), bytes, what,
+                    base::format_bytes(static_cast<double>(budget_bytes_)),
+                    base::format_bytes(static_cast<double>(free_bytes)),
+                    base::format_bytes(static_cast<double>(total_bytes))),
+        "lower strata.device_memory_budget in the config to what the card can hold (leave room "
+        "for cuBLAS and NCCL), or stop other processes that use this GPU");
+  }
+  if (status != cudaSuccess) {
+    unreserve();
+    check(status, "cudaMallocFromPoolAsync");
+  }
+  // The pool hands out blocks of whole 256-byte multiples; the contract promises the alignment.
+  STRATA_ASSERT(reinterpret_cast<std::uintptr_t>(data) % device_alignment_bytes == 0);
+  return DeviceBuffer(data, bytes, this);
+}
+
+void CudaMemory::release(void* data, std::int64_t bytes) noexcept {
+  // Stream-ordered on the private stream: the caller has already made sure no queued work on any
+  // stream still touches the buffer (the DeviceBuffer contract), so the pool may reuse it for the
+  // next allocation, which is ordered after this free on the same stream.
+  cudaError_t status = cudaSetDevice(device_index_);
+  if (status == cudaSuccess) status = cudaFreeAsync(data, stream_);
+  if (status != cudaSuccess) {
+    (void)cudaGetLastError();
+    base::logger("gpu").error("{}: freeing device memory: {}", device_name_,
+                              describe(status, "cudaFreeAsync"));
+  }
+  std::lock_guard lock(mutex_);
+  STRATA_ASSERT(in_use_bytes_ >= bytes);
+  STRATA_ASSERT(live_count_ > 0);
+  in_use_bytes_ -= bytes;
+  live_count_ -= 1;
+}
+
+std::int64_t CudaMemory::bytes_in_use() const {
+  std::lock_guard lock(mutex_);
+  return in_use_bytes_;
+}
+
+std::int64_t CudaMemory::peak_bytes_in_use() const {
+  std::lock_guard lock(mutex_);
+  return peak_bytes_;
+}
+
+void CudaMemory::reset_peak() {
+  std::lock_guard lock(mutex_);
+  peak_bytes_ = in_use_bytes_;
+}
+
+UserError pinned_alloc_error(std::int64_t asked_bytes, const std::string& status_text,
+                             std::int64_t limit_bytes, std::int64_t held_bytes) {
+  std::int64_t needed_kib = (held_bytes + asked_bytes + 1023) / 1024;
+  std::string limit =
+      limit_bytes < 0
+          ? std::string("unlimited")
+          : fmt::format("{} ({} KiB, as `ulimit -l` shows it)",
+                        base::format_bytes(static_cast<double>(limit_bytes)), limit_bytes / 1024);
+  return UserError(
+      fmt::format("could not lock {} ({} bytes) of pinned host memory: {}; the locked-memory "
+                  "limit (RLIMIT_MEMLOCK) is {} and this device already holds {} locked",
+                  base::format_bytes(static_cast<double>(asked_bytes)), asked_bytes, status_text,
+                  limit, base::format_bytes(static_cast<double>(held_bytes))),
+      fmt::format("raise the locked-memory limit to at least {} KiB: run `ulimit -l unlimited` (or "
+                  "`ulimit -l {}`) in the shell that starts strata; to make it permanent for a "
+                  "user, add `<user> - memlock unlimited` to /etc/security/limits.conf and log in "
+                  "again; in a container, start it with `--ulimit memlock=-1:-1` (docker/podman). "
+                  "Or pin less: lower buffer_count or buffer_size in offload_param / "
+                  "offload_optimizer",
+                  needed_kib, needed_kib));
+}
+
+CudaPinnedMemory::CudaPinnedMemory(std::string device_name)
+    : device_name_(std::move(device_name)) {}
+
+CudaPinnedMemory::~CudaPinnedMemory() {
+  std::lock_guard lock(mutex_);
+  if (live_count_ != 0) {
+    std::fprintf(stderr,
+                 "strata: %s destroyed while %lld pinned buffers (%lld bytes) are still live: "
+                 "destroy every PinnedBuffer before its device\n",
+                 device_name_.c_str(), static_cast<long long>(live_count_),
+                 static_cast<long long>(locked_bytes_));
+  }
+  STRATA_ASSERT(live_count_ == 0);
+}
+
+PinnedBuffer CudaPinnedMemory::allocate(std::int64_t bytes) {
+  STRATA_ASSERT(bytes >= 0);
+  if (bytes == 0) return PinnedBuffer();
+  std::int64_t locked = round_up(bytes, alignment_bytes);
+  void* data = nullptr;
+  cudaError_t status =
+      cudaHostAlloc(&data, static_cast<std::size_t>(locked), cudaHostAllocPortable);
+  if (status != cudaSuccess) {
+    (void)cudaGetLastError();
+    std::string text = describe(status, "cudaHostAlloc");
+    if (status == cudaErrorMemoryAllocation) {
+      throw pinned_alloc_error(bytes, text, memlock_limit_bytes(), bytes_in_use());
+    }
+    throw CudaError(status, "cudaHostAlloc");
+  }
+  // cudaHostAlloc maps whole pages, so the block starts on a page.
+  STRATA_ASSERT(reinterpret_cast<std::uintptr_t>(data) % alignment_bytes == 0);
+  std::lock_guard lock(mutex_);
+  locked_bytes_ += locked;
+  live_count_ += 1;
+  return PinnedBuffer(data, bytes, this);
+}
+
+void CudaPinnedMemory::release(void* data, std::int64_t bytes) noexcept {
+  cudaError_t status = cudaFreeHost(data);
+  if (status != cudaSuccess) {
+    (void)cudaGetLastError();
+    base::logger("gpu").error("{}: freeing pinned memory: {}", device_name_,
+                              describe(status, "cudaFreeHost"));
+  }
+  std::int64_t locked = round_up(bytes, alignment_bytes);
+  std::lock_guard lock(mutex_);
+  STRATA_ASSERT(locked_bytes_ >= locked);
+  STRATA_ASSERT(live_count_ > 0);
+  locked_bytes_ -= locked;
+  live_count_ -= 1;
+}
+
+std::int64_t CudaPinnedMemory::bytes_in_use() const {
+  std::lock_guard lock(mutex_);
+  return locked_bytes_;
+}
+
+}  // namespace strata::gpu::cuda

@@ -1,0 +1,83 @@
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "base/error.h"
+#include "gpu/device_buffer.h"
+
+namespace strata::gpu::cuda {
+
+// Device memory of one GPU under a byte budget, from a dedicated stream-ordered memory pool
+// (cudaMemPoolCreate): allocations are cudaMallocFromPoolAsync and frees cudaFreeAsync, both on
+// a private stream that carries nothing else. An allocation synchronizes that private stream, so
+// the pointer is valid on every stream at once (as cudaMalloc's is) without the device-wide
+// synchronization that cudaFree would cost; a free returns at once, and the pool reuses the
+// memory in the private stream's order. Accounting is exact (the sizes asked for), as on the
+// host backend, and the refusal is the same UserError (host::budget_exceeded_error).
+class CudaMemory final : public detail::AllocationOwner {
+ public:
+  CudaMemory(int device_index, std::string device_name, std::int64_t budget_bytes);
+  // Asserts that no allocation is live, waits for the pending frees, destroys the pool.
+  ~CudaMemory() override;
+  CudaMemory(const CudaMemory&) = delete;
+  CudaMemory& operator=(const CudaMemory&) = delete;
+
+  // See Device::allocate: 256-byte aligned, over budget is a UserError naming
+  // strata.device_memory_budget; a card out of memory below the budget is a UserError too.
+  DeviceBuffer allocate(std::int64_t bytes, std::string_view what);
+  void release(void* data, std::int64_t bytes) noexcept override;
+
+  std::int64_t budget_bytes() const noexcept { return budget_bytes_; }
+  std::int64_t bytes_in_use() const;
+  std::int64_t peak_bytes_in_use() const;
+  void reset_peak();
+
+ private:
+  int device_index_;
+  std::string device_name_;
+  std::int64_t budget_bytes_;
+  cudaMemPool_t pool_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  mutable std::mutex mutex_;
+  std::int64_t in_use_bytes_ = 0;
+  std::int64_t peak_bytes_ = 0;
+  std::int64_t live_count_ = 0;
+};
+
+// Page-locked host memory from cudaHostAlloc (portable: usable with every device), 4 KiB aligned,
+// accounted in locked bytes (whole 4 KiB pages) as on the host backend.
+class CudaPinnedMemory final : public detail::AllocationOwner {
+ public:
+  static constexpr std::int64_t alignment_bytes = 4096;
+
+  explicit CudaPinnedMemory(std::string device_name);
+  ~CudaPinnedMemory() override;
+  CudaPinnedMemory(const CudaPinnedMemory&) = delete;
+  CudaPinnedMemory& operator=(const CudaPinnedMemory&) = delete;
+
+  // See Device::allocate_pinned. A refusal (cudaErrorMemoryAllocation) is a UserError that says
+  // how much was asked, the RLIMIT_MEMLOCK limit, what is held, and how to raise the limit.
+  PinnedBuffer allocate(std::int64_t bytes);
+  void release(void* data, std::int64_t bytes) noexcept override;
+
+  std::int64_t bytes_in_use() const;
+
+ private:
+  std::string device_name_;
+  mutable std::mutex mutex_;
+  std::int64_t locked_bytes_ = 0;
+  std::int64_t live_count_ = 0;
+};
+
+// The refusal of cudaHostAlloc as a UserError (exposed for its test): the cause names the call
+// and `status`, the size, the locked-memory limit (`limit_bytes` < 0: unlimited) and what is held;
+// the fix is the host backend's (ulimit -l, limits.conf, --ulimit memlock, pin less).
+UserError pinned_alloc_error(std::int64_t asked_bytes, const std::string& status_text,
+                             std::int64_t limit_bytes, std::int64_t held_bytes);
+
+}  // namespace strata::gpu::cuda

@@ -1,0 +1,174 @@
+#include "gpu/cuda/cuda_stream.h"
+
+#include <cstring>
+#include <utility>
+
+#include "base/assert.h"
+#include "base/log.h"
+#include "gpu/cuda/cuda_check.h"
+
+namespace strata::gpu::cuda {
+namespace {
+
+std::string describe(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& exception) {
+    return exception.what();
+  } catch (...) {
+    return "an exception of unknown type";
+  }
+}
+
+// One launched host task, on the heap from launch() until the CUDA driver has run it.
+struct TaskRecord {
+  HostTask task;
+  std::shared_ptr<StreamFailures> failures;
+  std::int64_t number;
+};
+
+// cudaHostFn_t: runs on a CUDA driver thread, must not throw or call CUDA.
+void run_task(void* user_data) {
+  std::unique_ptr<TaskRecord> record(static_cast<TaskRecord*>(user_data));
+  // After an unreported failure the stream's tasks are skipped, as on the host backend.
+  if (record->failures->failing()) return;
+  try {
+    record->task();
+  } catch (...) {
+    record->failures->fail(record->number, std::current_exception());
+  }
+}
+
+cudaMemcpyKind to_cuda(CopyKind kind) {
+  switch (kind) {
+    case CopyKind::host_to_device:
+      return cudaMemcpyHostToDevice;
+    case CopyKind::device_to_host:
+      return cudaMemcpyDeviceToHost;
+    case CopyKind::device_to_device:
+      return cudaMemcpyDeviceToDevice;
+    case CopyKind::host_to_host:
+      return cudaMemcpyHostToHost;
+  }
+  return cudaMemcpyDefault;
+}
+
+}  // namespace
+
+void CudaTransferCounters::add(CopyKind kind, std::int64_t bytes) noexcept {
+  switch (kind) {
+    case CopyKind::host_to_device:
+      bytes_h2d.fetch_add(bytes, std::memory_order_relaxed);
+      return;
+    case CopyKind::device_to_host:
+      bytes_d2h.fetch_add(bytes, std::memory_order_relaxed);
+      return;
+    case CopyKind::device_to_device:
+      bytes_d2d.fetch_add(bytes, std::memory_order_relaxed);
+      return;
+    case CopyKind::host_to_host:
+      bytes_h2h.fetch_add(bytes, std::memory_order_relaxed);
+      return;
+  }
+}
+
+TransferCounters CudaTransferCounters::snapshot() const noexcept {
+  return TransferCounters{
+      bytes_h2d.load(std::memory_order_relaxed), bytes_d2h.load(std::memory_order_relaxed),
+      bytes_d2d.load(std::memory_order_relaxed), bytes_h2h.load(std::memory_order_relaxed)};
+}
+
+CudaStream::CudaStream(std::string name, int device_index, CudaTransferCounters& counters,
+                       StreamRegistry* registry)
+    : name_(std::move(name)),
+      device_index_(device_index),
+      counters_(counters),
+      registry_(registry) {
+  use_device(device_index_);
+  check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  if (registry_ != nullptr) registry_->add(this);
+}
+
+CudaStream::~CudaStream() {
+  if (registry_ != nullptr) registry_->remove(this);
+  std::exception_ptr error = drain();
+  if (error) {
+    base::logger("gpu").error("stream={} destroyed with an error nobody synchronized: {}", name_,
+                              describe(error));
+  }
+  cudaError_t status = cudaStreamDestroy(stream_);
+  if (status != cudaSuccess) {
+    (void)cudaGetLastError();
+    base::logger("gpu").error("stream={}: {}", name_, cuda::describe(status, "cudaStreamDestroy"));
+  }
+}
+
+void CudaStream::copy(void* target, const void* source, std::int64_t bytes, CopyKind kind) {
+  STRATA_ASSERT(bytes >= 0);
+  if (bytes == 0) return;
+  if (kind == CopyKind::host_to_host) {
+    // cudaMemcpyAsync between host buffers runs on the calling thread at once, out of stream
+    // order; a host task keeps it in order.
+    launch(
+        [target, source, bytes] { std::memcpy(target, source, static_cast<std::size_t>(bytes)); });
+  } else {
+    use_device(device_index_);
+    check(cudaMemcpyAsync(target, source, static_cast<std::size_t>(bytes), to_cuda(kind), stream_),
+          "cudaMemcpyAsync");
+  }
+  counters_.add(kind, bytes);
+}
+
+void CudaStream::fill_zero(void* target, std::int64_t bytes) {
+  STRATA_ASSERT(bytes >= 0);
+  if (bytes == 0) return;
+  use_device(device_index_);
+  check(cudaMemsetAsync(target, 0, static_cast<std::size_t>(bytes), stream_), "cudaMemsetAsync");
+}
+
+void CudaStream::launch(HostTask task) {
+  STRATA_ASSERT(static_cast<bool>(task));
+  auto record =
+      std::make_unique<TaskRecord>(TaskRecord{std::move(task), failures_, failures_->next_task()});
+  use_device(device_index_);
+  check(cudaLaunchHostFunc(stream_, &run_task, record.get()), "cudaLaunchHostFunc");
+  (void)record.release();  // run_task owns it now
+}
+
+void CudaStream::record(Event& event) {
+  CudaEvent& cuda_event = as_cuda_event(event);
+  std::int64_t after = failures_->reported_through();
+  std::int64_t through = failures_->last_task();
+  use_device(device_index_);
+  check(cudaEventRecord(cuda_event.handle(), stream_), "cudaEventRecord");
+  cuda_event.on_record(failures_, after, through);
+}
+
+void CudaStream::wait(const Event& event) {
+  use_device(device_index_);
+  // An event never recorded is complete: CUDA makes this no wait, as the contract says.
+  check(cudaStreamWaitEvent(stream_, as_cuda_event(event).handle(), 0), "cudaStreamWaitEvent");
+}
+
+void CudaStream::synchronize() {
+  if (std::exception_ptr error = drain()) std::rethrow_exception(error);
+}
+
+std::exception_ptr CudaStream::drain() noexcept {
+  std::int64_t through = failures_->last_task();
+  cudaError_t status = cudaStreamSynchronize(stream_);
+  std::exception_ptr failure = failures_->take_through(through);
+  if (status != cudaSuccess) {
+    (void)cudaGetLastError();
+    return std::make_exception_ptr(CudaError(status, "cudaStreamSynchronize"));
+  }
+  return failure;
+}
+
+CudaStream& as_cuda_stream(Stream& stream) {
+  auto* cuda_stream = dynamic_cast<CudaStream*>(&stream);
+  STRATA_ASSERT(cuda_stream != nullptr);
+  return *cuda_stream;
+}
+
+}  // namespace strata::gpu::cuda

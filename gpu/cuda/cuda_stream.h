@@ -1,0 +1,92 @@
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <string>
+
+#include "gpu/cuda/cuda_event.h"
+#include "gpu/device.h"
+#include "gpu/stream.h"
+
+namespace strata::gpu::cuda {
+
+// Bytes moved by copies, shared by all streams of one device. Counted when a copy is enqueued,
+// not when it has run (a host function after every copy would stall the copy streams): the
+// figures are exact once the streams are synchronized, which is when strata train reads them.
+struct CudaTransferCounters {
+  std::atomic<std::int64_t> bytes_h2d{0};
+  std::atomic<std::int64_t> bytes_d2h{0};
+  std::atomic<std::int64_t> bytes_d2d{0};
+  std::atomic<std::int64_t> bytes_h2h{0};
+
+  void add(CopyKind kind, std::int64_t bytes) noexcept;
+  TransferCounters snapshot() const noexcept;
+};
+
+class CudaStream;
+
+// Who keeps the list of a device's streams (for Device::synchronize).
+class StreamRegistry {
+ public:
+  virtual void add(CudaStream* stream) = 0;
+  virtual void remove(CudaStream* stream) noexcept = 0;
+
+ protected:
+  StreamRegistry() = default;
+  StreamRegistry(const StreamRegistry&) = default;
+  StreamRegistry& operator=(const StreamRegistry&) = default;
+  ~StreamRegistry() = default;
+};
+
+// gpu::Stream on a cudaStream_t made with cudaStreamNonBlocking (no implicit ordering with the
+// legacy default stream). Copies are cudaMemcpyAsync, except host-to-host copies, which run as
+// host tasks (cudaMemcpyAsync between two host buffers is synchronous with the host); fills are
+// cudaMemsetAsync; launch is cudaLaunchHostFunc with the HostTask moved to the heap and freed
+// after it ran. An exception from a task is kept in StreamFailures: the stream's next
+// synchronize() rethrows it, events recorded after it rethrow it, and the stream's later tasks
+// are skipped until it is reported. Unlike the host backend, a stream that waits on such an event
+// does not take the error (its GPU work cannot be held back anyway).
+//
+// The CUDA driver may run the host tasks of all streams one at a time on one thread: a task must
+// never wait for another stream's task (or for the host to enqueue more work).
+class CudaStream final : public Stream {
+ public:
+  // `registry` (may be null) hears of the stream while it lives.
+  CudaStream(std::string name, int device_index, CudaTransferCounters& counters,
+             StreamRegistry* registry);
+  // Waits for everything queued, then destroys the stream; an error nobody synchronized is
+  // logged, never thrown.
+  ~CudaStream() override;
+
+  std::string_view name() const override { return name_; }
+  void copy(void* target, const void* source, std::int64_t bytes, CopyKind kind) override;
+  void fill_zero(void* target, std::int64_t bytes) override;
+  void launch(HostTask task) override;
+  void record(Event& event) override;
+  void wait(const Event& event) override;
+  void synchronize() override;
+
+  // Waits for all work enqueued before the call, then takes the first error (a failed task, or
+  // the CUDA error cudaStreamSynchronize returned) without throwing.
+  std::exception_ptr drain() noexcept;
+
+  cudaStream_t handle() const noexcept { return stream_; }
+  int device_index() const noexcept { return device_index_; }
+
+ private:
+  std::string name_;
+  int device_index_;
+  CudaTransferCounters& counters_;
+  StreamRegistry* registry_;
+  cudaStream_t stream_ = nullptr;
+  std::shared_ptr<StreamFailures> failures_ = std::make_shared<StreamFailures>();
+};
+
+// `stream` as a CudaStream; aborts when it comes from another backend.
+CudaStream& as_cuda_stream(Stream& stream);
+
+}  // namespace strata::gpu::cuda
