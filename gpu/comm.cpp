@@ -7,6 +7,10 @@
 #include "gpu/host/mpi_comm.h"
 #include "gpu/host/solo_comm.h"
 
+#ifdef STRATA_HAVE_CUDA
+#include "gpu/cuda/backend.h"
+#endif
+
 namespace strata::gpu {
 
 std::string_view to_string(DataType type) {
@@ -110,11 +114,18 @@ CommBackend choose_comm_backend(bool uses_mpi, int world_size, DeviceKind kind) 
   STRATA_ASSERT(world_size >= 1);
   if (uses_mpi && kind == DeviceKind::host) return CommBackend::mpi;
   if (world_size == 1) return CommBackend::solo;
+#ifdef STRATA_HAVE_CUDA
+  // Several ranks on CUDA devices: a World of several ranks always runs under MPI, which carries
+  // NCCL's unique id.
+  return CommBackend::nccl;
+#else
+  // Unreachable in practice (without CUDA no device is a CUDA device), kept for the test.
   throw UserError("this job has " + std::to_string(world_size) +
                       " MPI ranks on CUDA devices, but this build of strata has no NCCL "
-                      "collectives for CUDA device memory yet",
-                  "run a single process without mpirun, or hide the GPUs from every rank "
+                      "collectives (it was built without CUDA)",
+                  "build strata with -DSTRATA_CUDA=ON, or hide the GPUs from every rank "
                   "(CUDA_VISIBLE_DEVICES=) so that the ranks train on the host device");
+#endif
 }
 
 std::unique_ptr<Comm> create_comm(World& world, Device& device) {
@@ -123,6 +134,12 @@ std::unique_ptr<Comm> create_comm(World& world, Device& device) {
       return host::create_mpi_comm(world);
     case CommBackend::solo:
       return host::create_solo_comm(world);
+    case CommBackend::nccl:
+#ifdef STRATA_HAVE_CUDA
+      return cuda::create_nccl_comm(world, device);
+#else
+      break;
+#endif
   }
   STRATA_ASSERT(false);
   return nullptr;

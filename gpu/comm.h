@@ -104,7 +104,7 @@ class Comm {
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
 
-  // "mpi" or "solo" (world size 1 without MPI), for logs.
+  // "mpi", "nccl" or "solo" (world size 1), for logs.
   virtual std::string_view backend() const = 0;
 
   // Rank r's `count_per_rank` elements at `send` land at `receive + r x count_per_rank` on every
@@ -156,11 +156,11 @@ class Comm {
 };
 
 // Which backend `create_comm` uses.
-enum class CommBackend { mpi, solo };
+enum class CommBackend { mpi, solo, nccl };
 
 // The choice `create_comm` makes, for a World that does or does not use MPI, of `world_size`
-// ranks, on a device of `kind`: MPI on the host device under MPI, solo for one rank. Throws
-// UserError for several ranks on CUDA devices (the NCCL backend is not written yet).
+// ranks, on a device of `kind`: MPI on the host device under MPI, solo for one rank, NCCL for
+// several ranks on CUDA devices. A build without CUDA throws UserError for that last case.
 CommBackend choose_comm_backend(bool uses_mpi, int world_size, DeviceKind kind);
 
 // The Comm of `world` for buffers of `device`: the MPI backend when the World runs under MPI and
@@ -169,8 +169,9 @@ CommBackend choose_comm_backend(bool uses_mpi, int world_size, DeviceKind kind);
 // same order as its other create_comm calls (each Comm is its own MPI communicator). The Comm
 // must be destroyed before `world` and `device`.
 //
-// Throws UserError when the World has several ranks and `device` is a CUDA device: those
-// collectives belong to the NCCL backend, which this build does not have yet.
+// Several ranks on CUDA devices get the NCCL backend (gpu/cuda/nccl_comm.cpp): rank 0's
+// ncclUniqueId travels over MPI and each rank joins on its device; collectives run on the given
+// stream, barrier() is an MPI barrier.
 std::unique_ptr<Comm> create_comm(World& world, Device& device);
 
 }  // namespace strata::gpu
