@@ -13,6 +13,10 @@
 #include "gpu/host/kernels/residual.h"
 #include "gpu/ops.h"
 
+#ifdef STRATA_HAVE_CUDA
+#include "gpu/cuda/backend.h"
+#endif
+
 namespace strata::gpu {
 namespace {
 
@@ -135,8 +139,9 @@ class HostOps final : public Ops {
 }  // namespace
 
 std::unique_ptr<Ops> create_ops(Device& device) {
-  // The CUDA backend's ops arrive with gpu/cuda (issue "CUDA backend"); until then a CUDA device
-  // is never opened (open_device falls back to the host device), so this is the only backend.
+#ifdef STRATA_HAVE_CUDA
+  if (device.kind() == DeviceKind::cuda) return cuda::create_cuda_ops(device);
+#endif
   STRATA_ASSERT(device.kind() == DeviceKind::host);
   return std::make_unique<HostOps>();
 }

@@ -1,0 +1,251 @@
+// gpu::Ops for CUDA devices: the kernels of kernels.cu and fp32 matrix products through cuBLAS.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+#include "base/assert.h"
+#include "base/log.h"
+#include "gpu/cuda/backend.h"
+#include "gpu/cuda/cuda_check.h"
+#include "gpu/cuda/cuda_device.h"
+#include "gpu/cuda/cuda_stream.h"
+#include "gpu/cuda/kernels.h"
+
+namespace strata::gpu::cuda {
+namespace {
+
+using i64 = std::int64_t;
+
+void check_cublas(cublasStatus_t status, const char* call) {
+  if (status == CUBLAS_STATUS_SUCCESS) return;
+  throw std::runtime_error(std::string(call) + " failed: " + cublasGetStatusString(status) + " (" +
+                           cublasGetStatusName(status) + ")");
+}
+
+int to_int(i64 value) {
+  STRATA_ASSERT(value >= 0 && value <= 0x7fffffff);
+  return static_cast<int>(value);
+}
+
+// The matrix products are fp32 in, fp32 out, with CUBLAS_COMPUTE_32F: no TF32, so that they
+// match the host backend's sgemm to fp32 rounding. TF32 (CUBLAS_COMPUTE_32F_FAST_TF32) or bf16
+// inputs are the speed steps owed (issue #8 asks for bf16 products with fp32 accumulation).
+constexpr cublasComputeType_t compute_type = CUBLAS_COMPUTE_32F;
+
+class CudaOps final : public Ops {
+ public:
+  explicit CudaOps(CudaDevice& device) : device_(device) {}
+
+  ~CudaOps() override {
+    // Scratch buffers go first (they are device memory of device_); the handles after.
+    scratch_.clear();
+    for (auto& [stream, handle] : handles_) {
+      cublasStatus_t status = cublasDestroy(handle);
+      if (status != CUBLAS_STATUS_SUCCESS) {
+        base::logger("gpu").error("cublasDestroy failed: {}", cublasGetStatusString(status));
+      }
+    }
+  }
+
+  void embedding_forward(Stream& s, float* out, const std::int32_t* tokens, const float* wte,
+                         const float* wpe, i64 b, i64 t, i64 c, i64 v) override {
+    launched(kernels::embedding_forward(on(s), out, tokens, wte, wpe, b, t, c, v),
+             "embedding_forward");
+  }
+  void embedding_backward(Stream& s, float* dwte, float* dwpe, const float* dout,
+                          const std::int32_t* tokens, i64 b, i64 t, i64 c, i64 v) override {
+    launched(kernels::embedding_backward(on(s), dwte, dwpe, dout, tokens, b, t, c, v),
+             "embedding_backward");
+  }
+  void layer_norm_forward(Stream& s, float* out, float* mean, float* rstd, const float* inp,
+                          const float* weight, const float* bias, i64 rows, i64 c) override {
+    launched(kernels::layer_norm_forward(on(s), out, mean, rstd, inp, weight, bias, rows, c),
+             "layer_norm_forward");
+  }
+  void layer_norm_backward(Stream& s, float* dinp, float* dweight, float* dbias, const float* dout,
+                           const float* inp, const float* weight, const float* mean,
+                           const float* rstd, i64 rows, i64 c) override {
+    launched(kernels::layer_norm_backward(on(s), dinp, dweight, dbias, dout, inp, weight, mean,
+                                          rstd, rows, c),
+             "layer_norm_backward");
+  }
+
+  // out[rows, out] = inp[rows, in] @ weight[out, in]^T + bias. cuBLAS is column-major, so a
+  // row-major matrix is its transpose: out^T (out x rows) = A^T @ B with A = weight seen as
+  // (in x out) and B = inp seen as (in x rows).
+  void matmul_forward(Stream& s, float* out, const float* inp, const float* weight,
+                      const float* bias, i64 rows, i64 in, i64 out_channels) override {
+    if (rows == 0 || out_channels == 0) return;
+    const float one = 1.0f;
+    const float zero = 0.0f;
+    gemm(s, CUBLAS_OP_T, CUBLAS_OP_N, out_channels, rows, in, &one, weight, in, inp, in, &zero, out,
+         out_channels);
+    if (bias != nullptr) {
+      launched(kernels::add_bias(on(s), out, bias, rows, out_channels), "matmul_forward bias");
+    }
+  }
+
+  // dinp += dout @ weight; dweight += dout^T @ inp; dbias += column sums of dout.
+  void matmul_backward(Stream& s, float* dinp, float* dweight, float* dbias, const float* dout,
+                       const float* inp, const float* weight, i64 rows, i64 in,
+                       i64 out_channels) override {
+    if (rows == 0 || out_channels == 0 || in == 0) return;
+    const float one = 1.0f;
+    // Column-major: dinp^T (in x rows) += weight^T-as-stored (in x out) @ dout^T (out x rows).
+    gemm(s, CUBLAS_OP_N, CUBLAS_OP_N, in, rows, out_channels, &one, weight, in, dout, out_channels,
+         &one, dinp, in);
+    // Column-major: dweight^T (in x out) += inp^T (in x rows) @ dout (rows x out).
+    gemm(s, CUBLAS_OP_N, CUBLAS_OP_T, in, out_channels, rows, &one, inp, in, dout, out_channels,
+         &one, dweight, in);
+    if (dbias != nullptr) {
+      launched(kernels::column_sums_accumulate(on(s), dbias, dout, rows, out_channels),
+               "matmul_backward dbias");
+    }
+  }
+
+  void attention_forward(Stream& s, float* out, float* att, const float* qkv, i64 b, i64 t, i64 c,
+                         i64 heads) override {
+    STRATA_ASSERT(heads > 0 && c % heads == 0);
+    launched(kernels::attention_forward(on(s), out, att, qkv, b, t, c, heads), "attention_forward");
+  }
+  void attention_backward(Stream& s, float* dqkv, const float* dout, const float* qkv,
+                          const float* att, i64 b, i64 t, i64 c, i64 heads) override {
+    STRATA_ASSERT(heads > 0 && c % heads == 0);
+    STRATA_ASSERT(c / heads <= kernels::attention_head_size_max);
+    float* row_sums = scratch(s, b * heads * t);
+    launched(kernels::attention_backward(on(s), dqkv, row_sums, dout, qkv, att, b, t, c, heads),
+             "attention_backward");
+  }
+  void gelu_forward(Stream& s, float* out, const float* inp, i64 n) override {
+    launched(kernels::gelu_forward(on(s), out, inp, n), "gelu_forward");
+  }
+  void gelu_backward(Stream& s, float* dinp, const float* inp, const float* dout, i64 n) override {
+    launched(kernels::gelu_backward(on(s), dinp, inp, dout, n), "gelu_backward");
+  }
+  void residual_forward(Stream& s, float* out, const float* a, const float* b, i64 n) override {
+    launched(kernels::residual_forward(on(s), out, a, b, n), "residual_forward");
+  }
+  void residual_backward(Stream& s, float* da, float* db, const float* dout, i64 n) override {
+    launched(kernels::residual_backward(on(s), da, db, dout, n), "residual_backward");
+  }
+  void cross_entropy_forward(Stream& s, float* losses, float* lse, float* loss_mean,
+                             const float* logits, const std::int32_t* targets, i64 rows, i64 v,
+                             i64 vp) override {
+    STRATA_ASSERT(v > 0 && v <= vp);
+    launched(
+        kernels::cross_entropy_forward(on(s), losses, lse, loss_mean, logits, targets, rows, v, vp),
+        "cross_entropy_forward");
+  }
+  void cross_entropy_backward(Stream& s, float* dlogits, const float* logits, const float* lse,
+                              const std::int32_t* targets, const float* dlosses, i64 rows, i64 v,
+                              i64 vp) override {
+    STRATA_ASSERT(v > 0 && v <= vp);
+    launched(
+        kernels::cross_entropy_backward(on(s), dlogits, logits, lse, targets, dlosses, rows, v, vp),
+        "cross_entropy_backward");
+  }
+  void cast_to_float(Stream& s, float* target, const void* source, DataType type, i64 n) override {
+    const auto* half = static_cast<const std::uint16_t*>(source);
+    switch (type) {
+      case DataType::float32:
+        s.copy(target, source, n * 4, CopyKind::device_to_device);
+        return;
+      case DataType::bfloat16:
+        launched(kernels::cast_bf16_to_fp32(on(s), target, half, n), "cast_to_float");
+        return;
+      case DataType::float16:
+        launched(kernels::cast_fp16_to_fp32(on(s), target, half, n), "cast_to_float");
+        return;
+      default:
+        STRATA_ASSERT(false && "cast_to_float takes floating-point types only");
+    }
+  }
+  void cast_from_float(Stream& s, void* target, DataType type, const float* source,
+                       i64 n) override {
+    auto* half = static_cast<std::uint16_t*>(target);
+    switch (type) {
+      case DataType::float32:
+        s.copy(target, source, n * 4, CopyKind::device_to_device);
+        return;
+      case DataType::bfloat16:
+        launched(kernels::cast_fp32_to_bf16(on(s), half, source, n), "cast_from_float");
+        return;
+      case DataType::float16:
+        launched(kernels::cast_fp32_to_fp16(on(s), half, source, n), "cast_from_float");
+        return;
+      default:
+        STRATA_ASSERT(false && "cast_from_float takes floating-point types only");
+    }
+  }
+  void fill(Stream& s, float* target, float value, i64 n) override {
+    launched(kernels::fill(on(s), target, value, n), "fill");
+  }
+  void accumulate(Stream& s, float* target, const float* source, float scale, i64 n) override {
+    launched(kernels::accumulate(on(s), target, source, scale, n), "accumulate");
+  }
+
+ private:
+  // The stream's handle, with this device current on the calling thread (kernels launch on
+  // the current device).
+  cudaStream_t on(Stream& stream) {
+    use_device(device_.index());
+    return as_cuda_stream(stream).handle();
+  }
+
+  static void launched(cudaError_t status, const char* op) {
+    check(status, (std::string("kernel launch for ") + op).c_str());
+  }
+
+  // One cuBLAS handle per stream, made on first use: a handle's workspace must not be shared by
+  // products running at once on two streams.
+  void gemm(Stream& stream, cublasOperation_t op_a, cublasOperation_t op_b, i64 m, i64 n, i64 k,
+            const float* alpha, const float* a, i64 lda, const float* b, i64 ldb, const float* beta,
+            float* c, i64 ldc) {
+    cudaStream_t cuda_stream = on(stream);
+    std::lock_guard lock(mutex_);
+    auto found = handles_.find(cuda_stream);
+    if (found == handles_.end()) {
+      cublasHandle_t handle = nullptr;
+      check_cublas(cublasCreate(&handle), "cublasCreate");
+      check_cublas(cublasSetStream(handle, cuda_stream), "cublasSetStream");
+      found = handles_.emplace(cuda_stream, handle).first;
+    }
+    check_cublas(cublasGemmEx(found->second, op_a, op_b, to_int(m), to_int(n), to_int(k), alpha, a,
+                              CUDA_R_32F, to_int(lda), b, CUDA_R_32F, to_int(ldb), beta, c,
+                              CUDA_R_32F, to_int(ldc), compute_type, CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmEx");
+  }
+
+  // `floats` of scratch for work on `stream`, kept per stream (two streams may run the op at
+  // once) and grown when a call needs more. Growing first synchronizes the stream, so the old
+  // buffer is freed with no work queued on it (the DeviceBuffer rule); it happens on the first
+  // steps only. The scratch counts against the device budget as "attention scratch".
+  float* scratch(Stream& stream, i64 floats) {
+    std::lock_guard lock(mutex_);
+    DeviceBuffer& buffer = scratch_[&stream];
+    if (buffer.bytes() < floats * 4) {
+      if (buffer) stream.synchronize();
+      buffer.reset();
+      buffer = device_.allocate(floats * 4, "attention scratch");
+    }
+    return buffer.as<float>();
+  }
+
+  CudaDevice& device_;
+  std::mutex mutex_;
+  std::map<cudaStream_t, cublasHandle_t> handles_;
+  std::map<const Stream*, DeviceBuffer> scratch_;
+};
+
+}  // namespace
+
+std::unique_ptr<Ops> create_cuda_ops(Device& device) {
+  return std::make_unique<CudaOps>(as_cuda_device(device));
+}
+
+}  // namespace strata::gpu::cuda
