@@ -47,6 +47,11 @@ class FaultPlan {
   std::uint64_t seed() const noexcept { return seed_; }
   bool direct_open_refused() const noexcept { return refuse_direct_open_; }
   int io_uring_refused_errno() const noexcept { return refuse_io_uring_errno_; }
+  // Whether any completion may be rewritten (a planned or random fault); false for the default
+  // plan, which lets the rings skip the per-completion lookup.
+  bool rewrites_completions() const noexcept {
+    return !planned_.empty() || random_probability_ > 0.0;
+  }
   // The fault, if any, for completion `index` of a read (`is_read`) or a write.
   std::optional<Fault> at(std::int64_t index, bool is_read) const;
 

@@ -10,7 +10,10 @@
 #
 # The targets: strata >= 0.97x fio at 1M x QD32 and 8M x QD8, >= 0.9x at 128K x QD128.
 # strata io-bench writes its test file first when it is missing (strata-io-bench.dat in --path);
-# fio then reuses that file, so both read the same written blocks.
+# fio then reuses that file, so both read the same written blocks. strata runs with --verify off:
+# fio neither computes nor checks checksums, so with strata's CRC32C sidecar on (io-bench's and
+# the engine's default) the two would not do the same work; `strata io-bench --verify on` gives
+# the cost of the checksums on its own.
 set -euo pipefail
 
 path=""

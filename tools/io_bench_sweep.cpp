@@ -71,12 +71,17 @@ aio::EngineOptions engine_options(const RunConfig& config, int tickets) {
   return options;
 }
 
-// Sequential: windows of block_size x queue_depth x threads bytes, two in flight, each into its
-// own half of the buffer so that reads never land on top of each other (verification reads the
-// bytes it checks).
+// Sequential: windows of half of block_size x queue_depth x threads bytes, four in flight, each
+// into its own quarter of the buffer so that reads never land on top of each other
+// (verification reads the bytes it checks). While the oldest window is waited for, the rings
+// still hold a window and a half beyond what they have in flight: with two windows of a full
+// queue each (before issue #3) the rings had nothing queued by the time the oldest finished, and
+// until this thread woke and submitted the next window every completion lowered the queue depth.
+constexpr int sequential_windows = 4;
+
 void run_sequential(aio::Engine& engine, aio::File& file, const RunConfig& config,
                     aio::AlignedBuffer& buffer, std::int64_t window) {
-  constexpr int depth = 2;
+  constexpr int depth = sequential_windows;
   std::array<aio::Ticket, depth> tickets;
   std::int64_t issued = 0;
   std::int64_t waited = 0;
@@ -217,12 +222,16 @@ std::vector<RunResult> run(const RunConfig& config, int loops) {
   bool random = config.rw == Rw::randread || config.rw == Rw::randwrite;
   std::int64_t block = config.block_size_bytes;
   std::int64_t in_flight = block * config.queue_depth * config.threads;
-  // Sequential: two windows of in_flight bytes. Random: one block per outstanding ticket, fewer
-  // slots (shared by several tickets) when that would pass buffer_bytes_max.
-  std::int64_t window = std::min({in_flight, config.size_bytes, buffer_bytes_max / 2});
+  // Sequential: sequential_windows windows of half of in_flight bytes (at least a block each).
+  // Random: one block per outstanding ticket, fewer slots (shared by several tickets) when that
+  // would pass buffer_bytes_max.
+  std::int64_t window =
+      std::min({in_flight / 2, config.size_bytes, buffer_bytes_max / sequential_windows});
   window = std::max(window / block * block, std::min(block, config.size_bytes));
-  std::int64_t outstanding = random ? 2LL * config.queue_depth * config.threads : 2;
-  std::int64_t buffer_bytes = random ? std::min(outstanding * block, buffer_bytes_max) : 2 * window;
+  std::int64_t outstanding =
+      random ? 2LL * config.queue_depth * config.threads : std::int64_t{sequential_windows};
+  std::int64_t buffer_bytes =
+      random ? std::min(outstanding * block, buffer_bytes_max) : sequential_windows * window;
   if (random && config.verify) outstanding = buffer_bytes / block;
 
   aio::Engine engine(engine_options(config, static_cast<int>(outstanding)));

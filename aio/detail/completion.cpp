@@ -79,20 +79,24 @@ EngineCore::Next EngineCore::complete(Request& request, std::int64_t result) {
     std::uint64_t bit = bit_index % static_cast<std::uint64_t>(request.piece.length_bytes * 8);
     request.piece.data[bit / 8] ^= std::byte{static_cast<unsigned char>(1u << (bit % 8))};
   }
-  if (ticket.file->verify) verify_or_record(request);
+  if (ticket.file->verify) verify_or_record(request.piece);
   finish(request.piece.slot);
   return Next::finished;
 }
 
-bool EngineCore::verify_or_record(const Request& request) {
-  TicketSlot& ticket = slots_[request.piece.slot];
+void EngineCore::finish_whole(const Piece& piece) {
+  if (slots_[piece.slot].file->verify) verify_or_record(piece);
+  finish(piece.slot);
+}
+
+bool EngineCore::verify_or_record(const Piece& piece) {
+  TicketSlot& ticket = slots_[piece.slot];
   ChecksumTable& checksums = ticket.file->checksums;
   if (!ticket.is_read) {
-    checksums.record(request.piece.offset, request.piece.data, request.piece.length_bytes);
+    checksums.record(piece.offset, piece.data, piece.length_bytes);
     return true;
   }
-  auto mismatch =
-      checksums.verify(request.piece.offset, request.piece.data, request.piece.length_bytes);
+  auto mismatch = checksums.verify(piece.offset, piece.data, piece.length_bytes);
   if (!mismatch) return true;
   bool expected = false;
   if (ticket.failed.compare_exchange_strong(expected, true, std::memory_order_acq_rel)) {

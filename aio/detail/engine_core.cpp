@@ -85,7 +85,9 @@ void WorkQueue::stop() {
 }
 
 EngineCore::EngineCore(EngineOptions options, FaultPlan faults, std::span<std::byte> registered)
-    : options_(apply_environment(options)), faults_(std::move(faults)) {
+    : options_(apply_environment(options)),
+      faults_(std::move(faults)),
+      faults_rewrite_(faults_.rewrites_completions()) {
   validate(options_);
   slots_ = std::make_unique<TicketSlot[]>(static_cast<std::size_t>(options_.tickets_max));
   free_slots_.reserve(static_cast<std::size_t>(options_.tickets_max));

@@ -124,6 +124,16 @@ class EngineCore {
   // Ring side. What to do with a request after its result (bytes or -errno) came back.
   enum class Next { resubmit, finished };
   Next complete(Request& request, std::int64_t result);
+  // Whether `result` completes the rest of `request` with nothing to resubmit or record and no
+  // fault plan to consult. Such a piece may be finished later, with finish_whole, so that a ring
+  // refills its queue before it checksums what came back.
+  bool completes_whole(const Request& request, std::int64_t result) const noexcept {
+    return !faults_rewrite_ && result > 0 &&
+           result == request.piece.length_bytes - request.done_bytes;
+  }
+  // Records (write) or verifies (read) the checksums of a piece that completes_whole, then counts
+  // it done; the last piece of a transfer wakes its waiter.
+  void finish_whole(const Piece& piece);
   // A piece of a transfer that already failed: finished without I/O.
   void cancel(const Piece& piece);
   TicketSlot& slot(std::uint32_t index) { return slots_[index]; }
@@ -144,7 +154,7 @@ class EngineCore {
   void start_workers(std::span<std::byte> registered);
   void finish(std::uint32_t slot);
   void record_failure(const Request& request, int errno_value);
-  bool verify_or_record(const Request& request);
+  bool verify_or_record(const Piece& piece);
   std::int64_t apply_fault(Request& request, std::int64_t result, bool& flip_bit,
                            std::uint64_t& bit_index);
   std::exception_ptr release(std::uint32_t slot);
@@ -152,6 +162,7 @@ class EngineCore {
 
   EngineOptions options_;
   FaultPlan faults_;
+  bool faults_rewrite_ = false;  // faults_.rewrites_completions(), read per completion
   Backend backend_ = Backend::io_uring;
   std::unique_ptr<TicketSlot[]> slots_;
   std::mutex slots_mutex_;

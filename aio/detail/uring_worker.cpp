@@ -33,6 +33,7 @@ class UringWorker final : public Worker {
         cqes_(static_cast<std::size_t>(options_.queue_depth)) {
     free_.reserve(requests_.size());
     retry_.reserve(requests_.size());
+    whole_.reserve(requests_.size());
     for (std::size_t i = requests_.size(); i-- > 0;)
       free_.push_back(static_cast<std::uint32_t>(i));
   }
@@ -114,7 +115,7 @@ class UringWorker final : public Worker {
 
   void loop() {
     for (;;) {
-      bool stopped = fill();
+      bool stopped = fill(true);
       if (inflight_ == 0) {
         if (stopped) return;
         continue;
@@ -131,8 +132,8 @@ class UringWorker final : public Worker {
 
   // Prepares resubmissions, then new pieces, up to queue_depth in flight. With overlap_events
   // off, a new batch starts only once the previous one is fully reaped. Blocks for work only
-  // when nothing is in flight. Returns true once the queue has stopped.
-  bool fill() {
+  // when nothing is in flight and `may_block`. Returns true once the queue has stopped.
+  bool fill(bool may_block) {
     if (!options_.overlap_events && inflight_ > 0) return false;
     std::int64_t now = options_.record_latency ? EngineCore::now_ns() : 0;
     while (!retry_.empty()) {
@@ -142,7 +143,7 @@ class UringWorker final : public Worker {
     }
     while (!free_.empty()) {
       Piece piece;
-      bool block = inflight_ == 0;
+      bool block = may_block && inflight_ == 0;
       WorkQueue::Take taken = queue_.take(piece, block);
       if (taken == WorkQueue::Take::stopped) return true;
       if (taken == WorkQueue::Take::empty) break;
@@ -187,7 +188,12 @@ class UringWorker final : public Worker {
     if (options_.single_submit) (void)io_uring_submit(&ring_);  // a failure is retried at wait
   }
 
-  // Takes every completion there is, frees the CQ, then handles them.
+  // Takes every completion there is, frees the CQ, then handles them. A piece that came back
+  // whole (the common case) only frees its request here; the freed requests are refilled and
+  // submitted first, and only then are those pieces checksummed and finished, so the device keeps
+  // queue_depth requests while this thread runs CRC32C over what came back (tens of
+  // microseconds per MiB) and wakes waiters (issue #3). Anything else (short, EAGAIN, an error, a
+  // planned fault) is handled at once by EngineCore::complete.
   void reap() {
     unsigned count =
         io_uring_peek_batch_cqe(&ring_, cqes_.data(), static_cast<unsigned>(cqes_.size()));
@@ -196,18 +202,31 @@ class UringWorker final : public Worker {
     }
     io_uring_cq_advance(&ring_, count);
     std::int64_t now = options_.record_latency ? EngineCore::now_ns() : 0;
+    whole_.clear();
     for (unsigned i = 0; i < count; ++i) {
       auto [index, result] = reaped_[i];
       STRATA_ASSERT(index < requests_.size());
       Request& request = requests_[index];
       if (options_.record_latency) core_.latency().record(now - request.submitted_ns);
       --inflight_;
-      if (core_.complete(request, result) == EngineCore::Next::resubmit) {
+      if (core_.completes_whole(request, result)) {
+        whole_.push_back(request.piece);
+        free_.push_back(index);
+      } else if (core_.complete(request, result) == EngineCore::Next::resubmit) {
         retry_.push_back(index);
       } else {
         free_.push_back(index);
       }
     }
+    if (whole_.empty()) return;
+    // Never blocks: the pieces in whole_ are unfinished, and their waiters may be all the work
+    // there is. The queue cannot have stopped either, for the same reason.
+    (void)fill(false);
+    // A refused submission (EAGAIN, EBUSY) leaves the entries in the SQ for the loop's next
+    // io_uring_submit_and_wait, which also reports anything worse.
+    if (io_uring_sq_ready(&ring_) > 0) (void)io_uring_submit(&ring_);
+    for (const Piece& piece : whole_)
+      core_.finish_whole(piece);
   }
 
   EngineCore& core_;
@@ -220,6 +239,7 @@ class UringWorker final : public Worker {
   std::vector<Request> requests_;
   std::vector<std::uint32_t> free_;
   std::vector<std::uint32_t> retry_;
+  std::vector<Piece> whole_;  // pieces reaped whole, finished after the refill
   std::vector<std::pair<std::uint32_t, int>> reaped_;
   std::vector<io_uring_cqe*> cqes_;
   std::jthread thread_;

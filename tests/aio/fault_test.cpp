@@ -206,5 +206,18 @@ TEST(FaultIoUring, RefusedSetUpFallsBackToThreadsOrFailsWhenForced) {
   }
 }
 
+// The rings skip the per-completion fault lookup (and finish whole pieces after refilling,
+// issue #3) only when the plan cannot rewrite a completion; any planned or random fault keeps
+// every completion on the checked path.
+TEST(FaultPlanRewrites, OnlyPlansThatRewriteCompletionsSaySo) {
+  EXPECT_FALSE(FaultPlan{}.rewrites_completions());
+  EXPECT_FALSE(FaultPlan(7).refuse_direct_open().rewrites_completions());
+  EXPECT_FALSE(FaultPlan(7).refuse_io_uring(ENOSYS).rewrites_completions());
+  EXPECT_TRUE(FaultPlan(7).fail(3, EIO).rewrites_completions());
+  EXPECT_TRUE(FaultPlan(7).shorten(0).rewrites_completions());
+  EXPECT_TRUE(FaultPlan(7).flip_bit(1).rewrites_completions());
+  EXPECT_TRUE(FaultPlan(7).fail_randomly(0.01, EIO).rewrites_completions());
+}
+
 }  // namespace
 }  // namespace strata::aio
