@@ -1,7 +1,10 @@
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <string>
 
+#include "base/error.h"
 #include "gpu/comm.h"
 #include "gpu/device.h"
 #include "gpu/device_query.h"
@@ -26,5 +29,12 @@ std::unique_ptr<Comm> create_nccl_comm(World& world, Device& device);
 
 // The CUDA kernels and cuBLAS products behind gpu::Ops, for a CUDA device.
 std::unique_ptr<Ops> create_cuda_ops(Device& device);
+
+// The refusal of cudaHostAlloc as a UserError (here, outside the CUDA headers, for its test):
+// the cause names the call's failure `status_text`, the size, the locked-memory limit
+// (`limit_bytes` < 0: unlimited) and what the device already holds; the fix is the host
+// backend's (ulimit -l, limits.conf, --ulimit memlock, pin less).
+UserError pinned_alloc_error(std::int64_t asked_bytes, const std::string& status_text,
+                             std::int64_t limit_bytes, std::int64_t held_bytes);
 
 }  // namespace strata::gpu::cuda

@@ -9,6 +9,7 @@
 #include "base/assert.h"
 #include "base/log.h"
 #include "base/units.h"
+#include "gpu/cuda/backend.h"
 #include "gpu/cuda/cuda_check.h"
 #include "gpu/host/host_memory.h"  // budget_exceeded_error: one refusal text for both backends
 

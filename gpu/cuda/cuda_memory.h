@@ -60,8 +60,8 @@ class CudaPinnedMemory final : public detail::AllocationOwner {
   CudaPinnedMemory(const CudaPinnedMemory&) = delete;
   CudaPinnedMemory& operator=(const CudaPinnedMemory&) = delete;
 
-  // See Device::allocate_pinned. A refusal (cudaErrorMemoryAllocation) is a UserError that says
-  // how much was asked, the RLIMIT_MEMLOCK limit, what is held, and how to raise the limit.
+  // See Device::allocate_pinned. A refusal (cudaErrorMemoryAllocation) is pinned_alloc_error
+  // (gpu/cuda/backend.h).
   PinnedBuffer allocate(std::int64_t bytes);
   void release(void* data, std::int64_t bytes) noexcept override;
 
@@ -73,11 +73,5 @@ class CudaPinnedMemory final : public detail::AllocationOwner {
   std::int64_t locked_bytes_ = 0;
   std::int64_t live_count_ = 0;
 };
-
-// The refusal of cudaHostAlloc as a UserError (exposed for its test): the cause names the call
-// and `status`, the size, the locked-memory limit (`limit_bytes` < 0: unlimited) and what is held;
-// the fix is the host backend's (ulimit -l, limits.conf, --ulimit memlock, pin less).
-UserError pinned_alloc_error(std::int64_t asked_bytes, const std::string& status_text,
-                             std::int64_t limit_bytes, std::int64_t held_bytes);
 
 }  // namespace strata::gpu::cuda

@@ -27,6 +27,12 @@ unsigned blocks_for(i64 n) {
   return static_cast<unsigned>(blocks);
 }
 
+// Blocks for one warp per row, uncapped (the warp-per-row kernels do not loop over rows).
+unsigned warp_blocks(i64 rows) {
+  constexpr i64 warps_per_block = threads_per_block / warp_size;
+  return static_cast<unsigned>((rows + warps_per_block - 1) / warps_per_block);
+}
+
 __device__ i64 global_index() {
   return static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x;
 }
@@ -625,7 +631,7 @@ cudaError_t layer_norm_forward(cudaStream_t stream, float* out, float* mean, flo
                                const float* inp, const float* weight, const float* bias, i64 rows,
                                i64 channels) {
   if (rows == 0) return cudaSuccess;
-  layer_norm_forward_kernel<<<blocks_for(rows * warp_size), threads_per_block, 0, stream>>>(
+  layer_norm_forward_kernel<<<warp_blocks(rows), threads_per_block, 0, stream>>>(
       out, mean, rstd, inp, weight, bias, rows, channels);
   return cudaGetLastError();
 }
@@ -634,7 +640,7 @@ cudaError_t layer_norm_backward(cudaStream_t stream, float* dinp, float* dweight
                                 const float* dout, const float* inp, const float* weight,
                                 const float* mean, const float* rstd, i64 rows, i64 channels) {
   if (rows == 0) return cudaSuccess;
-  layer_norm_backward_input_kernel<<<blocks_for(rows * warp_size), threads_per_block, 0, stream>>>(
+  layer_norm_backward_input_kernel<<<warp_blocks(rows), threads_per_block, 0, stream>>>(
       dinp, dout, inp, weight, mean, rstd, rows, channels);
   layer_norm_backward_params_kernel<<<column_grid(rows, channels), dim3(column_tile, row_lanes), 0,
                                       stream>>>(dweight, dbias, dout, inp, mean, rstd, rows,
@@ -688,7 +694,7 @@ cudaError_t attention_backward(cudaStream_t stream, float* dqkv, float* row_sums
       dqkv, row_sums, dout, qkv, att, batch, seq_len, channels, heads, scale);
   status = cudaGetLastError();
   if (status != cudaSuccess) return status;
-  attention_backward_key_kernel<<<blocks_for(rows * warp_size), threads_per_block, 0, stream>>>(
+  attention_backward_key_kernel<<<warp_blocks(rows), threads_per_block, 0, stream>>>(
       dqkv, row_sums, dout, qkv, att, batch, seq_len, channels, heads, scale);
   return cudaGetLastError();
 }

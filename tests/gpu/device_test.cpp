@@ -29,9 +29,7 @@ TEST_P(DeviceMemoryTest, ReportsNameKindAndConfiguredBudget) {
   options.memory_budget_bytes = 3 * mib;
   auto device = open(options);
   EXPECT_FALSE(device->name().empty());
-  if (GetParam() == "host") {
-    EXPECT_EQ(device->kind(), DeviceKind::host);
-  }
+  EXPECT_EQ(device->kind(), GetParam() == "host" ? DeviceKind::host : DeviceKind::cuda);
   EXPECT_EQ(device->budget_bytes(), 3 * mib);
   EXPECT_EQ(device->bytes_in_use(), 0);
   EXPECT_EQ(device->peak_bytes_in_use(), 0);

@@ -8,20 +8,45 @@
 #include <string>
 
 #include "gpu/device.h"
+#include "gpu/device_query.h"
 #include "gpu/open_device.h"
 
 namespace strata::gpu::testing {
 
+// Why the CUDA device cannot be opened on this machine ("no GPU: ...", "built without CUDA
+// ..."), or "" when it can. Asked once per process.
+inline const std::string& cuda_unavailable_reason() {
+  static const std::string reason = [] {
+    GpuInventory inventory = query_gpus();
+    if (!inventory.cuda_built) return inventory.no_gpu_reason;
+    if (inventory.gpus.empty()) return "no GPU: " + inventory.no_gpu_reason;
+    if (!inventory.probe_kernel_ran) {
+      return "no usable GPU: a test kernel did not run on " + inventory.gpus.front().name;
+    }
+    return std::string();
+  }();
+  return reason;
+}
+
 // The device suites run against the gpu::Device interface only, once per backend parameter:
-// "host" is the host backend; "default" is whatever open_device() picks on this machine (the
-// host device here, the CUDA device on a GPU machine once gpu/cuda/ provides one). Tests touch
+// "host" is the host backend; "cuda" is the CUDA device as open_device() opens it, and skips
+// with one line saying why where there is none (no GPU, or a build without CUDA). Tests touch
 // device memory only through copies and fills, and launched tasks touch only host memory, so the
-// same tests hold on CUDA.
+// same tests hold on CUDA. On CUDA the host tasks of all streams may run one at a time on the
+// driver's thread, so no test lets one stream's task wait for another stream's task.
 class DeviceTest : public ::testing::TestWithParam<std::string> {
  protected:
+  void SetUp() override {
+    if (GetParam() == "cuda" && !cuda_unavailable_reason().empty()) {
+      GTEST_SKIP() << cuda_unavailable_reason();
+    }
+  }
+
   static std::unique_ptr<Device> open(DeviceOptions options = {}) {
     if (GetParam() == "host") return create_host_device(options);
-    return open_device(options);
+    std::unique_ptr<Device> device = open_device(options);
+    EXPECT_EQ(device->kind(), DeviceKind::cuda);
+    return device;
   }
 };
 
@@ -29,8 +54,8 @@ inline std::string backend_name(const ::testing::TestParamInfo<std::string>& inf
   return info.param;
 }
 
-#define STRATA_INSTANTIATE_DEVICE_TESTS(suite)                                    \
-  INSTANTIATE_TEST_SUITE_P(Backends, suite, ::testing::Values("host", "default"), \
+#define STRATA_INSTANTIATE_DEVICE_TESTS(suite)                                 \
+  INSTANTIATE_TEST_SUITE_P(Backends, suite, ::testing::Values("host", "cuda"), \
                            ::strata::gpu::testing::backend_name)
 
 // A door that stream tasks wait at until the test opens it: how the tests hold a stream busy

@@ -65,11 +65,17 @@ TEST_P(EventTest, AWaitKeepsThePointCurrentWhenItWasIssued) {
   Gate gate;
   device->compute_stream().launch(gate.waiter());
   device->compute_stream().record(*event);
-  std::atomic<bool> ran{false};
-  waiter->launch([&ran] { ran = true; });
+  // A copy, not a host task, proves the waiter ran: on CUDA the gated task may hold the driver
+  // thread that runs every stream's host tasks.
+  PinnedBuffer flag = device->allocate_pinned(16);
+  DeviceBuffer staging = device->allocate(8, "flag");
+  flag.as<std::int64_t>()[0] = 42;
+  flag.as<std::int64_t>()[1] = 0;
+  waiter->copy(staging.data(), flag.data(), 8, CopyKind::host_to_device);
+  waiter->copy(flag.as<std::int64_t>() + 1, staging.data(), 8, CopyKind::device_to_host);
   waiter->record(*waiter_done);
   waiter_done->synchronize();  // would never return if the wait had taken the new point
-  EXPECT_TRUE(ran);
+  EXPECT_EQ(flag.as<std::int64_t>()[1], 42);
   EXPECT_FALSE(event->query());
   gate.open();
   event->synchronize();

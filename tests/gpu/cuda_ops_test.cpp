@@ -1,0 +1,381 @@
+// The CUDA backend's ops against the host backend's on random inputs (issue #8): every op of
+// gpu::Ops, forward and backward, run on both devices from the same data and compared. Casts,
+// fills, residuals and accumulation must match bit for bit; the rest within fp32 rounding of
+// differently ordered sums (the CUDA matmuls are fp32 cuBLAS without TF32). A NaN on one side
+// and not on the other always fails. Without a usable GPU every test here skips with one line
+// saying why; the refusal texts of gpu/cuda are checked everywhere.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "gpu/cuda/backend.h"
+#include "gpu/ops.h"
+#include "tests/gpu/device_test_util.h"
+
+namespace strata::gpu {
+namespace {
+
+using ::testing::HasSubstr;
+using i64 = std::int64_t;
+
+enum class Side { host, cuda };
+
+// One tensor held on both devices.
+struct Pair {
+  DeviceBuffer host;
+  DeviceBuffer cuda;
+  i64 bytes = 0;
+
+  template <class T = float>
+  T* on(Side side) const {
+    return side == Side::host ? host.as<T>() : cuda.as<T>();
+  }
+};
+
+std::vector<float> random_floats(i64 n, std::uint64_t seed, float low = -1.0f, float high = 1.0f) {
+  std::mt19937_64 engine(seed);
+  std::uniform_real_distribution<float> distribution(low, high);
+  std::vector<float> values(static_cast<std::size_t>(n));
+  for (float& value : values)
+    value = distribution(engine);
+  return values;
+}
+
+std::vector<std::int32_t> random_tokens(i64 n, std::int32_t vocab, std::uint64_t seed) {
+  std::mt19937_64 engine(seed);
+  std::uniform_int_distribution<std::int32_t> distribution(0, vocab - 1);
+  std::vector<std::int32_t> tokens(static_cast<std::size_t>(n));
+  for (std::int32_t& token : tokens)
+    token = distribution(engine);
+  return tokens;
+}
+
+class CudaOpsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!testing::cuda_unavailable_reason().empty()) {
+      GTEST_SKIP() << testing::cuda_unavailable_reason();
+    }
+    DeviceOptions options;
+    options.memory_budget_bytes = i64{256} << 20;
+    host_ = create_host_device(options);
+    cuda_ = open_device(options);
+    ASSERT_EQ(cuda_->kind(), DeviceKind::cuda);
+    host_ops_ = create_ops(*host_);
+    cuda_ops_ = create_ops(*cuda_);
+  }
+
+  void TearDown() override {
+    pairs_.clear();
+    cuda_ops_.reset();
+    host_ops_.reset();
+  }
+
+  Device& device(Side side) { return side == Side::host ? *host_ : *cuda_; }
+
+  // The same bytes on both devices.
+  template <class T>
+  Pair& upload(const std::vector<T>& values) {
+    auto bytes = static_cast<i64>(values.size() * sizeof(T));
+    auto pair = std::make_unique<Pair>();
+    pair->bytes = bytes;
+    for (Side side : {Side::host, Side::cuda}) {
+      DeviceBuffer buffer = device(side).allocate(bytes, "test tensor");
+      PinnedBuffer staging = device(side).allocate_pinned(bytes);
+      if (bytes > 0) std::memcpy(staging.data(), values.data(), static_cast<std::size_t>(bytes));
+      device(side).compute_stream().copy(buffer.data(), staging.data(), bytes,
+                                         CopyKind::host_to_device);
+      device(side).compute_stream().synchronize();
+      (side == Side::host ? pair->host : pair->cuda) = std::move(buffer);
+    }
+    pairs_.push_back(std::move(pair));
+    return *pairs_.back();
+  }
+
+  Pair& zeros(i64 count) { return upload(std::vector<float>(static_cast<std::size_t>(count))); }
+
+  template <class T = float>
+  std::vector<T> download(Side side, const Pair& pair) {
+    std::vector<T> values(static_cast<std::size_t>(pair.bytes) / sizeof(T));
+    PinnedBuffer staging = device(side).allocate_pinned(pair.bytes);
+    Stream& stream = device(side).compute_stream();
+    stream.copy(staging.data(), side == Side::host ? pair.host.data() : pair.cuda.data(),
+                pair.bytes, CopyKind::device_to_host);
+    stream.synchronize();
+    if (pair.bytes > 0)
+      std::memcpy(values.data(), staging.data(), static_cast<std::size_t>(pair.bytes));
+    return values;
+  }
+
+  // Runs `op(ops, stream, side)` on both devices.
+  template <class Op>
+  void both(Op op) {
+    op(*host_ops_, host_->compute_stream(), Side::host);
+    op(*cuda_ops_, cuda_->compute_stream(), Side::cuda);
+    host_->synchronize();
+    cuda_->synchronize();
+  }
+
+  // max |cuda - host| / max |host| within `tolerance`, NaN in the same places.
+  void expect_close(const Pair& pair, const std::string& what, double tolerance) {
+    std::vector<float> expected = download(Side::host, pair);
+    std::vector<float> actual = download(Side::cuda, pair);
+    ASSERT_EQ(actual.size(), expected.size());
+    double max_difference = 0.0;
+    double max_expected = 0.0;
+    for (std::size_t i = 0; i < actual.size(); ++i) {
+      ASSERT_EQ(std::isnan(actual[i]), std::isnan(expected[i]))
+          << what << "[" << i << "]: cuda " << actual[i] << ", host " << expected[i];
+      if (std::isnan(expected[i])) continue;
+      max_difference = std::max(max_difference, std::abs(double{actual[i]} - expected[i]));
+      max_expected = std::max(max_expected, std::abs(double{expected[i]}));
+    }
+    double error = max_difference / std::max(max_expected, 1e-30);
+    std::printf("[ measured ] %s: scaled error %.3g\n", what.c_str(), error);
+    EXPECT_LE(error, tolerance) << what;
+  }
+
+  void expect_equal_bits(const Pair& pair, const std::string& what) {
+    std::vector<std::uint8_t> expected = download<std::uint8_t>(Side::host, pair);
+    std::vector<std::uint8_t> actual = download<std::uint8_t>(Side::cuda, pair);
+    EXPECT_EQ(actual, expected) << what;
+  }
+
+  std::unique_ptr<Device> host_;
+  std::unique_ptr<Device> cuda_;
+  std::unique_ptr<Ops> host_ops_;
+  std::unique_ptr<Ops> cuda_ops_;
+  std::vector<std::unique_ptr<Pair>> pairs_;
+};
+
+// fp32 sums in another order: a few ulps of the largest value, with room for long dot products.
+constexpr double fp32_tolerance = 2e-5;
+
+// Odd sizes everywhere: batch 2, 7 positions, 12 channels in 3 heads of 4, 11 tokens padded to 16.
+constexpr i64 batch = 2;
+constexpr i64 seq_len = 7;
+constexpr i64 channels = 12;
+constexpr i64 heads = 3;
+constexpr i64 vocab = 11;
+constexpr i64 vocab_padded = 16;
+constexpr i64 rows = batch * seq_len;
+
+TEST_F(CudaOpsTest, CastsMatchTheHostBitForBitIncludingNanInfAndSubnormals) {
+  std::vector<float> values = random_floats(1001, 1, -70000.0f, 70000.0f);
+  std::vector<float> specials = {0.0f,
+                                 -0.0f,
+                                 std::numeric_limits<float>::infinity(),
+                                 -std::numeric_limits<float>::infinity(),
+                                 std::numeric_limits<float>::quiet_NaN(),
+                                 std::bit_cast<float>(0x7f800001u),  // signalling NaN
+                                 std::bit_cast<float>(0xffc12345u),
+                                 1e-40f,
+                                 -3e-8f,
+                                 5.96e-8f,
+                                 65504.0f,
+                                 65520.0f,
+                                 1.00390625f,
+                                 1.01171875f};
+  values.insert(values.end(), specials.begin(), specials.end());
+  const auto n = static_cast<i64>(values.size());
+  Pair& source = upload(values);
+  for (DataType type : {DataType::bfloat16, DataType::float16, DataType::float32}) {
+    Pair& narrow =
+        upload(std::vector<std::uint8_t>(static_cast<std::size_t>(n * size_bytes(type))));
+    Pair& wide = zeros(n);
+    both([&](Ops& ops, Stream& s, Side side) {
+      ops.cast_from_float(s, narrow.on<void>(side), type, source.on(side), n);
+      ops.cast_to_float(s, wide.on(side), narrow.on<const void>(side), type, n);
+    });
+    expect_equal_bits(narrow, "cast_from_float " + std::string(to_string(type)));
+    expect_equal_bits(wide, "cast_to_float " + std::string(to_string(type)));
+  }
+}
+
+TEST_F(CudaOpsTest, FillAccumulateAndResidualMatchBitForBit) {
+  const i64 n = 1037;
+  Pair& a = upload(random_floats(n, 2));
+  Pair& b = upload(random_floats(n, 3));
+  Pair& out = zeros(n);
+  Pair& da = upload(random_floats(n, 4));
+  Pair& filled = zeros(n);
+  both([&](Ops& ops, Stream& s, Side side) {
+    ops.residual_forward(s, out.on(side), a.on(side), b.on(side), n);
+    ops.residual_backward(s, da.on(side), da.on(side), b.on(side), n);  // aliased: da += 2 b
+    ops.accumulate(s, out.on(side), a.on(side), 0.375f, n);
+    ops.fill(s, filled.on(side), 1.0f / 14.0f, n);
+  });
+  expect_equal_bits(out, "residual_forward + accumulate");
+  expect_equal_bits(da, "residual_backward (aliased)");
+  expect_equal_bits(filled, "fill");
+}
+
+TEST_F(CudaOpsTest, GeluForwardAndBackwardMatchAndNanStaysNan) {
+  std::vector<float> x = random_floats(2049, 5, -6.0f, 6.0f);
+  x[7] = std::numeric_limits<float>::quiet_NaN();
+  x[8] = 40.0f;
+  x[9] = -40.0f;
+  const auto n = static_cast<i64>(x.size());
+  Pair& inp = upload(x);
+  Pair& out = zeros(n);
+  Pair& dout = upload(random_floats(n, 6));
+  Pair& dinp = upload(random_floats(n, 7));
+  both([&](Ops& ops, Stream& s, Side side) {
+    ops.gelu_forward(s, out.on(side), inp.on(side), n);
+    ops.gelu_backward(s, dinp.on(side), inp.on(side), dout.on(side), n);
+  });
+  expect_close(out, "gelu_forward", fp32_tolerance);
+  expect_close(dinp, "gelu_backward", fp32_tolerance);
+}
+
+TEST_F(CudaOpsTest, LayerNormForwardAndBackwardMatch) {
+  Pair& inp = upload(random_floats(rows * channels, 8, -3.0f, 5.0f));
+  Pair& weight = upload(random_floats(channels, 9));
+  Pair& bias = upload(random_floats(channels, 10));
+  Pair& out = zeros(rows * channels);
+  Pair& mean = zeros(rows);
+  Pair& rstd = zeros(rows);
+  Pair& dout = upload(random_floats(rows * channels, 11));
+  Pair& dinp = upload(random_floats(rows * channels, 12));
+  Pair& dweight = upload(random_floats(channels, 13));
+  Pair& dbias = upload(random_floats(channels, 14));
+  both([&](Ops& ops, Stream& s, Side side) {
+    ops.layer_norm_forward(s, out.on(side), mean.on(side), rstd.on(side), inp.on(side),
+                           weight.on(side), bias.on(side), rows, channels);
+    ops.layer_norm_backward(s, dinp.on(side), dweight.on(side), dbias.on(side), dout.on(side),
+                            inp.on(side), weight.on(side), mean.on(side), rstd.on(side), rows,
+                            channels);
+  });
+  expect_close(out, "layer_norm_forward out", fp32_tolerance);
+  expect_close(mean, "layer_norm_forward mean", fp32_tolerance);
+  expect_close(rstd, "layer_norm_forward rstd", fp32_tolerance);
+  expect_close(dinp, "layer_norm_backward dinp", fp32_tolerance);
+  expect_close(dweight, "layer_norm_backward dweight", fp32_tolerance);
+  expect_close(dbias, "layer_norm_backward dbias", fp32_tolerance);
+}
+
+TEST_F(CudaOpsTest, EmbeddingForwardAndBackwardMatch) {
+  Pair& tokens = upload(random_tokens(rows, vocab_padded, 15));
+  Pair& wte = upload(random_floats(vocab_padded * channels, 16));
+  Pair& wpe = upload(random_floats((seq_len + 3) * channels, 17));
+  Pair& out = zeros(rows * channels);
+  Pair& dout = upload(random_floats(rows * channels, 18));
+  Pair& dwte = upload(random_floats(vocab_padded * channels, 19));
+  Pair& dwpe = upload(random_floats((seq_len + 3) * channels, 20));
+  both([&](Ops& ops, Stream& s, Side side) {
+    ops.embedding_forward(s, out.on(side), tokens.on<const std::int32_t>(side), wte.on(side),
+                          wpe.on(side), batch, seq_len, channels, vocab_padded);
+    ops.embedding_backward(s, dwte.on(side), dwpe.on(side), dout.on(side),
+                           tokens.on<const std::int32_t>(side), batch, seq_len, channels,
+                           vocab_padded);
+  });
+  expect_equal_bits(out, "embedding_forward");
+  expect_close(dwte, "embedding_backward dwte", fp32_tolerance);
+  expect_close(dwpe, "embedding_backward dwpe", fp32_tolerance);
+}
+
+TEST_F(CudaOpsTest, MatmulForwardAndBackwardMatchWithAndWithoutBias) {
+  const i64 in = 37;
+  const i64 out_channels = 29;
+  const i64 m = 45;
+  Pair& inp = upload(random_floats(m * in, 21));
+  Pair& weight = upload(random_floats(out_channels * in, 22));
+  Pair& bias = upload(random_floats(out_channels, 23));
+  Pair& out = zeros(m * out_channels);
+  Pair& out_no_bias = zeros(m * out_channels);
+  Pair& dout = upload(random_floats(m * out_channels, 24));
+  Pair& dinp = upload(random_floats(m * in, 25));
+  Pair& dweight = upload(random_floats(out_channels * in, 26));
+  Pair& dbias = upload(random_floats(out_channels, 27));
+  both([&](Ops& ops, Stream& s, Side side) {
+    ops.matmul_forward(s, out.on(side), inp.on(side), weight.on(side), bias.on(side), m, in,
+                       out_channels);
+    ops.matmul_forward(s, out_no_bias.on(side), inp.on(side), weight.on(side), nullptr, m, in,
+                       out_channels);
+    ops.matmul_backward(s, dinp.on(side), dweight.on(side), dbias.on(side), dout.on(side),
+                        inp.on(side), weight.on(side), m, in, out_channels);
+  });
+  expect_close(out, "matmul_forward", fp32_tolerance);
+  expect_close(out_no_bias, "matmul_forward without bias", fp32_tolerance);
+  expect_close(dinp, "matmul_backward dinp", fp32_tolerance);
+  expect_close(dweight, "matmul_backward dweight", fp32_tolerance);
+  expect_close(dbias, "matmul_backward dbias", fp32_tolerance);
+}
+
+TEST_F(CudaOpsTest, AttentionForwardAndBackwardMatch) {
+  Pair& qkv = upload(random_floats(rows * 3 * channels, 28, -2.0f, 2.0f));
+  Pair& out = zeros(rows * channels);
+  Pair& att = upload(std::vector<float>(static_cast<std::size_t>(batch * heads * seq_len * seq_len),
+                                        std::numeric_limits<float>::quiet_NaN()));
+  Pair& dout = upload(random_floats(rows * channels, 29));
+  Pair& dqkv = upload(random_floats(rows * 3 * channels, 30));
+  both([&](Ops& ops, Stream& s, Side side) {
+    ops.attention_forward(s, out.on(side), att.on(side), qkv.on(side), batch, seq_len, channels,
+                          heads);
+    ops.attention_backward(s, dqkv.on(side), dout.on(side), qkv.on(side), att.on(side), batch,
+                           seq_len, channels, heads);
+  });
+  expect_close(out, "attention_forward out", fp32_tolerance);
+  expect_close(att, "attention_forward att (every element written)", fp32_tolerance);
+  expect_close(dqkv, "attention_backward dqkv", fp32_tolerance);
+}
+
+TEST_F(CudaOpsTest, CrossEntropyForwardAndBackwardMatch) {
+  Pair& logits = upload(random_floats(rows * vocab_padded, 31, -4.0f, 4.0f));
+  Pair& targets = upload(random_tokens(rows, vocab, 32));
+  Pair& losses = zeros(rows);
+  Pair& lse = zeros(rows);
+  Pair& loss_mean = zeros(1);
+  Pair& dlosses = zeros(rows);
+  Pair& dlogits = upload(std::vector<float>(static_cast<std::size_t>(rows * vocab_padded),
+                                            std::numeric_limits<float>::quiet_NaN()));
+  both([&](Ops& ops, Stream& s, Side side) {
+    ops.cross_entropy_forward(s, losses.on(side), lse.on(side), loss_mean.on(side), logits.on(side),
+                              targets.on<const std::int32_t>(side), rows, vocab, vocab_padded);
+    ops.fill(s, dlosses.on(side), 1.0f / static_cast<float>(rows), rows);
+    ops.cross_entropy_backward(s, dlogits.on(side), logits.on(side), lse.on(side),
+                               targets.on<const std::int32_t>(side), dlosses.on(side), rows, vocab,
+                               vocab_padded);
+  });
+  expect_close(losses, "cross_entropy_forward losses", fp32_tolerance);
+  expect_close(lse, "cross_entropy_forward lse", fp32_tolerance);
+  expect_close(loss_mean, "cross_entropy_forward loss_mean", fp32_tolerance);
+  expect_close(dlogits, "cross_entropy_backward (overwrites, pads zeroed)", fp32_tolerance);
+}
+
+// Runs everywhere: the refusal text of cudaHostAlloc names cause and fix as the host backend's.
+TEST(CudaBackendErrors, PinnedRefusalNamesTheLimitAndHowToRaiseIt) {
+  UserError error = cuda::pinned_alloc_error(
+      std::int64_t{3} << 30, "cudaHostAlloc failed: out of memory (cudaErrorMemoryAllocation)",
+      std::int64_t{64} << 20, std::int64_t{1} << 30);
+  EXPECT_THAT(error.what(), HasSubstr("cudaHostAlloc failed"));
+  EXPECT_THAT(error.what(), HasSubstr("3221225472 bytes"));
+  EXPECT_THAT(error.what(), HasSubstr("RLIMIT_MEMLOCK"));
+  EXPECT_THAT(error.what(), HasSubstr("65536 KiB"));
+  EXPECT_THAT(error.fix(), HasSubstr("ulimit -l"));
+  EXPECT_THAT(error.fix(), HasSubstr("4194304 KiB"));
+  EXPECT_THAT(error.fix(), HasSubstr("--ulimit memlock=-1:-1"));
+  UserError unlimited = cuda::pinned_alloc_error(4096, "cudaHostAlloc failed", -1, 0);
+  EXPECT_THAT(unlimited.what(), HasSubstr("unlimited"));
+}
+
+// Runs everywhere: the skip line of the GPU tests says why in words.
+TEST(CudaBackendErrors, TheSkipReasonIsEmptyOnlyWithAUsableGpu) {
+  GpuInventory inventory = query_gpus();
+  const std::string& reason = testing::cuda_unavailable_reason();
+  EXPECT_EQ(reason.empty(), !inventory.gpus.empty() && inventory.probe_kernel_ran) << reason;
+  if (!reason.empty()) std::printf("[ skip reason ] %s\n", reason.c_str());
+}
+
+}  // namespace
+}  // namespace strata::gpu
