@@ -114,8 +114,26 @@ bool ParamTier::on_nvme(int module) const {
   return nvme_partition_[static_cast<std::size_t>(module)] >= 0;
 }
 
+void ParamTier::check_consistent() const {
+  if (!failure_.empty())
+    throw UserError(fmt::format("the parameter shards of this rank are inconsistent since an "
+                                "earlier transfer failed ({}); training cannot continue from them",
+                                failure_),
+                    "resume from the last checkpoint");
+}
+
+UserError ParamTier::fail(const std::exception& error, const char* doing) {
+  if (failure_.empty()) failure_ = error.what();
+  base::logger("engine").error("{} failed: {}", doing, error.what());
+  return UserError(fmt::format("{} failed: {}; the parameter shards of this rank are now "
+                               "inconsistent",
+                               doing, error.what()),
+                   "training cannot continue from this state: resume from the last checkpoint");
+}
+
 bool ParamTier::prefetch(int module) {
-  if (!on_nvme(module) || reads_[static_cast<std::size_t>(module)]) return true;
+  if (!failure_.empty() || !on_nvme(module) || reads_[static_cast<std::size_t>(module)])
+    return true;
   // One buffer always stays free for a fetch that was not prefetched, so fetch never waits on
   // reads nobody will redeem.
   if (pool_->in_use() + 1 >= pool_->buffer_count()) return false;
@@ -138,6 +156,16 @@ void ParamTier::fetch(int module, gpu::Stream& stream, void* device_target) {
     stream.copy(device_target, host_shard(module).data(), bytes, gpu::CopyKind::host_to_device);
     return;
   }
+  check_consistent();
+  try {
+    fetch_from_nvme(module, stream, device_target);
+  } catch (const std::exception& error) {
+    throw fail(error, "reading a parameter shard");
+  }
+}
+
+void ParamTier::fetch_from_nvme(int module, gpu::Stream& stream, void* device_target) {
+  const std::int64_t bytes = shard_bytes(module);
   std::optional<Read>& read = reads_[static_cast<std::size_t>(module)];
   if (!read) {
     memory::PinnedPool::Lease lease = pool_->acquire();
@@ -183,6 +211,15 @@ void ParamTier::store_from_host(gpu::Stream& stream) {
     return;
   }
   if (!store_) return;
+  check_consistent();
+  try {
+    write_to_nvme();
+  } catch (const std::exception& error) {
+    throw fail(error, "writing the new parameter shards");
+  }
+}
+
+void ParamTier::write_to_nvme() {
   std::vector<memory::Residency::Move> writes;
   std::exception_ptr failure;
   for (int m = 0; m < layout_.module_count(); ++m) {

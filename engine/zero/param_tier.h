@@ -5,9 +5,11 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "aio/aligned_buffer.h"
+#include "base/error.h"
 #include "engine/config/config.h"
 #include "engine/memory/nvme_store.h"
 #include "engine/memory/pinned_pool.h"
@@ -37,6 +39,9 @@ struct ParamTierOptions {
 // device before it all-gathers it; after an optimizer step the new shards come back through
 // `host_partition()` + `store_from_host()` (offloaded optimizer) or straight into
 // `device_partition()` (optimizer on the device).
+//
+// A failed NVMe transfer (aio::IoError, ChecksumError) leaves the tier inconsistent: the call
+// throws a UserError saying so, and so does every later one (resume from the last checkpoint).
 //
 // Not thread-safe: the engine's thread drives it.
 class ParamTier {
@@ -84,6 +89,11 @@ class ParamTier {
   std::int64_t shard_bytes(int module) const;
   std::int64_t partition_offset_bytes(int module) const;
   std::span<std::byte> host_shard(int module);
+  void check_consistent() const;
+  // Records `error` as the tier's failure and returns the UserError to throw.
+  UserError fail(const std::exception& error, const char* doing);
+  void fetch_from_nvme(int module, gpu::Stream& stream, void* device_target);
+  void write_to_nvme();
 
   gpu::Device& device_;
   const FlatLayout& layout_;
@@ -100,6 +110,7 @@ class ParamTier {
     memory::Residency::Move move;
   };
   std::vector<std::optional<Read>> reads_;
+  std::string failure_;  // the first I/O error, once inconsistent
 };
 
 }  // namespace strata::engine::zero

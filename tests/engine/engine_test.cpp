@@ -183,15 +183,18 @@ TEST(EngineZeroOneRank, EveryStageAndOffloadTracksStage0) {
                  Case{3, "cpu", "cpu"}, Case{3, "nvme", "nvme"}}) {
     SCOPED_TRACE(::testing::Message()
                  << "stage " << c.stage << " optimizer " << c.optimizer << " params " << c.params);
-    TrainedRun run =
-        train(tiny_config(bf16 + zero_section(c.stage, c.optimizer, c.params, path)), 12);
+    Config config = tiny_config(bf16 + zero_section(c.stage, c.optimizer, c.params, path));
+    config.strata.job_name = "engine-test-one-rank";  // its own swap directory under TempDir
+    TrainedRun run = train(config, 12);
     expect_tracks(reference, run, 1e-5);
   }
 }
 
 TEST(EngineZeroOneRank, ParamOffloadWithoutOptimizerOffloadIsRefused) {
   try {
-    train(tiny_config(zero_section(3, "none", "cpu", ::testing::TempDir())), 1);
+    Config config = tiny_config(zero_section(3, "none", "cpu", ::testing::TempDir()));
+    config.strata.job_name = "engine-test-refused";
+    train(config, 1);
     FAIL() << "expected a UserError";
   } catch (const UserError& error) {
     EXPECT_THAT(error.what(), HasSubstr("offload_param.device is cpu"));

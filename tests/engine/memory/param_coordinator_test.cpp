@@ -4,6 +4,7 @@
 // a hang or an assert.
 #include "engine/zero/param_coordinator.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -19,6 +20,8 @@
 namespace strata::engine::zero {
 namespace {
 
+using ::testing::HasSubstr;
+
 gpu::World& world() {
   static gpu::World instance;
   return instance;
@@ -33,7 +36,7 @@ std::vector<std::vector<ParamSpec>> modules() {
 }
 
 struct Fixture {
-  explicit Fixture(OffloadDevice device, CoordinatorOptions options)
+  Fixture(OffloadDevice device, CoordinatorOptions options, aio::FaultPlan faults = {})
       : device_(gpu::create_host_device({})),
         ops(gpu::create_ops(*device_)),
         comm(gpu::create_comm(world(), *device_)),
@@ -51,7 +54,10 @@ struct Fixture {
     tier_options.buffer_count = 3;
     tier_options.buffer_size = 1 << 20;
     tier_options.nvme.nvme_path = ::testing::TempDir();
-    tier_options.nvme.job_name = "coordinator-test";
+    // ctest runs test cases in parallel: each gets its own swap directory.
+    tier_options.nvme.job_name = std::string("coordinator-") +
+                                 ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    tier_options.nvme.faults = std::move(faults);
     tier = std::make_unique<ParamTier>(*device_, layout, tier_options, shards);
     coordinator = std::make_unique<ParamCoordinator>(
         *ops, *comm, device_->compute_stream(), layout, *tier, memory,
@@ -177,6 +183,28 @@ TEST(ParamCoordinator, InvalidateDropsEveryGatheredCopy) {
   EXPECT_GT(f.coordinator->counters().live_elements, 0);
   f.coordinator->invalidate();
   EXPECT_EQ(f.coordinator->counters().live_elements, 0);
+}
+
+// A corrupted read of a parameter shard stops the step with the checksum error and leaves the
+// tier refusing every later use: training cannot go on silently from parameters it lost.
+TEST(ParamCoordinator, AFailedShardReadMakesTheTierInconsistent) {
+  // Completions 0-3 are the four shards' first writes; 4 is the first read.
+  Fixture f(OffloadDevice::nvme, stage3(), aio::FaultPlan(7).flip_bit(4));
+  f.coordinator->begin_pass(true);
+  try {
+    f.coordinator->acquire(0);
+    FAIL() << "expected a UserError";
+  } catch (const UserError& error) {
+    EXPECT_THAT(error.what(), HasSubstr("checksum"));
+    EXPECT_THAT(error.what(), HasSubstr("inconsistent"));
+    EXPECT_THAT(error.fix(), HasSubstr("resume from the last checkpoint"));
+  }
+  try {
+    f.coordinator->acquire(1);
+    FAIL() << "expected a UserError";
+  } catch (const UserError& error) {
+    EXPECT_THAT(error.what(), HasSubstr("inconsistent since an earlier transfer failed"));
+  }
 }
 
 }  // namespace
