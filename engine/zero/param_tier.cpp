@@ -153,7 +153,7 @@ void ParamTier::fetch(int module, gpu::Stream& stream, void* device_target) {
     return;
   }
   if (!on_nvme(module)) {
-    stream.copy(device_target, host_shard(module).data(), bytes, gpu::CopyKind::host_to_device);
+    upload(host_shard(module).data(), bytes, stream, device_target);
     return;
   }
   check_consistent();
@@ -177,12 +177,21 @@ void ParamTier::fetch_from_nvme(int module, gpu::Stream& stream, void* device_ta
   Read taken = std::move(*read);
   read.reset();
   memory::Residency::CpuView view = residency_->finish_read(std::move(taken.move));
-  stream.copy(device_target, view.bytes().data(), bytes, gpu::CopyKind::host_to_device);
   // The pool buffer goes back only once the copy out of it has run.
-  std::unique_ptr<gpu::Event> copied = device_.create_event();
-  stream.record(*copied);
-  copied->synchronize();
+  upload(view.bytes().data(), bytes, stream, device_target)->synchronize();
   residency_->drop_clean(std::move(view));
+}
+
+// The copy runs on the device's H2D stream, so that it overlaps the compute stream's work queued
+// before it; `stream` waits for it before its next work.
+std::unique_ptr<gpu::Event> ParamTier::upload(const std::byte* source, std::int64_t bytes,
+                                              gpu::Stream& stream, void* device_target) {
+  gpu::Stream& copies = device_.h2d_stream();
+  copies.copy(device_target, source, bytes, gpu::CopyKind::host_to_device);
+  std::unique_ptr<gpu::Event> copied = device_.create_event();
+  copies.record(*copied);
+  stream.wait(*copied);
+  return copied;
 }
 
 const std::byte* ParamTier::device_shard(int module) const {

@@ -16,6 +16,7 @@
 #include "engine/memory/residency.h"
 #include "engine/zero/flat_layout.h"
 #include "gpu/device.h"
+#include "gpu/event.h"
 
 namespace strata::engine::zero {
 
@@ -94,6 +95,8 @@ class ParamTier {
   UserError fail(const std::exception& error, const char* doing);
   void fetch_from_nvme(int module, gpu::Stream& stream, void* device_target);
   void write_to_nvme();
+  std::unique_ptr<gpu::Event> upload(const std::byte* source, std::int64_t bytes,
+                                     gpu::Stream& stream, void* device_target);
 
   gpu::Device& device_;
   const FlatLayout& layout_;
