@@ -225,6 +225,7 @@ void Engine::State::build() {
   zero::GradReducerOptions reduce;
   reduce.stage = settings.stage;
   reduce.to_host = offload != nullptr;
+  reduce.pin_memory = config.zero.offload_optimizer.pin_memory;
   reduce.bucket_elements = std::max<std::int64_t>(1, settings.reduce_bucket_size);
   reducer = std::make_unique<zero::GradReducer>(device, runtime.ops, runtime.comm, stream(), layout,
                                                 memory, module_names(model), reduce);

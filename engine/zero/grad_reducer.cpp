@@ -23,11 +23,20 @@ GradReducer::GradReducer(gpu::Device& device, gpu::Ops& ops, gpu::Comm& comm, gp
   STRATA_ASSERT(options_.bucket_elements > 0);
   const std::int64_t partition = layout.partition_numel();
   if (options_.to_host) {
-    host_partition_ = aio::AlignedBuffer(std::max<std::int64_t>(partition * 4, 4096));
     std::int64_t largest = 0;
     for (int m = 0; m < layout.module_count(); ++m)
       largest = std::max(largest, layout.module(m).shard_numel);
-    staging_ = aio::AlignedBuffer(std::max<std::int64_t>(largest * 4, 4096));
+    host_bytes_ = (partition + largest) * 4;
+    std::byte* base = nullptr;
+    if (options_.pin_memory) {
+      pinned_memory_ = device.allocate_pinned(host_bytes_);
+      base = pinned_memory_.as<std::byte>();
+    } else {
+      host_memory_ = aio::AlignedBuffer(host_bytes_);
+      base = host_memory_.data();
+    }
+    host_partition_ = reinterpret_cast<float*>(base);
+    staging_ = host_partition_ + partition;
   } else {
     device_partition_ = device.allocate(partition * 4, "gradient partition");
   }
@@ -46,8 +55,7 @@ GradReducer::~GradReducer() {
 
 std::span<float> GradReducer::host_partition() {
   STRATA_ASSERT(options_.to_host);
-  return {reinterpret_cast<float*>(host_partition_.data()),
-          static_cast<std::size_t>(layout_.partition_numel())};
+  return {host_partition_, static_cast<std::size_t>(layout_.partition_numel())};
 }
 
 void GradReducer::make(int module) {
@@ -153,7 +161,7 @@ void GradReducer::add_to_partition(std::int64_t offset, const float* source, std
   }
   // Down to host memory, then added there by the CPU in stream order (the staging buffer is
   // reused only by later work on this same stream).
-  float* staging = reinterpret_cast<float*>(staging_.data());
+  float* staging = staging_;
   stream_.copy(staging, source, count * 4, gpu::CopyKind::device_to_host);
   float* target = host_partition().data() + offset;
   stream_.launch([target, staging, count] {

@@ -19,6 +19,8 @@ struct GradReducerOptions {
   int stage = 0;
   // The optimizer is offloaded: the rank's fp32 gradient partition lives in host memory.
   bool to_host = false;
+  // offload_optimizer.pin_memory: the host partition and its staging buffer are page-locked.
+  bool pin_memory = false;
   // zero_optimization.reduce_bucket_size: elements per collective call.
   std::int64_t bucket_elements = 500'000'000;
 };
@@ -59,7 +61,7 @@ class GradReducer {
   // together); waits for the stream.
   cpu_adam::GradStats global_stats();
 
-  std::int64_t host_bytes() const { return host_partition_.size_bytes() + staging_.size_bytes(); }
+  std::int64_t host_bytes() const { return host_bytes_; }
 
  private:
   struct Buffer {
@@ -83,9 +85,14 @@ class GradReducer {
   GradReducerOptions options_;
   std::vector<Buffer> buffers_;
   gpu::DeviceBuffer device_partition_;
-  aio::AlignedBuffer host_partition_;
-  aio::AlignedBuffer staging_;  // to_host: one shard, copied down before it is added
-  gpu::DeviceBuffer stats_;     // two floats: sum of squares, inf/NaN count
+  // to_host: the partition and one shard's staging (copied down before it is added), in host
+  // memory that is page-locked when pin_memory (one allocation either way).
+  aio::AlignedBuffer host_memory_;
+  gpu::PinnedBuffer pinned_memory_;
+  float* host_partition_ = nullptr;
+  float* staging_ = nullptr;
+  std::int64_t host_bytes_ = 0;
+  gpu::DeviceBuffer stats_;  // two floats: sum of squares, inf/NaN count
   gpu::PinnedBuffer stats_host_;
   cpu_adam::GradStats local_stats_;
 };
