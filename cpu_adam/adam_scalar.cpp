@@ -57,7 +57,7 @@ struct Scalar {
   static void store_copy_partial(std::uint16_t* ptr, V x, int /*n*/) {
     store_copy<T>(ptr, x, false);
   }
-  static bool streamable(const void* /*ptr*/) { return false; }
+  static constexpr std::uintptr_t kStreamAlignment = 0;  // one element at a time: no streaming
   static void fence() {}
 
   using Acc = double;

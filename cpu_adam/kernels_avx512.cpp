@@ -106,10 +106,9 @@ struct Avx512 {
   static void store_copy_partial(std::uint16_t* ptr, V x, int n) {
     _mm256_mask_storeu_epi16(ptr, tail_mask(n), narrow<T>(x));
   }
-  // 16 copies of 2 bytes: the full-vector stores stay 32-byte aligned once the first is.
-  static bool streamable(const void* ptr) {
-    return reinterpret_cast<std::uintptr_t>(ptr) % 32 == 0;
-  }
+  // 16 copies of 2 bytes: _mm256_stream_si256 needs 32-byte alignment, and the full-vector
+  // stores stay 32-byte aligned once the first is.
+  static constexpr std::uintptr_t kStreamAlignment = 32;
   static void fence() { _mm_sfence(); }
 
   struct Acc {

@@ -13,8 +13,9 @@
 // sign_step(c, s) = s with its sign flipped when c's sign bit is set; load<T>(ptr) and
 // load_partial<T>(ptr, n) widening element type T to V (zeros past n); store(ptr, V),
 // store_partial; store_copy<T>(ptr, V, stream) and store_copy_partial narrowing to T with round to
-// nearest even; streamable(ptr), fence(); and for the scan Acc, acc_zero, acc_squares, acc_sum,
-// Flags, flags_zero, flags_add (any exponent all ones), flags_any.
+// nearest even; kStreamAlignment (bytes a non-temporal copy store needs, 0: none), fence(); and for
+// the scan Acc, acc_zero, acc_squares, acc_sum, Flags, flags_zero, flags_add (any exponent all
+// ones), flags_any.
 
 #include <cstdint>
 
@@ -180,14 +181,31 @@ inline void stream_block(const Op& op, const Arrays& a, std::int64_t i, int n, b
 }
 
 // The one tile loop every optimizer and the bound share. The parameter copy is written with
-// non-temporal stores when its address allows: it is read next by the H2D copy engine, not by
-// this CPU, so caching it would only evict the states.
+// non-temporal stores: it is read next by the H2D copy engine, not by this CPU, so caching it
+// would only evict the states, and a regular store would first read each line in (2 more bytes
+// of traffic per parameter). Those stores need the copy's vector addresses aligned to
+// I::kStreamAlignment bytes; where the caller's buffer is not (a std::vector's data sits 16 bytes
+// past a 32-byte boundary, a sub-group may start anywhere) the elements before the first aligned
+// address go through one partial block (issue #4). Every element is computed on its own, so how
+// elements are grouped into vectors changes no result.
 template <class I, class Op, class G, class H>
 void stream_tile(const Op& op, const Arrays& a, std::int64_t begin, std::int64_t end) {
-  bool stream = false;
-  if constexpr (H::kCopy)
-    stream = I::streamable(static_cast<typename H::Storage*>(a.p_out) + begin);
   std::int64_t i = begin;
+  bool stream = false;
+  if constexpr (H::kCopy && I::kStreamAlignment > 0) {
+    constexpr std::uintptr_t element = sizeof(typename H::Storage);
+    const auto address =
+        reinterpret_cast<std::uintptr_t>(static_cast<typename H::Storage*>(a.p_out) + begin);
+    // E.g. bf16 on AVX-512 at an address 16 mod 32: (32 - 16) / 2 = 8 elements, then aligned.
+    const std::uintptr_t misaligned = address % I::kStreamAlignment;
+    const auto peel = static_cast<std::int64_t>(
+        misaligned == 0 ? 0 : (I::kStreamAlignment - misaligned) / element);
+    if (address % element == 0 && peel < end - begin) {
+      if (peel > 0) stream_block<I, Op, G, H, true>(op, a, i, static_cast<int>(peel), false);
+      i += peel;
+      stream = true;
+    }
+  }
   for (; i + I::kWidth <= end; i += I::kWidth) {
     stream_block<I, Op, G, H, false>(op, a, i, I::kWidth, stream);
   }
