@@ -87,6 +87,38 @@ TEST(ZeroTraffic, Stage3PersistentOrReusedParametersAreGatheredOncePerStep) {
   }
 }
 
+// Stages 1 and 2 keep whole bf16 weights on every rank and shard the optimizer: after the step,
+// each rank's updated shard is all-gathered once. Stage 1 all-reduces the gradients once per
+// step, after accumulating the micro-batches locally; stage 2 partitions the gradients too, so it
+// reduce-scatters every micro-batch's (DeepSpeed's stage-2 semantics). Per step, per rank:
+//
+//   all_gather bytes_received  = sum_m padded_numel(m) x 2 (both stages)
+//   stage 1: all_reduce bytes  = sum_m padded_numel(m) x 4, plus the loss and the norm (< 1 KiB)
+//   stage 2: reduce_scatter bytes_sent = accumulation x sum_m padded_numel(m) x 4
+TEST(ZeroTraffic, Stages1And2ReduceGradientsAndGatherTheUpdatedWeights) {
+  if (test_world().world_size() == 1) GTEST_SKIP() << "a world of one has nothing to gather";
+  constexpr std::int64_t accumulation = 2;
+  constexpr std::int64_t small_bytes = 1024;
+  for (const int stage : {1, 2}) {
+    SCOPED_TRACE("stage " + std::to_string(stage));
+    nlohmann::json config = base_config(2, accumulation);
+    config["zero_optimization"] = {{"stage", stage}, {"reduce_bucket_size", 5000}};
+    const TrainedRun run = train(config, Ranks::world, 3);
+    const std::int64_t numel =
+        std::accumulate(run.padded_numel.begin(), run.padded_numel.end(), std::int64_t{0});
+    const std::int64_t reduced = stage == 1 ? numel * kFp32Bytes : 0;
+    const std::int64_t scattered = stage == 2 ? accumulation * numel * kFp32Bytes : 0;
+    for (std::size_t i = 0; i < run.traffic.size(); ++i) {
+      SCOPED_TRACE("step " + std::to_string(i + 1));
+      const gpu::CommCounters& traffic = run.traffic[i];
+      EXPECT_EQ(traffic[gpu::CollectiveKind::all_gather].bytes_received, numel * kBf16Bytes);
+      EXPECT_EQ(traffic[gpu::CollectiveKind::reduce_scatter].bytes_sent, scattered);
+      EXPECT_GE(traffic[gpu::CollectiveKind::all_reduce].bytes_sent, reduced);
+      EXPECT_LT(traffic[gpu::CollectiveKind::all_reduce].bytes_sent, reduced + small_bytes);
+    }
+  }
+}
+
 // Stage 3 with parameters and optimizer states on NVMe trains a model whose states (fp32 master,
 // fp32 gradient, Adam's two moments: 16 bytes a parameter) are twice the device budget, and the
 // device never holds more than the budget.
