@@ -30,6 +30,11 @@ std::unique_ptr<Comm> create_nccl_comm(World& world, Device& device);
 // The CUDA kernels and cuBLAS products behind gpu::Ops, for a CUDA device.
 std::unique_ptr<Ops> create_cuda_ops(Device& device);
 
+// gpu::plain_copy on a CUDA device: cudaMemcpyAsync on cudaStreamPerThread, then its
+// synchronization. Throws CudaError when the runtime fails.
+void plain_copy(Device& device, void* target, const void* source, std::int64_t bytes,
+                CopyKind kind);
+
 // The refusal of cudaHostAlloc as a UserError (here, outside the CUDA headers, for its test):
 // the cause names the call's failure `status_text`, the size, the locked-memory limit
 // (`limit_bytes` < 0: unlimited) and what the device already holds; the fix is the host

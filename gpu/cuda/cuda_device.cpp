@@ -91,6 +91,19 @@ CudaDevice& as_cuda_device(Device& device) {
   return *cuda_device;
 }
 
+void plain_copy(Device& device, void* target, const void* source, std::int64_t bytes,
+                CopyKind kind) {
+  use_device(as_cuda_device(device).index());
+  cudaMemcpyKind cuda_kind = kind == CopyKind::host_to_device     ? cudaMemcpyHostToDevice
+                             : kind == CopyKind::device_to_host   ? cudaMemcpyDeviceToHost
+                             : kind == CopyKind::device_to_device ? cudaMemcpyDeviceToDevice
+                                                                  : cudaMemcpyHostToHost;
+  check(cudaMemcpyAsync(target, source, static_cast<std::size_t>(bytes), cuda_kind,
+                        cudaStreamPerThread),
+        "cudaMemcpyAsync");
+  check(cudaStreamSynchronize(cudaStreamPerThread), "cudaStreamSynchronize");
+}
+
 std::unique_ptr<Device> open_cuda_device(const DeviceOptions& options,
                                          const GpuInventory& inventory) {
   STRATA_ASSERT(!inventory.gpus.empty());

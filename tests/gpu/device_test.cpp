@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "gpu/plain_copy.h"
 #include "tests/gpu/device_test_util.h"
 
 namespace strata::gpu {
@@ -176,6 +177,24 @@ TEST_P(DeviceMemoryTest, TransferCountersCountBytesPerDirection) {
   EXPECT_EQ(after.bytes_d2d - before.bytes_d2d, 25);
   EXPECT_EQ(after.bytes_d2h - before.bytes_d2h, 50);
   EXPECT_EQ(after.bytes_h2h - before.bytes_h2h, 10);
+}
+
+// The benchmarks' bound: the backend's own copy, outside the streams, in every direction.
+TEST_P(DeviceMemoryTest, PlainCopyMovesTheBytesInEveryDirection) {
+  auto device = open();
+  constexpr std::int64_t bytes = 4099;
+  PinnedBuffer source = device->allocate_pinned(bytes);
+  PinnedBuffer target = device->allocate_pinned(bytes);
+  DeviceBuffer first = device->allocate(bytes, "first");
+  DeviceBuffer second = device->allocate(bytes, "second");
+  for (std::int64_t i = 0; i < bytes; ++i)
+    source.as<unsigned char>()[i] = static_cast<unsigned char>(i * 7 + 1);
+  std::memset(target.data(), 0, bytes);
+  plain_copy(*device, first.data(), source.data(), bytes, CopyKind::host_to_device);
+  plain_copy(*device, second.data(), first.data(), bytes, CopyKind::device_to_device);
+  plain_copy(*device, target.data(), second.data(), bytes, CopyKind::device_to_host);
+  EXPECT_EQ(std::memcmp(target.data(), source.data(), bytes), 0);
+  plain_copy(*device, target.data(), source.data(), 0, CopyKind::host_to_host);
 }
 
 using DeviceSynchronizeTest = DeviceTest;
