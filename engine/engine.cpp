@@ -70,7 +70,7 @@ bool offloaded(OffloadDevice device) {
 }
 
 // What the engine refuses before it allocates anything.
-void check_supported(const Config& config, Model& model) {
+void check_supported(const Runtime& runtime, const Config& config, Model& model) {
   if (config.strata.overlap_optimizer) {
     throw UserError(
         "strata.overlap_optimizer is not implemented yet: the optimizer step runs after backward",
@@ -86,6 +86,15 @@ void check_supported(const Config& config, Model& model) {
         fmt::format("offload the optimizer too (\"offload_optimizer\": {{\"device\": \"{}\"}}), "
                     "or set offload_param.device to none",
                     to_string(config.zero.offload_param.device)),
+        2);
+  }
+  if (runtime.device.kind() != gpu::DeviceKind::host &&
+      !offloaded(config.zero.offload_optimizer.device)) {
+    throw UserError(
+        "an optimizer kept on a CUDA device needs the GPU Adam and gradient-norm kernels, which "
+        "this build does not have yet",
+        "offload the optimizer (\"offload_optimizer\": {\"device\": \"cpu\"} at stage 1-3), or run "
+        "on the host device with CUDA_VISIBLE_DEVICES= set empty",
         2);
   }
   std::span<Module* const> modules = model.modules();
@@ -405,7 +414,7 @@ std::int64_t Engine::State::host_bytes() const {
 }
 
 Engine::Engine(Runtime& runtime, const Config& config, Model& model) {
-  check_supported(config, model);
+  check_supported(runtime, config, model);
   state_ = std::make_unique<State>(runtime, config, model);
   state_->build();
 }

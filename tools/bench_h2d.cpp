@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -19,6 +18,7 @@
 #include "base/error.h"
 #include "base/units.h"
 #include "gpu/open_device.h"
+#include "gpu/plain_copy.h"
 #include "tools/commands.h"
 
 namespace strata::tools {
@@ -48,15 +48,15 @@ struct CopyTimes {
 };
 
 // Best times of `steps` stream copies (each timed between two events on the stream, as a CUDA
-// timeline would time it) and `steps` plain memcpy calls between the same buffers, alternated so
-// that both see the same machine load, after one warm-up of each.
+// timeline would time it) and `steps` plain copies (gpu::plain_copy) between the same buffers,
+// alternated so that both see the same machine load, after one warm-up of each.
 CopyTimes copy_times(gpu::Device& device, gpu::Stream& stream, void* target, const void* source,
                      std::int64_t bytes, gpu::CopyKind kind, int steps) {
   auto start = device.create_event();
   auto end = device.create_event();
   stream.copy(target, source, bytes, kind);
   stream.synchronize();
-  std::memcpy(target, source, static_cast<std::size_t>(bytes));
+  gpu::plain_copy(device, target, source, bytes, kind);
   CopyTimes times;
   for (int step = 0; step < steps; ++step) {
     stream.record(*start);
@@ -65,7 +65,7 @@ CopyTimes copy_times(gpu::Device& device, gpu::Stream& stream, void* target, con
     end->synchronize();
     times.engine_seconds = std::min(times.engine_seconds, end->elapsed_ms(*start) / 1e3);
     auto begin = Clock::now();
-    std::memcpy(target, source, static_cast<std::size_t>(bytes));
+    gpu::plain_copy(device, target, source, bytes, kind);
     times.plain_seconds =
         std::min(times.plain_seconds, std::chrono::duration<double>(Clock::now() - begin).count());
   }

@@ -197,6 +197,7 @@ int train_on(gpu::World& world, const TrainOptions& options) {
 
   gpu::DeviceOptions device_options;
   device_options.memory_budget_bytes = config.strata.device_memory_budget;
+  device_options.cuda_device_index = world.local_rank();  // one GPU per rank on a node
   std::unique_ptr<gpu::Device> device = gpu::open_device(device_options);
   std::unique_ptr<gpu::Ops> ops = gpu::create_ops(*device);
   std::unique_ptr<gpu::Comm> comm = gpu::create_comm(world, *device);
