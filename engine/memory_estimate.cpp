@@ -4,6 +4,8 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cstddef>
+#include <limits>
 
 #include "base/assert.h"
 #include "base/units.h"
@@ -13,11 +15,10 @@
 namespace strata::engine {
 namespace {
 
-constexpr std::int64_t bytes_16bit = 2;  // bf16/fp16 working params and gradients
-constexpr std::int64_t bytes_fp32 = 4;   // master weights, Adam moments, gradient accumulation
-// fp32 master weights + exp_avg + exp_avg_sq.
-constexpr std::int64_t optimizer_state_bytes = 3 * bytes_fp32;
-constexpr int optimizer_states_on_nvme = 3;
+constexpr std::int64_t kFloat = 4;  // fp32: master weights, optimizer states, gradients
+// Host buffers, pinned pools and NVMe extents are whole 4 KiB blocks (aio::AlignedBuffer,
+// PinnedPool, NvmeStore), and the host buffers are at least one block.
+constexpr std::int64_t kBlock = 4096;
 
 std::int64_t ceil_div(std::int64_t value, std::int64_t divisor) {
   STRATA_ASSERT(divisor > 0);
@@ -26,6 +27,19 @@ std::int64_t ceil_div(std::int64_t value, std::int64_t divisor) {
 
 std::int64_t round_up(std::int64_t value, std::int64_t multiple) {
   return ceil_div(value, multiple) * multiple;
+}
+
+// An aio::AlignedBuffer of `bytes`: at least one block (the engine's std::max(bytes, 4096)).
+std::int64_t host_buffer(std::int64_t bytes) {
+  return std::max(bytes, kBlock);
+}
+
+// 1234567 -> "1,234,567", for the formulas.
+std::string grouped(std::int64_t value) {
+  std::string digits = std::to_string(value);
+  for (auto at = static_cast<std::ptrdiff_t>(digits.size()) - 3; at > 0; at -= 3)
+    digits.insert(static_cast<std::size_t>(at), ",");
+  return digits;
 }
 
 // Collects one rank's terms and sums them into a row.
@@ -61,15 +75,6 @@ class RowBuilder {
   EstimateRow& row_;
 };
 
-// How the engine lays the parameters out (engine/zero/flat_layout.h): a flat buffer per module,
-// cut into equal shards of a multiple of 2048 elements, one per rank.
-struct Layout {
-  std::int64_t partition = 0;         // elements of one rank's partition, padding included
-  std::int64_t largest_gathered = 0;  // elements of the largest gathered module, padded
-  std::int64_t persistent = 0;        // elements of modules that stay whole on every GPU
-  std::vector<zero::Range> sub_groups;
-};
-
 std::vector<std::vector<ParamSpec>> gpt_modules(const GptShape& shape) {
   std::int64_t d = shape.d_model;
   std::vector<std::vector<ParamSpec>> modules;
@@ -93,128 +98,385 @@ std::vector<std::vector<ParamSpec>> gpt_modules(const GptShape& shape) {
   return modules;
 }
 
-// With the model's shape, the engine's own FlatLayout; without it, one flat buffer of P.
-// Stage 3 keeps a module whole on every GPU when it has at most
-// stage3_param_persistence_threshold elements (up to stage3_model_persistence_threshold in all):
-// the engine gathers whole modules, so persistence is decided per module.
-Layout plan_layout(const EstimateInputs& inputs) {
-  Layout layout;
-  std::int64_t world = inputs.world_size();
-  STRATA_ASSERT(world <= INT32_MAX);
+// The modules the engine would see: the GPT's (its head borrows the embedding's wte, so the
+// embedding is gathered with the head and its gradients live from the head's backward to its
+// own), or, with only P and L known, P cut into modules of L elements that borrow nothing.
+struct ModelModules {
+  std::vector<std::vector<ParamSpec>> specs;
+  std::vector<std::vector<int>> lenders;  // per module, the modules it borrows
+};
+
+ModelModules model_modules(const EstimateInputs& inputs) {
+  ModelModules modules;
   if (inputs.model) {
-    zero::FlatLayout flat(gpt_modules(*inputs.model), static_cast<int>(world));
-    layout.partition = flat.partition_numel();
-    for (int module = 0; module < flat.module_count(); ++module) {
-      const zero::ModuleSlice& slice = flat.module(module);
-      if (slice.numel <= inputs.stage3_param_persistence_threshold) {
-        layout.persistent += slice.numel;
-      } else {
-        layout.largest_gathered = std::max(layout.largest_gathered, slice.padded_numel);
+    modules.specs = gpt_modules(*inputs.model);
+    modules.lenders.resize(modules.specs.size());
+    modules.lenders.back() = {0};
+    return modules;
+  }
+  const std::int64_t module_count = ceil_div(inputs.params, inputs.largest_layer_params);
+  STRATA_ASSERT(module_count <= kMaxEstimatedModules);
+  for (std::int64_t m = 0; m < module_count; ++m) {
+    const std::int64_t begin = m * inputs.largest_layer_params;
+    const std::int64_t numel = std::min(inputs.largest_layer_params, inputs.params - begin);
+    modules.specs.push_back({{fmt::format("module.{}", m), {numel}}});
+  }
+  modules.lenders.resize(modules.specs.size());
+  return modules;
+}
+
+// One rank's choice, as the engine reads it from the config.
+struct Choice {
+  int stage = 3;
+  OffloadDevice offload_param = OffloadDevice::none;
+  OffloadDevice offload_optimizer = OffloadDevice::none;
+  bool optimizer_offloaded() const { return offload_optimizer != OffloadDevice::none; }
+};
+
+// Device memory that comes and goes during a step, at its highest point.
+struct StepPeak {
+  std::int64_t gathered_elements = 0;  // fp32 gathered parameters live
+  std::vector<int> gathered_modules;
+  std::int64_t widening_elements = 0;  // the storage-type buffer of the module being gathered
+  int widening_module = -1;
+  std::int64_t gradient_elements = 0;  // fp32 module gradient buffers (stages 2-3)
+  std::vector<int> gradient_modules;
+  std::int64_t shard_elements = 0;   // the reduce-scatter's output shard (W > 1, stages 2-3)
+  std::int64_t bucket_elements = 0;  // the packed bucket of a module over reduce_bucket_size
+  std::int64_t bytes(std::int64_t storage_bytes) const {
+    return kFloat * (gathered_elements + gradient_elements + shard_elements + bucket_elements) +
+           storage_bytes * widening_elements;
+  }
+};
+
+// Walks the engine's training step module by module (engine.cpp's run_forward/run_backward over
+// engine/zero's ParamCoordinator and GradReducer) and keeps the highest device use of the memory
+// they allocate and release. Stream-ordered frees are taken as immediate: the host device frees
+// a released buffer once its stream has run the work before the release, and the budget check
+// waits for that, so the live set is what this walk sees.
+class StepWalk {
+ public:
+  StepWalk(const EstimateInputs& inputs, const Choice& choice, const zero::FlatLayout& layout,
+           const std::vector<std::vector<int>>& lenders)
+      : inputs_(inputs),
+        choice_(choice),
+        layout_(layout),
+        lenders_(lenders),
+        world_(inputs.world_size()),
+        gathered_(static_cast<std::size_t>(layout.module_count()), false),
+        users_(static_cast<std::size_t>(layout.module_count()), 0),
+        grads_(static_cast<std::size_t>(layout.module_count()), false) {}
+
+  // Two steps: the first records the module trace, the second follows it (and keeps modules that
+  // are reused soon); later steps repeat the second.
+  StepPeak run() {
+    for (int step = 0; step < 2; ++step) {
+      following_ = step > 0;
+      cursor_ = 0;
+      if (!following_) trace_.clear();
+      for (std::int64_t micro = 0; micro < inputs_.gradient_accumulation_steps; ++micro) {
+        forward();
+        backward();
+      }
+      for (int m = 0; m < layout_.module_count(); ++m)
+        if (gathered_[static_cast<std::size_t>(m)]) drop(m);  // invalidate() after the step
+    }
+    return peak_;
+  }
+
+ private:
+  bool releases() const { return choice_.stage == 3; }
+  bool keeps_full_gradients() const { return choice_.stage <= 1; }
+  std::int64_t max_live() const {
+    return choice_.stage == 3 ? inputs_.stage3_max_live_parameters
+                              : std::numeric_limits<std::int64_t>::max();
+  }
+  bool persistent(int m) const {
+    return layout_.module(m).numel < inputs_.stage3_param_persistence_threshold;
+  }
+
+  void forward() {
+    for (int m = 0; m < layout_.module_count(); ++m) {
+      for (int lender : lenders_[static_cast<std::size_t>(m)])
+        acquire(lender);
+      acquire(m);
+      release(m);
+      for (int lender : lenders_[static_cast<std::size_t>(m)])
+        release(lender);
+    }
+  }
+
+  void backward() {
+    for (int m = layout_.module_count(); m-- > 0;) {
+      for (int lender : lenders_[static_cast<std::size_t>(m)]) {
+        acquire(lender);
+        make_grads(lender);
+      }
+      acquire(m);
+      make_grads(m);
+      release(m);
+      for (int lender : lenders_[static_cast<std::size_t>(m)])
+        release(lender);
+      module_done(m);
+    }
+  }
+
+  void acquire(int m) {
+    if (!following_) {
+      trace_.push_back(m);
+    } else if (cursor_ < trace_.size() && trace_[cursor_] == m) {
+      ++cursor_;
+    }
+    if (!gathered_[static_cast<std::size_t>(m)]) gather(m);
+    ++users_[static_cast<std::size_t>(m)];
+  }
+
+  void gather(int m) {
+    const std::int64_t padded = layout_.module(m).padded_numel;
+    make_room(padded);
+    gathered_[static_cast<std::size_t>(m)] = true;
+    live_.gathered_elements += padded;
+    if (inputs_.storage_bytes != kFloat) {
+      live_.widening_elements = padded;
+      live_.widening_module = m;
+    }
+    note();
+    live_.widening_elements = 0;
+    live_.widening_module = -1;
+  }
+
+  void make_room(std::int64_t elements) {
+    for (bool drop_persistent : {false, true}) {
+      for (int m = 0; m < layout_.module_count(); ++m) {
+        if (live_.gathered_elements + elements <= max_live()) return;
+        const auto index = static_cast<std::size_t>(m);
+        if (gathered_[index] && users_[index] == 0 && (drop_persistent || !persistent(m))) drop(m);
       }
     }
-    layout.persistent = std::min(layout.persistent, inputs.stage3_model_persistence_threshold);
-  } else {
-    layout.partition =
-        round_up(ceil_div(inputs.params, world), zero::FlatLayout::kDefaultShardAlignment);
-    layout.largest_gathered = inputs.largest_layer_params;
   }
-  layout.sub_groups = zero::make_sub_groups(layout.partition, inputs.sub_group_size);
-  return layout;
+
+  void release(int m) {
+    const auto index = static_cast<std::size_t>(m);
+    if (--users_[index] > 0) return;
+    if (!releases() || persistent(m)) return;
+    if (following_) {
+      const std::int64_t distance = reuse_distance(m);
+      if (distance >= 0 && distance < inputs_.stage3_max_reuse_distance) return;
+    }
+    drop(m);
+  }
+
+  std::int64_t reuse_distance(int m) const {
+    std::int64_t distance = 0;
+    for (std::size_t i = cursor_; i < trace_.size(); ++i) {
+      if (trace_[i] == m) return distance;
+      distance += layout_.module(trace_[i]).padded_numel;
+    }
+    return -1;
+  }
+
+  void drop(int m) {
+    gathered_[static_cast<std::size_t>(m)] = false;
+    live_.gathered_elements -= layout_.module(m).padded_numel;
+  }
+
+  void make_grads(int m) {
+    if (keeps_full_gradients() || grads_[static_cast<std::size_t>(m)]) return;
+    grads_[static_cast<std::size_t>(m)] = true;
+    live_.gradient_elements += layout_.module(m).padded_numel;
+    note();
+  }
+
+  void module_done(int m) {
+    if (keeps_full_gradients()) return;
+    const zero::ModuleSlice& slice = layout_.module(m);
+    if (world_ > 1) {
+      live_.shard_elements = slice.shard_numel;
+      const std::int64_t per_rank = std::max<std::int64_t>(1, inputs_.reduce_bucket_size / world_);
+      if (per_rank < slice.shard_numel) live_.bucket_elements = per_rank * world_;
+      note();
+      live_.shard_elements = 0;
+      live_.bucket_elements = 0;
+    }
+    grads_[static_cast<std::size_t>(m)] = false;
+    live_.gradient_elements -= slice.padded_numel;
+  }
+
+  // A candidate for the peak: the live set now, with the module lists that explain it.
+  void note() {
+    if (live_.bytes(inputs_.storage_bytes) <= peak_.bytes(inputs_.storage_bytes)) return;
+    peak_ = live_;
+    peak_.gathered_modules.clear();
+    peak_.gradient_modules.clear();
+    for (int m = 0; m < layout_.module_count(); ++m) {
+      if (gathered_[static_cast<std::size_t>(m)]) peak_.gathered_modules.push_back(m);
+      if (grads_[static_cast<std::size_t>(m)]) peak_.gradient_modules.push_back(m);
+    }
+  }
+
+  const EstimateInputs& inputs_;
+  const Choice& choice_;
+  const zero::FlatLayout& layout_;
+  const std::vector<std::vector<int>>& lenders_;
+  std::int64_t world_;
+  std::vector<bool> gathered_;
+  std::vector<int> users_;
+  std::vector<bool> grads_;
+  StepPeak live_;
+  StepPeak peak_;
+  bool following_ = false;
+  std::vector<int> trace_;
+  std::size_t cursor_ = 0;
+};
+
+// "modules 0-3" / "modules 1, 3" / "module 2": which modules a term holds, for its formula.
+std::string module_list(const std::vector<int>& modules) {
+  if (modules.size() == 1) return fmt::format("module {}", modules.front());
+  bool contiguous = modules.back() - modules.front() + 1 == static_cast<int>(modules.size());
+  if (contiguous) return fmt::format("modules {}-{}", modules.front(), modules.back());
+  return fmt::format("modules {}", fmt::join(modules, ", "));
 }
 
-// Stage 3 gathers the module being run and prefetches the next one: L + min(L, prefetch bucket,
-// what max_live_parameters leaves).
-std::int64_t gathered_elements(const EstimateInputs& inputs, const Layout& layout) {
-  std::int64_t largest = layout.largest_gathered;
-  std::int64_t live_room = std::max<std::int64_t>(0, inputs.stage3_max_live_parameters - largest);
-  std::int64_t prefetch = std::min({largest, inputs.stage3_prefetch_bucket_size, live_room});
-  return largest + prefetch;
+std::int64_t padded_sum(const zero::FlatLayout& layout) {
+  std::int64_t sum = 0;
+  for (int m = 0; m < layout.module_count(); ++m)
+    sum += layout.module(m).padded_numel;
+  return sum;
 }
 
-void add_gpu_params(RowBuilder& builder, const EstimateInputs& inputs, int stage,
-                    OffloadDevice offload_param, const Layout& layout) {
-  if (stage == 2) {
-    builder.add("params_16bit", Tier::gpu, bytes_16bit * layout.partition * inputs.world_size(),
-                "2 * part * W");
+std::int64_t largest_shard(const zero::FlatLayout& layout) {
+  std::int64_t largest = 0;
+  for (int m = 0; m < layout.module_count(); ++m)
+    largest = std::max(largest, layout.module(m).shard_numel);
+  return largest;
+}
+
+// What the device holds for the whole run: build()'s allocations and the model's activations.
+void add_device_resident(RowBuilder& builder, const EstimateInputs& inputs, const Choice& choice,
+                         const zero::FlatLayout& layout) {
+  const std::int64_t part = layout.partition_numel();
+  const std::int64_t storage = inputs.storage_bytes;
+  if (inputs.activation_bytes) {
+    builder.add("activations", Tier::gpu, *inputs.activation_bytes,
+                fmt::format("the model's activations for a micro-batch of {}{}", inputs.micro_batch,
+                            inputs.activation_checkpointing ? ", checkpointed" : ""));
+  }
+  if (choice.offload_param == OffloadDevice::none) {
+    builder.add("param_shards", Tier::gpu, storage * part, fmt::format("{} x part", storage));
+  }
+  if (!choice.optimizer_offloaded()) {
+    builder.add("gradient_partition_fp32", Tier::gpu, kFloat * part, "4 x part");
+    builder.add("optimizer_states_fp32", Tier::gpu, (1 + inputs.optimizer_moments) * kFloat * part,
+                fmt::format("{} x 4 x part (master{})", 1 + inputs.optimizer_moments,
+                            inputs.optimizer_moments == 2 ? ", exp_avg, exp_avg_sq" : ", 1 state"));
+  }
+  if (choice.stage <= 1) {
+    builder.add("gradient_buffers_fp32", Tier::gpu, kFloat * padded_sum(layout),
+                "4 x sum of padded(m) (stages 0-1 keep every module's gradients all step)");
+  }
+  builder.add("losses_and_grad_norm", Tier::gpu, kFloat * inputs.gradient_accumulation_steps + 8,
+              "4 x gradient_accumulation_steps + 8");
+}
+
+// The step's highest point, as its parts.
+void add_device_step_peak(RowBuilder& builder, const EstimateInputs& inputs, const Choice& choice,
+                          const zero::FlatLayout& layout,
+                          const std::vector<std::vector<int>>& lenders) {
+  StepPeak peak = StepWalk(inputs, choice, layout, lenders).run();
+  const char* rule =
+      choice.stage == 3 ? "gathered at the step's peak" : "stages 0-2 keep every module gathered";
+  if (!peak.gathered_modules.empty()) {
+    builder.add(
+        "gathered_params_fp32", Tier::gpu, kFloat * peak.gathered_elements,
+        fmt::format("4 x padded of {} ({}; {} elements)", module_list(peak.gathered_modules), rule,
+                    grouped(peak.gathered_elements)));
+  }
+  if (peak.widening_module >= 0) {
+    builder.add("widening_buffer", Tier::gpu, inputs.storage_bytes * peak.widening_elements,
+                fmt::format("{} x padded(m{}) (the {}-byte gather of the module being widened)",
+                            inputs.storage_bytes, peak.widening_module, inputs.storage_bytes));
+  }
+  if (!peak.gradient_modules.empty()) {
+    builder.add("module_gradients_fp32", Tier::gpu, kFloat * peak.gradient_elements,
+                fmt::format("4 x padded of {} (gradient buffers live between a module's backward "
+                            "and its reduction)",
+                            module_list(peak.gradient_modules)));
+  }
+  builder.add("gradient_shard_fp32", Tier::gpu, kFloat * peak.shard_elements,
+              "4 x shard(m) (the reduce-scatter's output)");
+  builder.add("gradient_bucket_fp32", Tier::gpu, kFloat * peak.bucket_elements,
+              "4 x (reduce_bucket_size / W) x W (a module larger than the bucket, packed)");
+}
+
+// The parameter tier's CPU copy, its NVMe pool and its swap file (engine/zero/param_tier.cpp).
+void add_param_tier(RowBuilder& builder, const EstimateInputs& inputs, const Choice& choice,
+                    const zero::FlatLayout& layout) {
+  const std::int64_t storage = inputs.storage_bytes;
+  const std::int64_t part = layout.partition_numel();
+  if (choice.offload_param != OffloadDevice::none || choice.optimizer_offloaded()) {
+    builder.add("param_host_partition", Tier::cpu, host_buffer(storage * part),
+                fmt::format("{} x part{}", storage,
+                            choice.offload_param == OffloadDevice::none
+                                ? " (where the offloaded optimizer writes the new shards)"
+                                : ""));
+  }
+  if (choice.offload_param != OffloadDevice::nvme) return;
+  // Modules stay in CPU memory, in module order, while their shards total at most max_in_cpu
+  // elements; each other module's shard is an extent on NVMe.
+  std::int64_t in_cpu = 0;
+  std::int64_t on_nvme = 0;
+  std::int64_t largest = 0;
+  for (int m = 0; m < layout.module_count(); ++m) {
+    const std::int64_t shard = layout.module(m).shard_numel;
+    if (in_cpu + shard <= inputs.max_in_cpu) {
+      in_cpu += shard;
+      continue;
+    }
+    on_nvme += round_up(storage * shard, kBlock);
+    largest = std::max(largest, storage * shard);
+  }
+  if (on_nvme == 0) return;
+  builder.add(
+      "param_swap_buffers", Tier::cpu, inputs.param_buffer_count * round_up(largest, kBlock),
+      fmt::format("offload_param.buffer_count x round_up({} x largest NVMe shard, 4 KiB)", storage),
+      inputs.param_pin_memory);
+  builder.add("param_shards", Tier::nvme, on_nvme,
+              fmt::format("sum over NVMe-resident modules of round_up({} x shard(m), 4 KiB) "
+                          "(max_in_cpu keeps {} elements in CPU)",
+                          storage, grouped(in_cpu)));
+}
+
+// The gradient partition in host memory and the offloaded optimizer
+// (engine/zero/grad_reducer.cpp, optimizer_offload.cpp).
+void add_optimizer_offload(RowBuilder& builder, const EstimateInputs& inputs, const Choice& choice,
+                           const zero::FlatLayout& layout) {
+  if (!choice.optimizer_offloaded()) return;
+  const std::int64_t part = layout.partition_numel();
+  builder.add("gradient_partition_fp32", Tier::cpu, host_buffer(kFloat * part), "4 x part");
+  builder.add("gradient_staging_fp32", Tier::cpu, host_buffer(kFloat * largest_shard(layout)),
+              "4 x largest shard(m) (each reduced shard comes down here before it is added)");
+  // Each sub-group is [master | states...], each region rounded to 4 KiB.
+  const std::int64_t regions = 1 + inputs.optimizer_moments;
+  std::int64_t total = 0;
+  std::int64_t largest = 0;
+  for (const zero::Range& group : zero::make_sub_groups(part, inputs.sub_group_size)) {
+    const std::int64_t extent = regions * round_up(kFloat * group.size(), kBlock);
+    total += extent;
+    largest = std::max(largest, extent);
+  }
+  const std::string extent_formula =
+      fmt::format("sum over sub-groups of {} x round_up(4 x sub-group, 4 KiB)", regions);
+  if (choice.offload_optimizer == OffloadDevice::cpu) {
+    builder.add("optimizer_states_fp32", Tier::cpu, total, extent_formula);
     return;
   }
-  if (offload_param == OffloadDevice::none) {
-    builder.add("param_partition_16bit", Tier::gpu, bytes_16bit * layout.partition, "2 * part");
-  }
-  builder.add("persistent_params_16bit", Tier::gpu, bytes_16bit * layout.persistent,
-              "2 * (modules of <= stage3_param_persistence_threshold params; with --model)");
-  builder.add("gathered_params_16bit", Tier::gpu, bytes_16bit * gathered_elements(inputs, layout),
-              "2 * (L + min(L, stage3_prefetch_bucket_size, stage3_max_live_parameters - L))");
-}
-
-void add_gpu_gradients(RowBuilder& builder, const EstimateInputs& inputs, int stage,
-                       const Layout& layout) {
-  builder.add("module_gradients_16bit", Tier::gpu, bytes_16bit * layout.largest_gathered, "2 * L");
-  bool overlap = inputs.overlap_comm.value_or(stage == 3);
-  std::int64_t buckets = overlap ? 2 : 1;
-  std::int64_t bucket = std::min(inputs.reduce_bucket_size, inputs.params);
-  builder.add("reduce_buckets_16bit", Tier::gpu, bytes_16bit * buckets * bucket,
-              fmt::format("2 * min(reduce_bucket_size, P) * {} (overlap_comm {})", buckets,
-                          overlap ? "on" : "off"));
-}
-
-// Where the optimizer lives, so do its fp32 states and the fp32 gradient accumulation buffer.
-void add_optimizer(RowBuilder& builder, const EstimateInputs& inputs, int stage,
-                   OffloadDevice offload_optimizer, const Layout& layout) {
-  std::int64_t part = layout.partition;
-  if (offload_optimizer == OffloadDevice::none) {
-    builder.add("optimizer_states_fp32", Tier::gpu, optimizer_state_bytes * part, "12 * part");
-    builder.add("gradient_accumulation_fp32", Tier::gpu, bytes_fp32 * part, "4 * part");
-    return;
-  }
-  bool pinned = inputs.optimizer_pin_memory;
-  builder.add("gradient_accumulation_fp32", Tier::cpu, bytes_fp32 * part, "4 * part", pinned);
-  // Reduce-scattered bf16 gradient shards come down through pinned staging, one per bucket.
-  std::int64_t buckets = inputs.overlap_comm.value_or(stage == 3) ? 2 : 1;
-  std::int64_t staged =
-      ceil_div(std::min(inputs.reduce_bucket_size, inputs.params), inputs.world_size());
-  builder.add("gradient_staging_16bit", Tier::cpu, bytes_16bit * buckets * staged,
-              fmt::format("2 * ceil(min(reduce_bucket_size, P) / W) * {}", buckets), true);
-  if (offload_optimizer == OffloadDevice::cpu) {
-    builder.add("optimizer_states_fp32", Tier::cpu, optimizer_state_bytes * part, "12 * part",
-                pinned);
-    return;
-  }
-  // NVMe: each sub-group's master, exp_avg and exp_avg_sq are an extent each, padded to the aio
-  // block; the pinned pool holds buffer_count sub-group buffers per pipeline stage.
-  std::int64_t largest_sub_group = 0;
-  std::int64_t per_state = 0;
-  for (const zero::Range& group : layout.sub_groups) {
-    largest_sub_group = std::max(largest_sub_group, group.size());
-    per_state += round_up(bytes_fp32 * group.size(), inputs.aio_block_size_bytes);
-  }
-  builder.add("optimizer_states_fp32", Tier::nvme, optimizer_states_on_nvme * per_state,
-              "3 * sum over sub-groups of round_up(4 * sub_group, aio.block_size)");
-  std::int64_t stages = 1 + (inputs.pipeline_read ? 1 : 0) + (inputs.pipeline_write ? 1 : 0);
   builder.add("optimizer_swap_buffers", Tier::cpu,
-              inputs.optimizer_buffer_count * bytes_fp32 * largest_sub_group * stages,
-              fmt::format("offload_optimizer.buffer_count * 4 * largest sub-group * {} "
-                          "(1 + pipeline_read + pipeline_write)",
-                          stages),
-              true);
-}
-
-void add_param_offload(RowBuilder& builder, const EstimateInputs& inputs,
-                       OffloadDevice offload_param, std::int64_t part) {
-  if (offload_param == OffloadDevice::cpu) {
-    builder.add("param_partition_16bit", Tier::cpu, bytes_16bit * part, "2 * part",
-                inputs.param_pin_memory);
-    return;
-  }
-  if (offload_param != OffloadDevice::nvme) return;
-  builder.add("param_partition_16bit", Tier::nvme,
-              round_up(bytes_16bit * part, inputs.aio_block_size_bytes),
-              "round_up(2 * part, aio.block_size)");
-  builder.add("param_swap_buffers", Tier::cpu,
-              inputs.param_buffer_count * inputs.param_buffer_size * bytes_16bit,
-              "offload_param.buffer_count * buffer_size * 2", true);
-  builder.add("param_cpu_cache_16bit", Tier::cpu, bytes_16bit * std::min(inputs.max_in_cpu, part),
-              "2 * min(max_in_cpu, part)", inputs.param_pin_memory);
+              inputs.optimizer_buffer_count * round_up(std::max(largest, kBlock), kBlock),
+              fmt::format("offload_optimizer.buffer_count x {} x round_up(4 x largest sub-group, "
+                          "4 KiB)",
+                          regions),
+              inputs.optimizer_pin_memory);
+  builder.add("optimizer_states_fp32", Tier::nvme, total, extent_formula);
 }
 
 }  // namespace
@@ -249,23 +511,23 @@ EstimateInputs estimate_inputs_from_config(const Config& config, std::int64_t pa
   inputs.largest_layer_params = largest_layer_params;
   inputs.gpus_per_node = gpus_per_node;
   inputs.nodes = nodes;
+  inputs.storage_bytes = config.bf16.enabled || config.fp16.enabled ? 2 : 4;
+  inputs.optimizer_moments = config.optimizer.type == OptimizerType::adagrad ||
+                                     config.optimizer.type == OptimizerType::lion
+                                 ? 1
+                                 : 2;
+  inputs.gradient_accumulation_steps = config.batch.gradient_accumulation_steps;
   const ZeroConfig& zero = config.zero;
-  inputs.reduce_bucket_size = zero.reduce_bucket_size;
-  inputs.overlap_comm = zero.overlap_comm;
-  inputs.stage3_prefetch_bucket_size = zero.stage3_prefetch_bucket_size;
+  inputs.reduce_bucket_size = std::max<std::int64_t>(1, zero.reduce_bucket_size);
   inputs.stage3_max_live_parameters = zero.stage3_max_live_parameters;
   inputs.stage3_param_persistence_threshold = zero.stage3_param_persistence_threshold;
-  inputs.stage3_model_persistence_threshold = zero.stage3_model_persistence_threshold;
+  inputs.stage3_max_reuse_distance = zero.stage3_max_reuse_distance;
   inputs.sub_group_size = zero.sub_group_size;
   inputs.param_buffer_count = zero.offload_param.buffer_count;
-  inputs.param_buffer_size = zero.offload_param.buffer_size;
   inputs.max_in_cpu = zero.offload_param.max_in_cpu;
   inputs.param_pin_memory = zero.offload_param.pin_memory;
   inputs.optimizer_buffer_count = zero.offload_optimizer.buffer_count;
   inputs.optimizer_pin_memory = zero.offload_optimizer.pin_memory;
-  inputs.pipeline_read = zero.offload_optimizer.pipeline_read;
-  inputs.pipeline_write = zero.offload_optimizer.pipeline_write;
-  inputs.aio_block_size_bytes = config.aio.block_size;
   inputs.micro_batch = config.batch.train_micro_batch_size_per_gpu;
   const ActivationCheckpointingConfig& checkpointing = config.activation_checkpointing;
   inputs.activation_checkpointing =
@@ -294,13 +556,14 @@ const char* to_string(Tier tier) {
 
 std::string invalid_choice_reason(int stage, OffloadDevice offload_param,
                                   OffloadDevice offload_optimizer) {
-  if (stage != 2 && stage != 3) {
-    return fmt::format("stage {} is not estimated (only stages 2 and 3)", stage);
-  }
-  if (stage == 2 && offload_param != OffloadDevice::none) {
+  if (stage < 0 || stage > 3) return fmt::format("stage {} is not a ZeRO stage (0 to 3)", stage);
+  if (stage < 3 && offload_param != OffloadDevice::none) {
     return "offload_param needs ZeRO stage 3";
   }
-  if (stage == 2 && offload_optimizer == OffloadDevice::nvme) {
+  if (stage == 0 && offload_optimizer != OffloadDevice::none) {
+    return "offload_optimizer needs ZeRO stage 1, 2 or 3";
+  }
+  if (stage < 3 && offload_optimizer == OffloadDevice::nvme) {
     return "offload_optimizer nvme needs ZeRO stage 3";
   }
   if (offload_param != OffloadDevice::none && offload_optimizer == OffloadDevice::none) {
@@ -314,22 +577,29 @@ EstimateRow estimate_row(const EstimateInputs& inputs, int stage, OffloadDevice 
   STRATA_ASSERT(invalid_choice_reason(stage, offload_param, offload_optimizer).empty());
   STRATA_ASSERT(inputs.params > 0);
   STRATA_ASSERT(inputs.largest_layer_params > 0);
-  STRATA_ASSERT(inputs.world_size() > 0);
+  STRATA_ASSERT(inputs.world_size() > 0 && inputs.world_size() <= INT32_MAX);
+  STRATA_ASSERT(inputs.storage_bytes == 2 || inputs.storage_bytes == kFloat);
+  STRATA_ASSERT(inputs.gradient_accumulation_steps > 0);
+  STRATA_ASSERT(inputs.reduce_bucket_size > 0);
   EstimateRow row;
   row.stage = stage;
   row.offload_param = offload_param;
   row.offload_optimizer = offload_optimizer;
+  const Choice choice{stage, offload_param, offload_optimizer};
+  // Stage 0 replicates: its layout is unsharded whatever the world size.
+  const ModelModules modules = model_modules(inputs);
+  const zero::FlatLayout layout(modules.specs,
+                                stage == 0 ? 1 : static_cast<int>(inputs.world_size()));
+  row.partition_numel = layout.partition_numel();
   RowBuilder builder(row);
-  Layout layout = plan_layout(inputs);
-  add_gpu_params(builder, inputs, stage, offload_param, layout);
-  add_gpu_gradients(builder, inputs, stage, layout);
-  if (inputs.activation_bytes) {
-    builder.add("activations", Tier::gpu, *inputs.activation_bytes,
-                fmt::format("the model's activations for a micro-batch of {}{}", inputs.micro_batch,
-                            inputs.activation_checkpointing ? ", checkpointed" : ""));
-  }
-  add_optimizer(builder, inputs, stage, offload_optimizer, layout);
-  add_param_offload(builder, inputs, offload_param, layout.partition);
+  add_device_resident(builder, inputs, choice, layout);
+  add_device_step_peak(builder, inputs, choice, layout, modules.lenders);
+  add_param_tier(builder, inputs, choice, layout);
+  add_optimizer_offload(builder, inputs, choice, layout);
+  // The step's losses and the gradient norm come down through pinned buffers, a page each.
+  builder.add("pinned_step_buffers", Tier::cpu,
+              round_up(kFloat * inputs.gradient_accumulation_steps, kBlock) + kBlock,
+              "round_up(4 x gradient_accumulation_steps, 4 KiB) + 4 KiB", true);
   builder.finish(inputs.gpus_per_node);
   return row;
 }
@@ -337,7 +607,7 @@ EstimateRow estimate_row(const EstimateInputs& inputs, int stage, OffloadDevice 
 std::vector<EstimateRow> estimate_all_rows(const EstimateInputs& inputs) {
   using enum OffloadDevice;
   std::vector<EstimateRow> rows;
-  for (int stage : {2, 3}) {
+  for (int stage : {0, 1, 2, 3}) {
     for (OffloadDevice param : {none, cpu, nvme}) {
       for (OffloadDevice optimizer : {none, cpu, nvme}) {
         if (!invalid_choice_reason(stage, param, optimizer).empty()) continue;
@@ -352,7 +622,7 @@ std::optional<DeepSpeedEstimate> deepspeed_estimate(const EstimateInputs& inputs
                                                     OffloadDevice offload_param,
                                                     OffloadDevice offload_optimizer) {
   using enum OffloadDevice;
-  if (offload_param == nvme || offload_optimizer == nvme) return std::nullopt;
+  if (stage < 2 || offload_param == nvme || offload_optimizer == nvme) return std::nullopt;
   // Python's arithmetic: int * int stays exact, "/" and "* 1.5" go to float, int() truncates.
   const double buffer_factor = 1.5;
   const std::int64_t p = inputs.params;

@@ -6,8 +6,10 @@
 // why it differs from DeepSpeed's estimators.
 //
 // Notation used in the comments: P = parameters, L = parameters of the largest module,
-// W = ranks (gpus_per_node * nodes), part = ceil(P / W), the elements of one rank's flat
-// partition (the last rank's is padded up to the same size).
+// W = ranks (gpus_per_node * nodes), S = bytes of the storage type (2 with bf16/fp16, 4 without),
+// part = the elements of one rank's flat partition (engine/zero/flat_layout.h: each module's flat
+// buffer cut into W equal shards of a multiple of 2048 elements; W = 1 at stage 0),
+// padded(m) and shard(m) = module m's padded flat buffer and one rank's shard of it.
 
 #include <cstdint>
 #include <optional>
@@ -40,35 +42,37 @@ std::int64_t gpt_param_count(const GptShape& shape);
 // The largest module: the embedding (wte + wpe, vocab*d + seq_len*d) or one block (12 d^2 + 13 d).
 std::int64_t gpt_largest_module_params(const GptShape& shape);
 
-// Everything the estimate reads. The defaults are DeepSpeed's (a config without these keys).
+// Everything the estimate reads. The defaults are DeepSpeed's (a config without these keys),
+// except the storage type: without a config the estimate assumes bf16 (2 bytes).
 struct EstimateInputs {
   std::int64_t params = 0;                // P
   std::int64_t largest_layer_params = 0;  // L
   std::int64_t gpus_per_node = 1;
   std::int64_t nodes = 1;
 
+  // The engine's working copy of the parameters (the tier's shards and the gathered buffers
+  // before widening): 2 bytes with bf16 or fp16 enabled, 4 without.
+  std::int64_t storage_bytes = 2;
+  // fp32 optimizer states besides the master weights: 2 for Adam/AdamW, 1 for Adagrad and Lion.
+  std::int64_t optimizer_moments = 2;
+  std::int64_t gradient_accumulation_steps = 1;
+
   // zero_optimization, in elements
   std::int64_t reduce_bucket_size = 500'000'000;
-  std::optional<bool> overlap_comm;  // nullopt: DeepSpeed's default, true iff stage 3
-  std::int64_t stage3_prefetch_bucket_size = 50'000'000;
   std::int64_t stage3_max_live_parameters = 1'000'000'000;
   std::int64_t stage3_param_persistence_threshold = 100'000;
-  std::int64_t stage3_model_persistence_threshold = INT64_MAX;
+  std::int64_t stage3_max_reuse_distance = 1'000'000'000;
   std::int64_t sub_group_size = 1'000'000'000;
   // offload_param
   std::int64_t param_buffer_count = 5;
-  std::int64_t param_buffer_size = 100'000'000;  // elements
-  std::int64_t max_in_cpu = 1'000'000'000;       // elements
+  std::int64_t max_in_cpu = 1'000'000'000;  // elements
   bool param_pin_memory = true;
   // offload_optimizer
   std::int64_t optimizer_buffer_count = 4;
   bool optimizer_pin_memory = true;
-  bool pipeline_read = false;
-  bool pipeline_write = false;
-  // aio
-  std::int64_t aio_block_size_bytes = 1'048'576;
 
-  // Known only with --model: the module sizes (layout, persistent params) and activations.
+  // Known only with --model: the module sizes (layout, persistence, the step's peak) and
+  // activations. Without it the model is cut into modules of L elements (the last one smaller).
   std::optional<GptShape> model;
   std::int64_t micro_batch = 1;  // train_micro_batch_size_per_gpu
   // As the engine decides it: activation_checkpointing.partition_activations or
@@ -81,10 +85,14 @@ struct EstimateInputs {
   std::int64_t world_size() const { return gpus_per_node * nodes; }
 };
 
-// Fills the inputs from a loaded config (its zero_optimization, offload_*, aio, batch and
-// strata.model sections). `params` and `largest_layer_params` come from the caller; with
-// `use_model`, they are replaced by the counts of config.strata.model and the shape is kept for
-// activations and persistent params.
+// The most modules the estimate walks: without --model, P / L above this is refused by the
+// caller (the step is simulated module by module).
+inline constexpr std::int64_t kMaxEstimatedModules = 100'000;
+
+// Fills the inputs from a loaded config (its zero_optimization, offload_*, bf16/fp16, optimizer,
+// batch, activation_checkpointing and strata.model sections). `params` and `largest_layer_params`
+// come from the caller; with `use_model`, they are replaced by the counts of config.strata.model
+// and the shape is kept for activations and persistent params.
 EstimateInputs estimate_inputs_from_config(const Config& config, std::int64_t params,
                                            std::int64_t largest_layer_params,
                                            std::int64_t gpus_per_node, std::int64_t nodes,
@@ -100,11 +108,12 @@ struct MemoryTerm {
   Tier tier = Tier::gpu;
   std::int64_t bytes = 0;  // per rank
   bool pinned = false;     // page-locked CPU memory (counts against RLIMIT_MEMLOCK)
-  std::string formula;     // "12 * part", in the notation above
+  std::string formula;     // "4 x part", in the notation above
 };
 
 struct EstimateRow {
   int stage = 3;
+  std::int64_t partition_numel = 0;  // part, as the engine's FlatLayout cuts it
   OffloadDevice offload_param = OffloadDevice::none;
   OffloadDevice offload_optimizer = OffloadDevice::none;
   std::int64_t per_gpu_bytes = 0;       // sum of the GPU terms
@@ -114,26 +123,31 @@ struct EstimateRow {
   std::vector<MemoryTerm> terms;
 };
 
-// Whether strata runs this choice. Stage 2 has no parameter offload and keeps the optimizer on the
-// GPU or in CPU RAM (NVMe optimizer swapping exists only with stage 3, as in DeepSpeed). Stage 3
-// offloads parameters only together with the optimizer (DeepSpeed's rule: "parameter offload is
-// only available with optimizer state offload"). Stages other than 2 and 3 are not estimated.
+// Whether strata estimates this choice. Stages 0-2 have no parameter offload; stage 0 keeps the
+// optimizer on the device; the optimizer goes to NVMe only at stage 3 (DeepSpeed's rules, which
+// strata's configs follow). Offloading parameters needs the optimizer offloaded too (DeepSpeed's
+// "parameter offload is only available with optimizer state offload", which the engine enforces).
 // Returns an empty string when valid, else the reason.
 std::string invalid_choice_reason(int stage, OffloadDevice offload_param,
                                   OffloadDevice offload_optimizer);
 
-// One row. Asserts the choice is valid and the inputs are positive.
+// One row: what one rank of the engine holds, term by term. The device side is the memory
+// allocated for the whole run (activations, shards, gradient partition, optimizer states) plus
+// the highest point of a training step, found by walking the engine's step module by module (the
+// parameter coordinator's gather/release/reuse rules and the gradient reducer's buffers; two
+// steps, the first recording the module trace). Asserts the choice is valid and the inputs
+// positive.
 EstimateRow estimate_row(const EstimateInputs& inputs, int stage, OffloadDevice offload_param,
                          OffloadDevice offload_optimizer);
 
-// Every valid row: stage 2 (none/none, none/cpu), then stage 3 (none/none, none/cpu, none/nvme,
-// cpu/cpu, cpu/nvme, nvme/cpu, nvme/nvme).
+// Every valid row: stage 0 (none/none), stage 1 and 2 (none/none, none/cpu), then stage 3
+// (none/none, none/cpu, none/nvme, cpu/cpu, cpu/nvme, nvme/cpu, nvme/nvme).
 std::vector<EstimateRow> estimate_all_rows(const EstimateInputs& inputs);
 
 // DeepSpeed's estimate for the same row, from estimate_zero3_model_states_mem_needs (zero_init
 // on, additional_buffer_factor 1.5) and estimate_zero2_model_states_mem_needs, with their
 // float arithmetic and int() truncation. DeepSpeed's "per CPU" is per node. nullopt for the rows
-// those functions do not cover (anything on NVMe).
+// those functions do not cover (stages 0 and 1, anything on NVMe).
 struct DeepSpeedEstimate {
   std::int64_t per_gpu_bytes = 0;
   std::int64_t per_node_cpu_bytes = 0;

@@ -1,4 +1,4 @@
-// `strata estimate`: memory per tier for every ZeRO stage 2/3 offload choice, and whether each
+// `strata estimate`: memory per tier for every ZeRO stage and offload choice, and whether each
 // fits this machine. The numbers come from engine/memory_estimate.h, the model the engine is held
 // to; docs/estimate.md explains every term.
 #include <fmt/format.h>
@@ -45,6 +45,7 @@ struct EstimatePlan {
   engine::MachineCapacity capacity;
   std::string gpu_description;  // "NVIDIA H100 80GB HBM3", "strata.device_memory_budget", ...
   std::string largest_layer_note;
+  bool config_given = false;
 };
 
 std::int64_t parse_count_option(const std::string& name, const std::string& text) {
@@ -103,6 +104,16 @@ void choose_sizes(const EstimateOptions& options, EstimatePlan& plan, std::int64
                     "give the parameters of the largest single module (a transformer block or "
                     "the embedding), at most the model's total",
                     exit_bad_usage);
+  }
+  // The step is walked module by module, the model cut into modules of L parameters.
+  if ((params + largest_layer - 1) / largest_layer > engine::kMaxEstimatedModules) {
+    throw UserError(
+        fmt::format("--largest-layer {} cuts --params {} into more than {} modules",
+                    options.largest_layer, options.params, engine::kMaxEstimatedModules),
+        fmt::format("give the parameters of the largest single module (a transformer block or the "
+                    "embedding), at least --params / {}",
+                    engine::kMaxEstimatedModules),
+        exit_bad_usage);
   }
 }
 
@@ -169,6 +180,7 @@ EstimatePlan make_plan(const EstimateOptions& options) {
   if (gpus_per_node == 0) {
     gpus_per_node = std::max<std::int64_t>(1, static_cast<std::int64_t>(inventory.gpus.size()));
   }
+  plan.config_given = config.has_value();
   if (config) {
     plan.inputs = engine::estimate_inputs_from_config(*config, params, largest_layer, gpus_per_node,
                                                       options.nodes, options.model);
@@ -214,6 +226,7 @@ nlohmann::ordered_json row_json(const EstimatePlan& plan, const engine::Estimate
                                 {"per_node_cpu_bytes", row.per_node_cpu_bytes},
                                 {"nvme_bytes", row.nvme_bytes},
                                 {"pinned_bytes_per_rank", row.pinned_bytes_per_rank},
+                                {"partition_numel", row.partition_numel},
                                 {"fits", optional_json(verdict.fits)},
                                 {"verdict", verdict.text},
                                 {"params", plan.inputs.params},
@@ -244,6 +257,10 @@ void print_header(const EstimatePlan& plan) {
              inputs.model ? " (from the config's strata.model)" : "", inputs.gpus_per_node,
              inputs.gpus_per_node == 1 ? "" : "s", inputs.nodes, inputs.nodes == 1 ? "" : "s",
              inputs.world_size());
+  fmt::print("parameters stored in {} ({} bytes){}; optimizer: master + {} fp32 state{}\n",
+             inputs.storage_bytes == 2 ? "bf16/fp16" : "fp32", inputs.storage_bytes,
+             plan.config_given ? "" : ", assumed without --config", inputs.optimizer_moments,
+             inputs.optimizer_moments == 1 ? "" : "s");
   if (!plan.largest_layer_note.empty()) fmt::print("note: {}\n", plan.largest_layer_note);
   const engine::MachineCapacity& capacity = plan.capacity;
   std::string gpu = capacity.gpu_bytes
@@ -278,8 +295,9 @@ void print_table(const EstimatePlan& plan, const std::vector<engine::EstimateRow
                deepspeed_columns, engine::check_fit(row, plan.capacity).text);
     if (!show_terms) continue;
     for (const auto& term : row.terms) {
-      fmt::print("      {:<4} {:<28} {:>10} GiB/rank{}  {}\n", engine::to_string(term.tier),
-                 term.name, gib(term.bytes), term.pinned ? " pinned" : "       ", term.formula);
+      fmt::print("      {:<4} {:<24} {:>11}/rank{}  {}\n", engine::to_string(term.tier), term.name,
+                 base::format_bytes(static_cast<double>(term.bytes)),
+                 term.pinned ? " pinned" : "       ", term.formula);
     }
   }
   fmt::print(
@@ -305,7 +323,8 @@ void run_estimate(const EstimateOptions& options) {
 
 void add_estimate_command(CLI::App& app, CommandContext& /*context*/) {
   auto* command = app.add_subcommand(
-      "estimate", "Memory per GPU, per node of CPU RAM and on NVMe for each ZeRO offload choice");
+      "estimate",
+      "Memory per GPU, per node of CPU RAM and on NVMe for each ZeRO stage and offload choice");
   auto options = std::make_shared<EstimateOptions>();
   command->add_option("--params", options->params, "Model parameters: 7B, 1.3B, 350M, 5e8");
   command->add_option("--largest-layer", options->largest_layer,
@@ -318,7 +337,8 @@ void add_estimate_command(CLI::App& app, CommandContext& /*context*/) {
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
   command
       ->add_option("--config", options->config_path,
-                   "DeepSpeed JSON config: bucket, buffer, sub-group and aio sizes, nvme_path")
+                   "DeepSpeed JSON config: precision, optimizer, bucket, buffer, sub-group and "
+                   "stage3 sizes, nvme_path")
       ->check(CLI::ExistingFile);
   command->add_flag("--model", options->model,
                     "Take params, largest layer and activations from the config's strata.model");

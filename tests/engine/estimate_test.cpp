@@ -1,4 +1,5 @@
-// The memory estimate: strata's terms on hand-computed cases, the GPT shape arithmetic, DeepSpeed's
+// The memory estimate: strata's terms on hand-computed cases (the engine's buffers, and the step's
+// peak walked module by module), the GPT shape arithmetic, DeepSpeed's
 // estimator formulas (values worked by hand with Python's float arithmetic), and the verdicts.
 #include <gtest/gtest.h>
 
@@ -23,7 +24,7 @@ std::int64_t term_bytes(const EstimateRow& row, const std::string& name) {
   return term == nullptr ? 0 : term->bytes;
 }
 
-// P = 8,192,000 on 4 ranks: part = ceil(P / 4) = 2,048,000, already a multiple of 2048.
+// P = 8,192,000 in modules of L = 1,000,000 on 4 ranks.
 EstimateInputs small_inputs() {
   EstimateInputs inputs;
   inputs.params = 8'192'000;
@@ -60,91 +61,160 @@ TEST(EstimateChoices, FollowDeepSpeedsRules) {
   EXPECT_EQ(invalid_choice_reason(3, nvme, nvme), "");
   EXPECT_EQ(invalid_choice_reason(3, none, nvme), "");
   EXPECT_EQ(invalid_choice_reason(2, none, cpu), "");
+  EXPECT_EQ(invalid_choice_reason(1, none, cpu), "");
+  EXPECT_EQ(invalid_choice_reason(0, none, none), "");
   EXPECT_EQ(invalid_choice_reason(2, cpu, cpu), "offload_param needs ZeRO stage 3");
   EXPECT_EQ(invalid_choice_reason(2, none, nvme), "offload_optimizer nvme needs ZeRO stage 3");
+  EXPECT_EQ(invalid_choice_reason(0, none, cpu), "offload_optimizer needs ZeRO stage 1, 2 or 3");
   EXPECT_EQ(invalid_choice_reason(3, cpu, none),
             "offload_param needs offload_optimizer cpu or nvme");
-  EXPECT_NE(invalid_choice_reason(1, none, none), "");
+  EXPECT_NE(invalid_choice_reason(4, none, none), "");
 }
 
-TEST(EstimateRows, NineRowsInOrder) {
+TEST(EstimateRows, TwelveRowsInOrder) {
   std::vector<EstimateRow> rows = estimate_all_rows(small_inputs());
-  ASSERT_EQ(rows.size(), 9u);
-  EXPECT_EQ(rows[0].stage, 2);
-  EXPECT_EQ(rows[1].offload_optimizer, cpu);
-  EXPECT_EQ(rows[2].stage, 3);
-  EXPECT_EQ(rows[2].offload_param, none);
-  EXPECT_EQ(rows[8].offload_param, nvme);
-  EXPECT_EQ(rows[8].offload_optimizer, nvme);
+  ASSERT_EQ(rows.size(), 12u);
+  EXPECT_EQ(rows[0].stage, 0);
+  EXPECT_EQ(rows[1].stage, 1);
+  EXPECT_EQ(rows[2].offload_optimizer, cpu);
+  EXPECT_EQ(rows[3].stage, 2);
+  EXPECT_EQ(rows[4].offload_optimizer, cpu);
+  EXPECT_EQ(rows[5].stage, 3);
+  EXPECT_EQ(rows[5].offload_param, none);
+  EXPECT_EQ(rows[11].offload_param, nvme);
+  EXPECT_EQ(rows[11].offload_optimizer, nvme);
 }
+
+// small_inputs() without a model shape: P cut into 8 modules of L = 1,000,000 and one of 192,000.
+// On 4 ranks a module of 1e6 has shards of round_up(250,000, 2048) = 251,904 (padded 1,007,616),
+// the last one 49,152 (padded 196,608): part = 8 x 251,904 + 49,152 = 2,064,384.
+constexpr std::int64_t kPart = 2'064'384;
+constexpr std::int64_t kPadded = 1'007'616;
+constexpr std::int64_t kLastPadded = 196'608;
 
 TEST(EstimateRows, Stage3NoOffloadByHand) {
   EstimateRow row = estimate_row(small_inputs(), 3, none, none);
-  EXPECT_EQ(term_bytes(row, "param_partition_16bit"), 2 * 2'048'000);
-  // L + min(L, prefetch 5e7, max_live 1e9 - L) = 2,000,000 elements
-  EXPECT_EQ(term_bytes(row, "gathered_params_16bit"), 4'000'000);
-  EXPECT_EQ(term_bytes(row, "module_gradients_16bit"), 2'000'000);
-  // min(5e8, P) elements, 2 bytes, 2 buckets (overlap_comm defaults on at stage 3)
-  EXPECT_EQ(term_bytes(row, "reduce_buckets_16bit"), 32'768'000);
-  EXPECT_EQ(term_bytes(row, "optimizer_states_fp32"), 12 * 2'048'000);
-  EXPECT_EQ(term_bytes(row, "gradient_accumulation_fp32"), 4 * 2'048'000);
-  EXPECT_EQ(row.per_gpu_bytes, 75'632'000);
-  EXPECT_EQ(row.per_node_cpu_bytes, 0);
+  EXPECT_EQ(row.partition_numel, kPart);
+  EXPECT_EQ(term_bytes(row, "param_shards"), 2 * kPart);  // bf16 assumed without a config
+  EXPECT_EQ(term_bytes(row, "gradient_partition_fp32"), 4 * kPart);
+  EXPECT_EQ(term_bytes(row, "optimizer_states_fp32"), 12 * kPart);
+  EXPECT_EQ(term_bytes(row, "losses_and_grad_norm"), 4 + 8);
+  // The second step follows the trace: every module is reused within stage3_max_reuse_distance
+  // (1e9) of its forward, so all stay gathered until their backward; the peak is module 7's
+  // backward, modules 0-7 gathered (module 8 was released after its backward) and module 7's
+  // gradient buffer.
+  EXPECT_EQ(term_bytes(row, "gathered_params_fp32"), 4 * 8 * kPadded);
+  EXPECT_NE(find_term(row, "gathered_params_fp32")->formula.find("modules 0-7"), std::string::npos);
+  EXPECT_EQ(term_bytes(row, "module_gradients_fp32"), 4 * kPadded);
+  EXPECT_EQ(find_term(row, "widening_buffer"), nullptr);
+  EXPECT_EQ(find_term(row, "gradient_shard_fp32"), nullptr);
+  EXPECT_EQ(row.per_gpu_bytes, 18 * kPart + 12 + 4 * 9 * kPadded);
+  // The losses' and the norm's pinned pages
+  EXPECT_EQ(row.per_node_cpu_bytes, 4 * 8192);
+  EXPECT_EQ(row.pinned_bytes_per_rank, 8192);
   EXPECT_EQ(row.nvme_bytes, 0);
   EXPECT_EQ(find_term(row, "activations"), nullptr);  // unknown without the model's shape
 }
 
-TEST(EstimateRows, Stage3EverythingOnNvmeByHand) {
-  EstimateRow row = estimate_row(small_inputs(), 3, nvme, nvme);
-  EXPECT_EQ(row.per_gpu_bytes, 4'000'000 + 2'000'000 + 32'768'000);
-  // per rank: grad accumulation 8,192,000 + grad staging 2*2,048,000*2 + optimizer swap buffers
-  // 4*4*2,048,000 + param swap buffers 5*1e8*2 + param CPU cache 2*2,048,000
-  EXPECT_EQ(term_bytes(row, "optimizer_swap_buffers"), 32'768'000);
-  EXPECT_EQ(term_bytes(row, "param_swap_buffers"), 1'000'000'000);
-  EXPECT_EQ(row.per_node_cpu_bytes, 4 * std::int64_t{1'053'248'000});
-  EXPECT_EQ(row.pinned_bytes_per_rank, 1'053'248'000);
-  // per rank: params round_up(4,096,000, 1 MiB) = 4 MiB; optimizer 3 * round_up(8,192,000, 1 MiB)
-  EXPECT_EQ(term_bytes(row, "param_partition_16bit"), 4 * 1'048'576);
-  EXPECT_EQ(term_bytes(row, "optimizer_states_fp32"), 3 * 8 * 1'048'576);
-  EXPECT_EQ(row.nvme_bytes, 4 * (4 + 24) * std::int64_t{1'048'576});
+TEST(EstimateRows, Stage3WithoutReuseHoldsOneModuleAndItsGradients) {
+  EstimateInputs inputs = small_inputs();
+  inputs.stage3_max_reuse_distance = 0;
+  EstimateRow row = estimate_row(inputs, 3, none, none);
+  // A module's backward: its gathered parameters and its gradient buffer (the forward's gather,
+  // 4 + 2 bytes per element with the bf16 buffer being widened, is smaller).
+  EXPECT_EQ(term_bytes(row, "gathered_params_fp32"), 4 * kPadded);
+  EXPECT_EQ(term_bytes(row, "module_gradients_fp32"), 4 * kPadded);
+  EXPECT_EQ(find_term(row, "widening_buffer"), nullptr);
 }
 
-TEST(EstimateRows, Stage2OptimizerOnCpuByHand) {
-  EstimateRow row = estimate_row(small_inputs(), 2, none, cpu);
-  EXPECT_EQ(term_bytes(row, "params_16bit"), 2 * 8'192'000);
-  // stage 2: overlap_comm defaults off, one bucket
-  EXPECT_EQ(term_bytes(row, "reduce_buckets_16bit"), 16'384'000);
-  EXPECT_EQ(row.per_gpu_bytes, 16'384'000 + 2'000'000 + 16'384'000);
-  EXPECT_EQ(row.per_node_cpu_bytes, 4 * (8'192'000 + 4'096'000 + 24'576'000));
+TEST(EstimateRows, Stage2KeepsEverythingGatheredAndPacksBigBuckets) {
+  EstimateInputs inputs = small_inputs();
+  inputs.reduce_bucket_size = 1000;  // 250 elements per rank: every module is packed
+  EstimateRow row = estimate_row(inputs, 2, none, none);
+  // Module 7's reduction: all modules gathered, its gradients, its shard and the bucket.
+  EXPECT_EQ(term_bytes(row, "gathered_params_fp32"), 4 * (8 * kPadded + kLastPadded));
+  EXPECT_EQ(term_bytes(row, "module_gradients_fp32"), 4 * kPadded);
+  EXPECT_EQ(term_bytes(row, "gradient_shard_fp32"), 4 * kPadded / 4);
+  EXPECT_EQ(term_bytes(row, "gradient_bucket_fp32"), 4 * 1000);
+  EXPECT_EQ(find_term(row, "gradient_buffers_fp32"), nullptr);  // stage 2 frees them
+}
+
+TEST(EstimateRows, Stage0IsUnshardedWhateverTheWorld) {
+  EstimateRow row = estimate_row(small_inputs(), 0, none, none);
+  // One rank's layout: modules of round_up(1e6, 2048) = 1,001,472 and 192,512.
+  const std::int64_t part = 8 * 1'001'472 + 192'512;
+  EXPECT_EQ(row.partition_numel, part);
+  EXPECT_EQ(term_bytes(row, "gradient_buffers_fp32"), 4 * part);
+  // The peak is module 7's gather: modules 0-7 in fp32 and its bf16 buffer being widened.
+  EXPECT_EQ(term_bytes(row, "gathered_params_fp32"), 4 * 8 * 1'001'472);
+  EXPECT_EQ(term_bytes(row, "widening_buffer"), 2 * 1'001'472);
+  EXPECT_EQ(row.per_gpu_bytes, (2 + 4 + 12 + 4) * part + 12 + 4 * 8 * 1'001'472 + 2 * 1'001'472);
+}
+
+TEST(EstimateRows, Fp32StorageHasNoWideningBuffer) {
+  EstimateInputs inputs = small_inputs();
+  inputs.storage_bytes = 4;
+  EstimateRow row = estimate_row(inputs, 1, none, none);
+  EXPECT_EQ(term_bytes(row, "param_shards"), 4 * kPart);
+  EXPECT_EQ(find_term(row, "widening_buffer"), nullptr);
+  EXPECT_EQ(term_bytes(row, "gradient_buffers_fp32"), 4 * (8 * kPadded + kLastPadded));
+}
+
+TEST(EstimateRows, Stage3EverythingOnNvmeByHand) {
+  EstimateInputs inputs = small_inputs();
+  inputs.max_in_cpu = 0;
+  EstimateRow row = estimate_row(inputs, 3, nvme, nvme);
+  EXPECT_EQ(row.per_gpu_bytes, 12 + 4 * 9 * kPadded);
+  EXPECT_EQ(term_bytes(row, "param_host_partition"), 2 * kPart);
+  // Pools: 5 x the largest bf16 shard (503,808 bytes, a 4 KiB multiple); 4 x the one sub-group's
+  // [master | exp_avg | exp_avg_sq] extent, 3 x 8,257,536 bytes.
+  EXPECT_EQ(term_bytes(row, "param_swap_buffers"), 5 * 503'808);
+  EXPECT_EQ(term_bytes(row, "optimizer_swap_buffers"), 4 * 3 * 4 * kPart);
+  EXPECT_EQ(term_bytes(row, "gradient_partition_fp32"), 4 * kPart);
+  EXPECT_EQ(term_bytes(row, "gradient_staging_fp32"), 4 * 251'904);
+  const std::int64_t per_rank_cpu =
+      2 * kPart + 5 * 503'808 + 4 * 3 * 4 * kPart + 4 * kPart + 4 * 251'904 + 8192;
+  EXPECT_EQ(row.per_node_cpu_bytes, 4 * per_rank_cpu);
+  EXPECT_EQ(row.pinned_bytes_per_rank, 5 * 503'808 + 4 * 3 * 4 * kPart + 8192);
+  // NVMe: every module's bf16 shard as its own extent, and the optimizer's extent.
+  EXPECT_EQ(term_bytes(row, "param_shards"), 2 * kPart);
+  EXPECT_EQ(find_term(row, "param_shards")->tier, Tier::nvme);
+  EXPECT_EQ(row.nvme_bytes, 4 * (2 * kPart + 12 * kPart));
+}
+
+TEST(EstimateRows, MaxInCpuKeepsModulesInCpuMemory) {
+  EstimateInputs inputs = small_inputs();
+  inputs.max_in_cpu = 600'000;  // modules 0 and 1 (251,904 each) fit, module 8 (49,152) too
+  EstimateRow row = estimate_row(inputs, 3, nvme, cpu);
+  EXPECT_EQ(term_bytes(row, "param_shards"), 2 * 6 * 251'904);
+  inputs.max_in_cpu = kPart;  // everything: no pool, no swap file
+  row = estimate_row(inputs, 3, nvme, cpu);
+  EXPECT_EQ(find_term(row, "param_shards"), nullptr);
+  EXPECT_EQ(find_term(row, "param_swap_buffers"), nullptr);
+  EXPECT_EQ(row.nvme_bytes, 0);
 }
 
 TEST(EstimateRows, SubGroupsPadEachExtentAndSizeThePool) {
   EstimateInputs inputs = small_inputs();
   inputs.sub_group_size = 1'000'000;
-  inputs.pipeline_read = true;
-  inputs.pipeline_write = true;
-  inputs.overlap_comm = false;
   EstimateRow row = estimate_row(inputs, 3, none, nvme);
-  // 2,048,000 elements in sub-groups of 999,424 (1e6 rounded down to 2048): 999,424 x 2 + 49,152.
-  // Each state extent is padded to 1 MiB: 2 * round_up(3,997,696) + round_up(196,608) = 9 MiB.
-  EXPECT_EQ(term_bytes(row, "optimizer_states_fp32"), 3 * 9 * 1'048'576);
-  EXPECT_EQ(term_bytes(row, "optimizer_swap_buffers"), 4 * 4 * 999'424 * 3);
-  EXPECT_EQ(term_bytes(row, "reduce_buckets_16bit"), 2 * 8'192'000);
-  EXPECT_EQ(term_bytes(row, "gradient_staging_16bit"), 2 * 2'048'000);
+  // 2,064,384 elements in sub-groups of 999,424 (1e6 rounded down to 2048): 999,424 x 2 + 65,536;
+  // each region of an extent is 4 KiB-rounded (already here): 3 x 3,997,696 per full group.
+  EXPECT_EQ(term_bytes(row, "optimizer_states_fp32"), 3 * 4 * kPart);
+  EXPECT_EQ(term_bytes(row, "optimizer_swap_buffers"), 4 * 3 * 3'997'696);
+  inputs.optimizer_moments = 1;  // Adagrad or Lion: master and one state
+  row = estimate_row(inputs, 3, none, nvme);
+  EXPECT_EQ(term_bytes(row, "optimizer_swap_buffers"), 4 * 2 * 3'997'696);
+  EXPECT_EQ(term_bytes(row, "optimizer_states_fp32"), 2 * 4 * kPart);
 }
 
-TEST(EstimateRows, ConfigValuesChangeTheTerms) {
-  EstimateInputs inputs = small_inputs();
-  inputs.param_buffer_count = 2;
-  inputs.param_buffer_size = 1'000'000;
-  inputs.max_in_cpu = 1000;
-  inputs.stage3_prefetch_bucket_size = 100;
-  inputs.reduce_bucket_size = 1000;
-  EstimateRow row = estimate_row(inputs, 3, nvme, cpu);
-  EXPECT_EQ(term_bytes(row, "param_swap_buffers"), 2 * 1'000'000 * 2);
-  EXPECT_EQ(term_bytes(row, "param_cpu_cache_16bit"), 2 * 1000);
-  EXPECT_EQ(term_bytes(row, "gathered_params_16bit"), 2 * (1'000'000 + 100));
-  EXPECT_EQ(term_bytes(row, "reduce_buckets_16bit"), 2 * 1000 * 2);
+TEST(EstimateRows, Stage2OptimizerOnCpuByHand) {
+  EstimateRow row = estimate_row(small_inputs(), 2, none, cpu);
+  EXPECT_EQ(term_bytes(row, "param_shards"), 2 * kPart);
+  EXPECT_EQ(find_term(row, "gradient_partition_fp32")->tier, Tier::cpu);
+  // CPU: the tier's host copy the optimizer writes, gradients, staging, states, pinned pages.
+  EXPECT_EQ(row.per_node_cpu_bytes, 4 * (2 * kPart + 4 * kPart + 4 * 251'904 + 12 * kPart + 8192));
+  EXPECT_EQ(row.pinned_bytes_per_rank, 8192);
 }
 
 // n_layer 1, d 64, vocab 256, seq 32 on 2 ranks, as engine/zero's FlatLayout cuts it:
@@ -156,49 +226,65 @@ TEST(EstimateRows, ModelShapeUsesTheEnginesFlatLayout) {
   inputs.params = gpt_param_count(*inputs.model);
   inputs.largest_layer_params = gpt_largest_module_params(*inputs.model);
   inputs.gpus_per_node = 2;
-  inputs.stage3_param_persistence_threshold = 200;  // only ln_f (128) stays whole
+  inputs.stage3_param_persistence_threshold = 200;  // only ln_f (128) stays gathered
+  inputs.stage3_max_reuse_distance = 0;
   EstimateRow row = estimate_row(inputs, 3, none, none);
-  EXPECT_EQ(term_bytes(row, "param_partition_16bit"), 2 * 38'912);
-  EXPECT_EQ(term_bytes(row, "persistent_params_16bit"), 2 * 128);
-  EXPECT_EQ(term_bytes(row, "gathered_params_16bit"), 2 * (53'248 + 53'248));
-  EXPECT_EQ(term_bytes(row, "module_gradients_16bit"), 2 * 53'248);
+  EXPECT_EQ(row.partition_numel, 38'912);
+  EXPECT_EQ(term_bytes(row, "param_shards"), 2 * 38'912);
+  // The block's backward: the block and the persistent head gathered; the block's gradients and
+  // the embedding's, made at the head's backward (the head borrows wte) and reduced at its own.
+  EXPECT_EQ(term_bytes(row, "gathered_params_fp32"), 4 * (53'248 + 4'096));
+  EXPECT_EQ(term_bytes(row, "module_gradients_fp32"), 4 * (20'480 + 53'248));
+  EXPECT_NE(find_term(row, "module_gradients_fp32")->formula.find("modules 0-1"),
+            std::string::npos);
   EXPECT_EQ(find_term(row, "activations"), nullptr);  // the caller sizes them (models/)
   inputs.activation_bytes = 123'456;
   EXPECT_EQ(term_bytes(estimate_row(inputs, 3, none, none), "activations"), 123'456);
 }
 
+TEST(EstimateRows, MaxLiveParametersEvictsKeptModules) {
+  EstimateInputs inputs = small_inputs();
+  inputs.stage3_max_live_parameters = 3 * kPadded;
+  EstimateRow row = estimate_row(inputs, 3, none, none);
+  // Modules kept for reuse are dropped to make room: at most three live at once.
+  EXPECT_LE(term_bytes(row, "gathered_params_fp32"), 4 * 3 * kPadded);
+  EXPECT_GE(term_bytes(row, "gathered_params_fp32"), 4 * 2 * kPadded);
+}
+
 TEST(EstimateInputsFromConfig, ReadsTheSections) {
   Config config = default_config();
   config.zero.reduce_bucket_size = 123;
-  config.zero.overlap_comm = true;
   config.zero.sub_group_size = 4096;
+  config.zero.stage3_max_reuse_distance = 77;
   config.zero.offload_param.buffer_count = 7;
-  config.zero.offload_param.buffer_size = 5555;
   config.zero.offload_param.max_in_cpu = 66;
-  config.zero.offload_optimizer.pipeline_read = true;
-  config.aio.block_size = 65536;
   config.batch.train_micro_batch_size_per_gpu = 4;
+  config.batch.gradient_accumulation_steps = 3;
   config.activation_checkpointing.number_checkpoints = 2;
   config.strata.model = {2, 4, 64, 32, 256};
   EstimateInputs plain = estimate_inputs_from_config(config, 1000, 10, 8, 2, false);
   EXPECT_EQ(plain.params, 1000);
   EXPECT_EQ(plain.largest_layer_params, 10);
   EXPECT_EQ(plain.world_size(), 16);
+  EXPECT_EQ(plain.storage_bytes, 4);  // neither bf16 nor fp16: the engine keeps fp32
+  EXPECT_EQ(plain.optimizer_moments, 2);
+  EXPECT_EQ(plain.gradient_accumulation_steps, 3);
   EXPECT_EQ(plain.reduce_bucket_size, 123);
-  EXPECT_EQ(plain.overlap_comm, true);
+  EXPECT_EQ(plain.stage3_max_reuse_distance, 77);
   EXPECT_EQ(plain.sub_group_size, 4096);
   EXPECT_EQ(plain.param_buffer_count, 7);
-  EXPECT_EQ(plain.param_buffer_size, 5555);
   EXPECT_EQ(plain.max_in_cpu, 66);
   EXPECT_EQ(plain.optimizer_buffer_count, 4);
-  EXPECT_TRUE(plain.pipeline_read);
-  EXPECT_EQ(plain.aio_block_size_bytes, 65536);
   EXPECT_EQ(plain.micro_batch, 4);
   EXPECT_TRUE(plain.activation_checkpointing);  // number_checkpoints > 0, as the engine reads it
   EXPECT_FALSE(plain.activation_bytes.has_value());
   EXPECT_FALSE(plain.model.has_value());
+  config.bf16.enabled = true;
+  config.optimizer.type = OptimizerType::lion;
   EstimateInputs modelled = estimate_inputs_from_config(config, 0, 0, 1, 1, true);
   ASSERT_TRUE(modelled.model.has_value());
+  EXPECT_EQ(modelled.storage_bytes, 2);
+  EXPECT_EQ(modelled.optimizer_moments, 1);
   EXPECT_EQ(modelled.params, gpt_param_count({2, 4, 64, 32, 256}));
   EXPECT_EQ(modelled.largest_layer_params, 12 * 64 * 64 + 13 * 64);
 }
@@ -282,8 +368,10 @@ TEST(DeepSpeedEstimate, OddSizesTruncateLikePython) {
   EXPECT_EQ(deepspeed_estimate(inputs, 2, none, none)->per_node_cpu_bytes, 5'185'185'138);
 }
 
-TEST(DeepSpeedEstimate, NvmeRowsAreNotCovered) {
+TEST(DeepSpeedEstimate, NvmeRowsAndStages0And1AreNotCovered) {
   EstimateInputs inputs = small_inputs();
+  EXPECT_FALSE(deepspeed_estimate(inputs, 0, none, none));
+  EXPECT_FALSE(deepspeed_estimate(inputs, 1, none, cpu));
   EXPECT_FALSE(deepspeed_estimate(inputs, 3, nvme, nvme));
   EXPECT_FALSE(deepspeed_estimate(inputs, 3, none, nvme));
   EXPECT_FALSE(deepspeed_estimate(inputs, 3, nvme, cpu));

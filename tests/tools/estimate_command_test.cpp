@@ -45,10 +45,10 @@ TEST(EstimateCommand, SevenBillionOnEightGpusWithDeepSpeedsNumbers) {
       estimate_json({"--params", "7B", "--largest-layer", "0.5B", "--gpus-per-node", "8",
                      "--gpu-memory", "80G", "--compare", "deepspeed"});
   ASSERT_TRUE(rows.is_array());
-  ASSERT_EQ(rows.size(), 9u);
+  ASSERT_EQ(rows.size(), 12u);
   std::set<std::string> devices = {"none", "cpu", "nvme"};
   for (const nlohmann::json& row : rows) {
-    EXPECT_TRUE(row.at("stage") == 2 || row.at("stage") == 3) << row.dump();
+    EXPECT_TRUE(row.at("stage") >= 0 && row.at("stage") <= 3) << row.dump();
     EXPECT_TRUE(devices.contains(row.at("offload_param").get<std::string>()));
     EXPECT_TRUE(devices.contains(row.at("offload_optimizer").get<std::string>()));
     EXPECT_GT(row.at("per_gpu_bytes").get<std::int64_t>(), 0);
@@ -58,9 +58,10 @@ TEST(EstimateCommand, SevenBillionOnEightGpusWithDeepSpeedsNumbers) {
     EXPECT_FALSE(row.at("verdict").get<std::string>().empty());
     EXPECT_EQ(row.at("params"), 7'000'000'000);
     EXPECT_EQ(row.at("largest_layer_params"), 500'000'000);
-    bool on_nvme = row.at("offload_param") == "nvme" || row.at("offload_optimizer") == "nvme";
-    EXPECT_EQ(row.contains("deepspeed_per_gpu_bytes"), !on_nvme) << row.dump();
-    EXPECT_EQ(row.contains("deepspeed_per_node_cpu_bytes"), !on_nvme) << row.dump();
+    bool covered = row.at("stage") >= 2 && row.at("offload_param") != "nvme" &&
+                   row.at("offload_optimizer") != "nvme";
+    EXPECT_EQ(row.contains("deepspeed_per_gpu_bytes"), covered) << row.dump();
+    EXPECT_EQ(row.contains("deepspeed_per_node_cpu_bytes"), covered) << row.dump();
     std::int64_t sum = 0;
     for (const nlohmann::json& term : row.at("terms")) {
       if (term.at("tier") == "gpu") sum += term.at("bytes_per_rank").get<std::int64_t>();
@@ -74,24 +75,29 @@ TEST(EstimateCommand, SevenBillionOnEightGpusWithDeepSpeedsNumbers) {
   EXPECT_EQ(z3_cc->at("deepspeed_per_node_cpu_bytes"), 189'000'000'000);
   const nlohmann::json* z3_nn = find_row(rows, 3, "none", "none");
   EXPECT_EQ(z3_nn->at("deepspeed_per_gpu_bytes"), 2'000'000'000 + 15'750'000'000);  // 4L + 18P/8
-  // strata counts the same states plus its buckets and the prefetched layer
+  // strata counts the same states plus fp32 gathered parameters and gradients
   EXPECT_GT(z3_nn->at("per_gpu_bytes").get<std::int64_t>(),
             z3_nn->at("deepspeed_per_gpu_bytes").get<std::int64_t>());
   // estimate_zero2_model_states_mem_needs(7e9, 8, 1, cpu_offload=True): 2P, P*max(32,16)*1.5
   const nlohmann::json* z2_c = find_row(rows, 2, "none", "cpu");
   EXPECT_EQ(z2_c->at("deepspeed_per_gpu_bytes"), 14'000'000'000);
   EXPECT_EQ(z2_c->at("deepspeed_per_node_cpu_bytes"), 336'000'000'000);
-  // Stage 2 without offload keeps 2P + 16P/8 = 28e9 bytes per GPU, more than 80 GiB? No: fits.
+  // Stage 2 without offload: 18 bytes per element of the partition (~15.8 GB) plus the whole model
+  // gathered in fp32 (28 GB) and a block's gradients: fits 80 GiB. Stage 0 (154 GB of states
+  // alone) does not.
   EXPECT_EQ(find_row(rows, 2, "none", "none")->at("fits"), true);
-  // Everything on NVMe: the GPU holds the gathered layers and buckets only.
+  EXPECT_EQ(find_row(rows, 0, "none", "none")->at("fits"), false);
+  // Everything on NVMe: the GPU holds the gathered modules and gradients only; the optimizer's
+  // 12 bytes per element go to NVMe (the parameters stay in CPU memory: max_in_cpu is 1e9).
   const nlohmann::json* z3_vv = find_row(rows, 3, "nvme", "nvme");
-  EXPECT_GT(z3_vv->at("nvme_bytes").get<std::int64_t>(), 8 * 14'000'000'000LL / 8);
-  EXPECT_EQ(term_bytes(*z3_vv, "param_partition_16bit") % 1'048'576, 0);
+  EXPECT_GT(z3_vv->at("nvme_bytes").get<std::int64_t>(), 12 * 7'000'000'000LL);
+  EXPECT_EQ(term_bytes(*z3_vv, "optimizer_states_fp32") % 4096, 0);
+  EXPECT_EQ(term_bytes(*z3_vv, "param_shards"), 0);
 }
 
 TEST(EstimateCommand, NoDeepSpeedFieldsUnlessAsked) {
   nlohmann::json rows = estimate_json({"--params", "1.3B", "--gpu-memory", "24GiB"});
-  ASSERT_EQ(rows.size(), 9u);
+  ASSERT_EQ(rows.size(), 12u);
   for (const nlohmann::json& row : rows)
     EXPECT_FALSE(row.contains("deepspeed_per_gpu_bytes"));
   // --largest-layer defaults to P / 32
@@ -116,13 +122,18 @@ TEST(EstimateCommand, ModelShapeAndSizesComeFromTheConfig) {
   })");
   nlohmann::json rows =
       estimate_json({"--config", file.string(), "--model", "--gpus-per-node", "2"});
-  ASSERT_EQ(rows.size(), 9u);
+  ASSERT_EQ(rows.size(), 12u);
   // vocab*d + seq*d + n_layer*(12 d^2 + 13 d) + 2d = 16,384 + 2,048 + 2*49,984 + 128
   EXPECT_EQ(rows[0].at("params"), 118'528);
   EXPECT_EQ(rows[0].at("largest_layer_params"), 49'984);
   const nlohmann::json* z3_nn = find_row(rows, 3, "none", "none");
   ASSERT_NE(z3_nn, nullptr);
-  EXPECT_EQ(term_bytes(*z3_nn, "reduce_buckets_16bit"), 2 * 1000 * 2);
+  // Stage 2 keeps every module gathered; a block's reduction (its shard of 26,624 elements is
+  // over the 500 per rank that reduce_bucket_size 1000 gives) packs a bucket of 1000 elements.
+  EXPECT_EQ(term_bytes(*find_row(rows, 2, "none", "none"), "gradient_bucket_fp32"), 4 * 1000);
+  // No bf16 in this config: the engine keeps fp32 shards, 4 bytes per element.
+  EXPECT_EQ(term_bytes(*z3_nn, "param_shards"),
+            4 * z3_nn->at("partition_numel").get<std::int64_t>());
   // The model's own activation count for a micro-batch of 2, not checkpointed by this config.
   EXPECT_EQ(term_bytes(*z3_nn, "activations"),
             models::GptActivations::bytes_needed({2, 4, 64, 32, 256, 2}, false));
@@ -158,7 +169,7 @@ TEST(EstimateCommand, TextTableHasARowPerChoice) {
                   "--gpu-memory", "80G", "--compare", "deepspeed", "--terms"});
   ASSERT_EQ(result.exit_status, 0) << result.err;
   for (const char* text : {"stage", "offload_param", "offload_optimizer", "verdict", "DS GPU",
-                           "gathered_params_16bit", "fits"}) {
+                           "gathered_params_fp32", "fits"}) {
     EXPECT_NE(result.out.find(text), std::string::npos) << text << "\n" << result.out;
   }
   int rows = 0;
@@ -166,11 +177,12 @@ TEST(EstimateCommand, TextTableHasARowPerChoice) {
   while (start < result.out.size()) {
     std::size_t end = result.out.find('\n', start);
     std::string line = result.out.substr(start, end - start);
-    if (line.rfind("2 ", 0) == 0 || line.rfind("3 ", 0) == 0) ++rows;
+    for (const char* stage : {"0 ", "1 ", "2 ", "3 "})
+      if (line.rfind(stage, 0) == 0) ++rows;
     if (end == std::string::npos) break;
     start = end + 1;
   }
-  EXPECT_EQ(rows, 9) << result.out;
+  EXPECT_EQ(rows, 12) << result.out;
 }
 
 struct BadUsage {
@@ -195,6 +207,8 @@ INSTANTIATE_TEST_SUITE_P(
                       BadUsage{{"--params", "seven"}, "--params 'seven' is not a parameter count"},
                       BadUsage{{"--params", "0"}, "is not a parameter count"},
                       BadUsage{{"--params", "1B", "--largest-layer", "2B"}, "is larger than"},
+                      BadUsage{{"--params", "1B", "--largest-layer", "1"},
+                               "cuts --params 1B into more than 100000 modules"},
                       BadUsage{{"--model"}, "no --config was given"},
                       BadUsage{{"--params", "1B", "--gpu-memory", "lots"}, "not a byte size"},
                       BadUsage{{"--params", "1B", "--compare", "megatron"}, "--compare"},
