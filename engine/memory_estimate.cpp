@@ -452,9 +452,12 @@ void add_optimizer_offload(RowBuilder& builder, const EstimateInputs& inputs, co
                            const zero::FlatLayout& layout) {
   if (!choice.optimizer_offloaded()) return;
   const std::int64_t part = layout.partition_numel();
-  builder.add("gradient_partition_fp32", Tier::cpu, host_buffer(kFloat * part), "4 x part");
-  builder.add("gradient_staging_fp32", Tier::cpu, host_buffer(kFloat * largest_shard(layout)),
-              "4 x largest shard(m) (each reduced shard comes down here before it is added)");
+  // One host buffer holds both, page-locked when offload_optimizer.pin_memory asks.
+  const bool pinned = inputs.optimizer_pin_memory;
+  builder.add("gradient_partition_fp32", Tier::cpu, kFloat * part, "4 x part", pinned);
+  builder.add("gradient_staging_fp32", Tier::cpu, kFloat * largest_shard(layout),
+              "4 x largest shard(m) (each reduced shard comes down here before it is added)",
+              pinned);
   // Each sub-group is [master | states...], each region rounded to 4 KiB.
   const std::int64_t regions = 1 + inputs.optimizer_moments;
   std::int64_t total = 0;

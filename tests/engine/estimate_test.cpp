@@ -175,7 +175,9 @@ TEST(EstimateRows, Stage3EverythingOnNvmeByHand) {
   const std::int64_t per_rank_cpu =
       2 * kPart + 5 * 503'808 + 4 * 3 * 4 * kPart + 4 * kPart + 4 * 251'904 + 8192;
   EXPECT_EQ(row.per_node_cpu_bytes, 4 * per_rank_cpu);
-  EXPECT_EQ(row.pinned_bytes_per_rank, 5 * 503'808 + 4 * 3 * 4 * kPart + 8192);
+  // pin_memory defaults to true: both pools and the gradient buffer are page-locked.
+  EXPECT_EQ(row.pinned_bytes_per_rank,
+            5 * 503'808 + 4 * 3 * 4 * kPart + 4 * kPart + 4 * 251'904 + 8192);
   // NVMe: every module's bf16 shard as its own extent, and the optimizer's extent.
   EXPECT_EQ(term_bytes(row, "param_shards"), 2 * kPart);
   EXPECT_EQ(find_term(row, "param_shards")->tier, Tier::nvme);
@@ -214,7 +216,7 @@ TEST(EstimateRows, Stage2OptimizerOnCpuByHand) {
   EXPECT_EQ(find_term(row, "gradient_partition_fp32")->tier, Tier::cpu);
   // CPU: the tier's host copy the optimizer writes, gradients, staging, states, pinned pages.
   EXPECT_EQ(row.per_node_cpu_bytes, 4 * (2 * kPart + 4 * kPart + 4 * 251'904 + 12 * kPart + 8192));
-  EXPECT_EQ(row.pinned_bytes_per_rank, 8192);
+  EXPECT_EQ(row.pinned_bytes_per_rank, 4 * kPart + 4 * 251'904 + 8192);
 }
 
 // n_layer 1, d 64, vocab 256, seq 32 on 2 ranks, as engine/zero's FlatLayout cuts it:
