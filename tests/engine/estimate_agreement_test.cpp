@@ -72,7 +72,9 @@ models::GptShape shape_of(const Config& config) {
 }
 
 EstimateRow estimate_for(const Config& config, std::int64_t activation_bytes) {
-  EstimateInputs inputs = estimate_inputs_from_config(config, 0, 0, 1, 1, /*use_model=*/true);
+  // One rank per process: under mpirun every rank checks its own share.
+  EstimateInputs inputs =
+      estimate_inputs_from_config(config, 0, 0, world().world_size(), 1, /*use_model=*/true);
   inputs.activation_bytes = activation_bytes;
   return estimate_row(inputs, static_cast<int>(config.zero.stage), config.zero.offload_param.device,
                       config.zero.offload_optimizer.device);
@@ -149,12 +151,14 @@ void expect_estimate_agrees(const Config& config, std::int64_t margin_percent = 
   }
   EXPECT_EQ(row.partition_numel, measured.partition_numel);
   expect_agrees("device peak", measured.use.device_peak_bytes, row.per_gpu_bytes, row);
-  expect_agrees("cpu", measured.use.cpu_bytes, row.per_node_cpu_bytes, row);
-  expect_agrees("nvme", measured.use.nvme_bytes, row.nvme_bytes, row);
+  // The row's CPU and NVMe columns are per node: this process's share is one rank's.
+  const std::int64_t ranks = world().world_size();
+  expect_agrees("cpu", measured.use.cpu_bytes, row.per_node_cpu_bytes / ranks, row);
+  expect_agrees("nvme", measured.use.nvme_bytes, row.nvme_bytes / ranks, row);
   if (margin_percent == 0) {
     EXPECT_EQ(measured.use.device_peak_bytes, row.per_gpu_bytes) << describe(row);
-    EXPECT_EQ(measured.use.cpu_bytes, row.per_node_cpu_bytes) << describe(row);
-    EXPECT_EQ(measured.use.nvme_bytes, row.nvme_bytes) << describe(row);
+    EXPECT_EQ(measured.use.cpu_bytes, row.per_node_cpu_bytes / ranks) << describe(row);
+    EXPECT_EQ(measured.use.nvme_bytes, row.nvme_bytes / ranks) << describe(row);
   }
 }
 
@@ -169,6 +173,12 @@ TEST(EstimateAgreement, Stage1) {
 TEST(EstimateAgreement, Stage2WithOptimizerOnCpu) {
   expect_estimate_agrees(
       tiny_config(R"({"stage": 2, "offload_optimizer": {"device": "cpu", "pin_memory": false}})"));
+}
+
+// Under mpirun, modules whose shard exceeds reduce_bucket_size / W are reduced through a packed
+// bucket (one rank reduces nothing).
+TEST(EstimateAgreement, Stage2SmallBuckets) {
+  expect_estimate_agrees(tiny_config(R"({"stage": 2, "reduce_bucket_size": 4096})"));
 }
 
 // DeepSpeed's stage3_* defaults: every module of this tiny model is under the persistence
