@@ -400,17 +400,19 @@ std::int64_t Engine::State::nvme_write_bytes() const {
 }
 
 // CPU memory the engine holds for the model's states: the parameter tier's, the gradient
-// partition, and the optimizer's states (all of them in CPU, or its swap buffers with NVMe).
+// partition, the optimizer's states (all of them in CPU, or its swap buffers with NVMe), and the
+// device's page-locked memory.
 std::int64_t Engine::State::host_bytes() const {
-  std::int64_t bytes = tier->host_bytes() + reducer->host_bytes();
+  std::int64_t bytes = tier->unpinned_host_bytes() + reducer->unpinned_host_bytes();
   if (offload) {
     if (const memory::PinnedPool* pool = offload->pool()) {
-      bytes += pool->buffer_count() * pool->buffer_size_bytes();
+      if (!pool->pinned()) bytes += pool->buffer_count() * pool->buffer_size_bytes();
     } else {
       bytes += offload->counters().resident_bytes[static_cast<std::size_t>(memory::Tier::cpu)];
     }
   }
-  return bytes;
+  // Page-locked buffers (pools, the gradient partition, small step buffers) once, as locked.
+  return bytes + runtime.device.pinned_bytes_in_use();
 }
 
 Engine::Engine(Runtime& runtime, const Config& config, Model& model) {
@@ -475,7 +477,7 @@ StepStats Engine::train_batch(std::span<const std::int32_t> inputs,
   stats.bytes_nvme_write = s.nvme_write_bytes() - nvme_write_before;
   stats.gpu_peak_bytes = device.peak_bytes_in_use();
   s.device_peak = std::max(s.device_peak, stats.gpu_peak_bytes);
-  stats.cpu_peak_bytes = s.host_bytes() + device.pinned_bytes_in_use();
+  stats.cpu_peak_bytes = s.host_bytes();
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return stats;
 }
@@ -510,7 +512,7 @@ MemoryUse Engine::memory_use() const {
   const State& s = *state_;
   MemoryUse use;
   use.device_peak_bytes = s.device_peak;
-  use.cpu_bytes = s.host_bytes() + s.runtime.device.pinned_bytes_in_use();
+  use.cpu_bytes = s.host_bytes();
   use.nvme_bytes = s.tier->nvme_bytes();
   if (s.offload && s.offload->store() != nullptr)
     use.nvme_bytes += s.offload->store()->planned_bytes();

@@ -11,6 +11,7 @@
 #include "base/units.h"
 #include "engine/param_spec.h"
 #include "engine/zero/flat_layout.h"
+#include "engine/zero/grad_reducer.h"
 
 namespace strata::engine {
 namespace {
@@ -292,7 +293,8 @@ class StepWalk {
     const zero::ModuleSlice& slice = layout_.module(m);
     if (world_ > 1) {
       live_.shard_elements = slice.shard_numel;
-      const std::int64_t per_rank = std::max<std::int64_t>(1, inputs_.reduce_bucket_size / world_);
+      const std::int64_t per_rank =
+          zero::reduce_chunk_elements(slice.shard_numel, inputs_.reduce_bucket_size, world_);
       if (per_rank < slice.shard_numel) live_.bucket_elements = per_rank * world_;
       note();
       live_.shard_elements = 0;
@@ -405,7 +407,8 @@ void add_device_step_peak(RowBuilder& builder, const EstimateInputs& inputs, con
   builder.add("gradient_shard_fp32", Tier::gpu, kFloat * peak.shard_elements,
               "4 x shard(m) (the reduce-scatter's output)");
   builder.add("gradient_bucket_fp32", Tier::gpu, kFloat * peak.bucket_elements,
-              "4 x (reduce_bucket_size / W) x W (a module larger than the bucket, packed)");
+              "4 x W x the shard cut into equal pieces of at most reduce_bucket_size / W (a module "
+              "larger than the bucket, packed)");
 }
 
 // The parameter tier's CPU copy, its NVMe pool and its swap file (engine/zero/param_tier.cpp).

@@ -13,17 +13,8 @@ StreamOrderedMemory::~StreamOrderedMemory() {
   }
 }
 
-void StreamOrderedMemory::reap() {
-  while (!pending_.empty() && pending_.front().done->query())
-    pending_.pop_front();
-}
-
 gpu::DeviceBuffer StreamOrderedMemory::allocate(std::int64_t bytes, std::string_view what) {
-  reap();
-  while (!pending_.empty() && device_.bytes_in_use() + bytes > device_.budget_bytes()) {
-    pending_.front().done->synchronize();
-    pending_.pop_front();
-  }
+  drain();
   return device_.allocate(bytes, what);
 }
 

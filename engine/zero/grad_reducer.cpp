@@ -8,6 +8,14 @@
 
 namespace strata::engine::zero {
 
+std::int64_t reduce_chunk_elements(std::int64_t shard_numel, std::int64_t bucket_elements,
+                                   int world) {
+  const std::int64_t per_rank = std::max<std::int64_t>(1, bucket_elements / world);
+  if (per_rank >= shard_numel) return shard_numel;
+  const std::int64_t pieces = (shard_numel + per_rank - 1) / per_rank;
+  return (shard_numel + pieces - 1) / pieces;
+}
+
 GradReducer::GradReducer(gpu::Device& device, gpu::Ops& ops, gpu::Comm& comm, gpu::Stream& stream,
                          const FlatLayout& layout, memory::StreamOrderedMemory& memory,
                          std::vector<std::string> module_names, GradReducerOptions options)
@@ -135,7 +143,8 @@ void GradReducer::reduce_scatter(int module, float* shard) {
   const ModuleSlice& slice = layout_.module(module);
   const int world = comm_.world_size();
   float* grads = buffers_[static_cast<std::size_t>(module)].grads.as<float>();
-  const std::int64_t per_rank = std::max<std::int64_t>(1, options_.bucket_elements / world);
+  const std::int64_t per_rank =
+      reduce_chunk_elements(slice.shard_numel, options_.bucket_elements, world);
   if (per_rank >= slice.shard_numel) {
     comm_.reduce_scatter(stream_, grads, shard, slice.shard_numel, gpu::DataType::float32,
                          gpu::ReduceOp::avg);

@@ -25,6 +25,13 @@ struct GradReducerOptions {
   std::int64_t bucket_elements = 500'000'000;
 };
 
+// Elements of each rank's block per reduce-scatter call, for a shard of `shard_numel` elements,
+// `bucket_elements` per call and `world` ranks: the whole shard when it fits, else the shard cut
+// into equal pieces (the last may be shorter), so that a shard just over the bucket is packed in
+// two halves rather than a whole bucket and a sliver.
+std::int64_t reduce_chunk_elements(std::int64_t shard_numel, std::int64_t bucket_elements,
+                                   int world);
+
 // Gradient reduction (shared/DESIGN.md, "One training step", 2): modules write their gradients
 // into full fp32 buffers on the device; this turns them into the rank's fp32 gradient partition,
 // averaged over ranks and accumulated over gradient_accumulation_steps. Stages 0 and 1 keep
@@ -61,7 +68,8 @@ class GradReducer {
   // together); waits for the stream.
   cpu_adam::GradStats global_stats();
 
-  std::int64_t host_bytes() const { return host_bytes_; }
+  // Host memory held that is not page-locked (pinned memory is the device's to count).
+  std::int64_t unpinned_host_bytes() const { return pinned_memory_ ? 0 : host_bytes_; }
 
  private:
   struct Buffer {

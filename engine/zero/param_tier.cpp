@@ -258,9 +258,9 @@ std::int64_t ParamTier::nvme_write_bytes() const {
       .moved_bytes[static_cast<std::size_t>(memory::Direction::nvme_write)];
 }
 
-std::int64_t ParamTier::host_bytes() const {
+std::int64_t ParamTier::unpinned_host_bytes() const {
   std::int64_t bytes = host_partition_.size_bytes();
-  if (pool_) bytes += pool_->buffer_count() * pool_->buffer_size_bytes();
+  if (pool_ && !pool_->pinned()) bytes += pool_->buffer_count() * pool_->buffer_size_bytes();
   return bytes;
 }
 

@@ -83,8 +83,9 @@ class ParamTier {
   std::int64_t nvme_write_bytes() const;
   // The swap file's size (0 unless nvme).
   std::int64_t nvme_bytes() const { return store_ ? store_->planned_bytes() : 0; }
-  // Host bytes the tier holds (the CPU copy of the partition and the pool).
-  std::int64_t host_bytes() const;
+  // Host bytes the tier holds that are not page-locked (the CPU copy of the partition, and the
+  // pool unless pinned: pinned memory is the device's to count).
+  std::int64_t unpinned_host_bytes() const;
 
  private:
   std::int64_t shard_bytes(int module) const;

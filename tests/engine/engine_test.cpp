@@ -15,6 +15,7 @@
 #include "gpu/process_group.h"
 #include "models/data/token_dataset.h"
 #include "models/gpt/gpt.h"
+#include "tests/engine/test_world.h"
 
 namespace strata::engine {
 namespace {
@@ -40,8 +41,7 @@ struct TrainedRun {
 };
 
 gpu::World& world() {
-  static gpu::World instance;
-  return instance;
+  return testing::test_world();
 }
 
 // Trains `steps` steps on a fixed pattern and returns the losses and final master weights.

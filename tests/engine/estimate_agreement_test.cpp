@@ -19,13 +19,13 @@
 #include "gpu/ops.h"
 #include "gpu/process_group.h"
 #include "models/gpt/gpt.h"
+#include "tests/engine/test_world.h"
 
 namespace strata::engine {
 namespace {
 
 gpu::World& world() {
-  static gpu::World instance;
-  return instance;
+  return testing::test_world();
 }
 
 // A swap directory of this test, removed with everything under it.
