@@ -131,11 +131,11 @@ void expect_agrees(const char* tier, std::int64_t measured, std::int64_t estimat
                                 << describe(row);
 }
 
-// The device budget is the estimate plus `margin_percent`: the engine must train within it (an
-// allocation the estimate misses would go over it and throw), and its peak must reach within 10% of
-// it. Under a roomier budget the host device's peak also counts buffers released on the stream but
-// not yet freed while the host runs ahead of it, which the budget check would wait for.
-void expect_estimate_agrees(const Config& config, std::int64_t margin_percent = 5) {
+// The device budget is the estimate plus `margin_percent`, by default a roomy 4x: the peak must
+// not depend on the budget (allocations wait for the frees released before them), so even then
+// it must come within 10% of the estimate. Stage3OnNvmeIsExactToTheByte runs at the estimate
+// itself.
+void expect_estimate_agrees(const Config& config, std::int64_t margin_percent = 300) {
   const ModelConfig& m = config.strata.model;
   models::Gpt model({m.n_layer, m.n_head, m.d_model, m.seq_len, m.vocab,
                      config.batch.train_micro_batch_size_per_gpu});
