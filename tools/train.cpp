@@ -61,11 +61,6 @@ models::GptShape model_shape(const engine::Config& config) {
     refuse("strata.model needs n_layer, n_head, d_model and seq_len of at least 1",
            "set positive values under \"strata\": {\"model\": {...}}");
   }
-  if (m.d_model % m.n_head != 0) {
-    refuse(fmt::format("strata.model.n_head {} does not divide strata.model.d_model {}", m.n_head,
-                       m.d_model),
-           "choose n_head so that d_model / n_head is a whole head size (e.g. 64)");
-  }
   if (m.vocab < models::kByteVocab) {
     refuse(fmt::format("strata.model.vocab {} is smaller than the byte tokenizer's {} tokens",
                        m.vocab, models::kByteVocab),

@@ -18,7 +18,8 @@ void read_model(JsonReader& strata, ModelConfig& out) {
   model.read("vocab", out.vocab, IntRange{2, 65536});  // token ids are stored as uint16
   if (out.d_model % out.n_head != 0) {
     model.error("d_model", fmt::format("{} is not a multiple of n_head {}; each head takes "
-                                       "d_model / n_head channels",
+                                       "d_model / n_head channels: choose an n_head that "
+                                       "divides d_model (heads of 64 channels are usual)",
                                        out.d_model, out.n_head));
   }
   model.finish();
