@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 #include <hwloc.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <utility>
@@ -11,6 +10,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/units.h"
+#include "gpu/pinned_limit.h"
 
 namespace strata::engine::memory {
 namespace {
@@ -19,13 +19,6 @@ constexpr std::int64_t kPage = 4096;
 
 std::int64_t round_up(std::int64_t value, std::int64_t to) {
   return (value + to - 1) / to * to;
-}
-
-// The soft RLIMIT_MEMLOCK in bytes, or -1 when unlimited or unknown.
-std::int64_t memlock_limit_bytes() {
-  rlimit limit{};
-  if (getrlimit(RLIMIT_MEMLOCK, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return -1;
-  return static_cast<std::int64_t>(limit.rlim_cur);
 }
 
 // Binds [data, data+bytes) to the NUMA node of the calling thread when the machine has more than
@@ -94,7 +87,7 @@ PinnedPool::PinnedPool(gpu::Device& device, std::int64_t buffer_count,
                     2);
   const std::int64_t total = buffer_count_ * buffer_size_bytes_;
   if (options.pin_memory) {
-    const std::int64_t limit = memlock_limit_bytes();
+    const std::int64_t limit = gpu::memlock_limit_bytes();
     const std::int64_t held = device.pinned_bytes_in_use();
     if (limit >= 0 && held + total > limit)
       throw UserError(

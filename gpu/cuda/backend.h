@@ -35,11 +35,4 @@ std::unique_ptr<Ops> create_cuda_ops(Device& device);
 void plain_copy(Device& device, void* target, const void* source, std::int64_t bytes,
                 CopyKind kind);
 
-// The refusal of cudaHostAlloc as a UserError (here, outside the CUDA headers, for its test):
-// the cause names the call's failure `status_text`, the size, the locked-memory limit
-// (`limit_bytes` < 0: unlimited) and what the device already holds; the fix is the host
-// backend's (ulimit -l, limits.conf, --ulimit memlock, pin less).
-UserError pinned_alloc_error(std::int64_t asked_bytes, const std::string& status_text,
-                             std::int64_t limit_bytes, std::int64_t held_bytes);
-
 }  // namespace strata::gpu::cuda

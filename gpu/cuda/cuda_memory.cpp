@@ -1,7 +1,6 @@
 #include "gpu/cuda/cuda_memory.h"
 
 #include <fmt/format.h>
-#include <sys/resource.h>
 
 #include <cstdio>
 #include <limits>
@@ -12,6 +11,7 @@
 #include "gpu/cuda/backend.h"
 #include "gpu/cuda/cuda_check.h"
 #include "gpu/host/host_memory.h"  // budget_exceeded_error: one refusal text for both backends
+#include "gpu/pinned_limit.h"
 
 namespace strata::gpu::cuda {
 namespace {
@@ -22,12 +22,6 @@ constexpr std::int64_t device_alignment_bytes = 256;
 
 std::int64_t round_up(std::int64_t bytes, std::int64_t alignment) {
   return (bytes + alignment - 1) / alignment * alignment;
-}
-
-std::int64_t memlock_limit_bytes() {
-  rlimit limit{};
-  if (getrlimit(RLIMIT_MEMLOCK, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return -1;
-  return static_cast<std::int64_t>(limit.rlim_cur);
 }
 
 }  // namespace
@@ -156,28 +150,6 @@ void CudaMemory::reset_peak() {
   peak_bytes_ = in_use_bytes_;
 }
 
-UserError pinned_alloc_error(std::int64_t asked_bytes, const std::string& status_text,
-                             std::int64_t limit_bytes, std::int64_t held_bytes) {
-  std::int64_t needed_kib = (held_bytes + asked_bytes + 1023) / 1024;
-  std::string limit =
-      limit_bytes < 0
-          ? std::string("unlimited")
-          : fmt::format("{} ({} KiB, as `ulimit -l` shows it)",
-                        base::format_bytes(static_cast<double>(limit_bytes)), limit_bytes / 1024);
-  return UserError(
-      fmt::format("could not lock {} ({} bytes) of pinned host memory: {}; the locked-memory "
-                  "limit (RLIMIT_MEMLOCK) is {} and this device already holds {} locked",
-                  base::format_bytes(static_cast<double>(asked_bytes)), asked_bytes, status_text,
-                  limit, base::format_bytes(static_cast<double>(held_bytes))),
-      fmt::format("raise the locked-memory limit to at least {} KiB: run `ulimit -l unlimited` (or "
-                  "`ulimit -l {}`) in the shell that starts strata; to make it permanent for a "
-                  "user, add `<user> - memlock unlimited` to /etc/security/limits.conf and log in "
-                  "again; in a container, start it with `--ulimit memlock=-1:-1` (docker/podman). "
-                  "Or pin less: lower buffer_count or buffer_size in offload_param / "
-                  "offload_optimizer",
-                  needed_kib, needed_kib));
-}
-
 CudaPinnedMemory::CudaPinnedMemory(std::string device_name)
     : device_name_(std::move(device_name)) {}
 
@@ -204,7 +176,7 @@ PinnedBuffer CudaPinnedMemory::allocate(std::int64_t bytes) {
     (void)cudaGetLastError();
     std::string text = describe(status, "cudaHostAlloc");
     if (status == cudaErrorMemoryAllocation) {
-      throw pinned_alloc_error(bytes, text, memlock_limit_bytes(), bytes_in_use());
+      throw pinned_memory_refused(bytes, text, memlock_limit_bytes(), bytes_in_use());
     }
     throw CudaError(status, "cudaHostAlloc");
   }

@@ -60,8 +60,8 @@ class CudaPinnedMemory final : public detail::AllocationOwner {
   CudaPinnedMemory(const CudaPinnedMemory&) = delete;
   CudaPinnedMemory& operator=(const CudaPinnedMemory&) = delete;
 
-  // See Device::allocate_pinned. A refusal (cudaErrorMemoryAllocation) is pinned_alloc_error
-  // (gpu/cuda/backend.h).
+  // See Device::allocate_pinned. A refusal (cudaErrorMemoryAllocation) is
+  // gpu::pinned_memory_refused (gpu/cuda/backend.h).
   PinnedBuffer allocate(std::int64_t bytes);
   void release(void* data, std::int64_t bytes) noexcept override;
 

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -11,6 +10,7 @@
 
 #include "base/assert.h"
 #include "base/units.h"
+#include "gpu/pinned_limit.h"
 
 namespace strata::gpu::host {
 namespace {
@@ -20,38 +20,15 @@ std::int64_t round_up_to_pages(std::int64_t bytes) {
          HostPinnedMemory::alignment_bytes;
 }
 
-// The soft RLIMIT_MEMLOCK in bytes, or -1 when unlimited or unknown.
-std::int64_t memlock_limit_bytes() {
-  rlimit limit{};
-  if (getrlimit(RLIMIT_MEMLOCK, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return -1;
-  return static_cast<std::int64_t>(limit.rlim_cur);
-}
-
-std::string describe_limit(std::int64_t limit_bytes) {
-  if (limit_bytes < 0) return "unlimited";
-  return fmt::format("{} ({} KiB, as `ulimit -l` shows it)",
-                     base::format_bytes(static_cast<double>(limit_bytes)), limit_bytes / 1024);
-}
-
 }  // namespace
 
 UserError pinned_lock_error(std::int64_t asked_bytes, int error_number, std::int64_t limit_bytes,
                             std::int64_t held_bytes) {
-  std::int64_t needed_kib = (held_bytes + asked_bytes + 1023) / 1024;
-  return UserError(
-      fmt::format("could not lock {} ({} bytes) of pinned host memory: mlock failed with {} ({}); "
-                  "the locked-memory limit (RLIMIT_MEMLOCK) is {} and this device already holds "
-                  "{} locked",
-                  base::format_bytes(static_cast<double>(asked_bytes)), asked_bytes,
-                  error_number == EPERM ? "EPERM" : "ENOMEM", std::strerror(error_number),
-                  describe_limit(limit_bytes), base::format_bytes(static_cast<double>(held_bytes))),
-      fmt::format("raise the locked-memory limit to at least {} KiB: run `ulimit -l unlimited` (or "
-                  "`ulimit -l {}`) in the shell that starts strata; to make it permanent for a "
-                  "user, add `<user> - memlock unlimited` to /etc/security/limits.conf and log in "
-                  "again; in a container, start it with `--ulimit memlock=-1:-1` (docker/podman). "
-                  "Or pin less: lower buffer_count or buffer_size in offload_param / "
-                  "offload_optimizer",
-                  needed_kib, needed_kib));
+  return pinned_memory_refused(
+      asked_bytes,
+      fmt::format("mlock failed with {} ({})", error_number == EPERM ? "EPERM" : "ENOMEM",
+                  std::strerror(error_number)),
+      limit_bytes, held_bytes);
 }
 
 HostPinnedMemory::HostPinnedMemory(std::string device_name)

@@ -20,6 +20,7 @@
 #include "base/error.h"
 #include "gpu/cuda/backend.h"
 #include "gpu/ops.h"
+#include "gpu/pinned_limit.h"
 #include "tests/gpu/device_test_util.h"
 
 namespace strata::gpu {
@@ -355,7 +356,7 @@ TEST_F(CudaOpsTest, CrossEntropyForwardAndBackwardMatch) {
 
 // Runs everywhere: the refusal text of cudaHostAlloc names cause and fix as the host backend's.
 TEST(CudaBackendErrors, PinnedRefusalNamesTheLimitAndHowToRaiseIt) {
-  UserError error = cuda::pinned_alloc_error(
+  UserError error = pinned_memory_refused(
       std::int64_t{3} << 30, "cudaHostAlloc failed: out of memory (cudaErrorMemoryAllocation)",
       std::int64_t{64} << 20, std::int64_t{1} << 30);
   EXPECT_THAT(error.what(), HasSubstr("cudaHostAlloc failed"));
@@ -365,7 +366,7 @@ TEST(CudaBackendErrors, PinnedRefusalNamesTheLimitAndHowToRaiseIt) {
   EXPECT_THAT(error.fix(), HasSubstr("ulimit -l"));
   EXPECT_THAT(error.fix(), HasSubstr("4194304 KiB"));
   EXPECT_THAT(error.fix(), HasSubstr("--ulimit memlock=-1:-1"));
-  UserError unlimited = cuda::pinned_alloc_error(4096, "cudaHostAlloc failed", -1, 0);
+  UserError unlimited = pinned_memory_refused(4096, "cudaHostAlloc failed", -1, 0);
   EXPECT_THAT(unlimited.what(), HasSubstr("unlimited"));
 }
 
