@@ -129,8 +129,9 @@ TEST(EstimateCommand, ModelShapeAndSizesComeFromTheConfig) {
   const nlohmann::json* z3_nn = find_row(rows, 3, "none", "none");
   ASSERT_NE(z3_nn, nullptr);
   // Stage 2 keeps every module gathered; a block's reduction (its shard of 26,624 elements is
-  // over the 500 per rank that reduce_bucket_size 1000 gives) packs a bucket of 1000 elements.
-  EXPECT_EQ(term_bytes(*find_row(rows, 2, "none", "none"), "gradient_bucket_fp32"), 4 * 1000);
+  // over the 500 per rank that reduce_bucket_size 1000 gives) goes in ceil(26,624 / 500) = 54
+  // equal pieces of ceil(26,624 / 54) = 494 elements, packed for the 2 ranks.
+  EXPECT_EQ(term_bytes(*find_row(rows, 2, "none", "none"), "gradient_bucket_fp32"), 4 * 2 * 494);
   // No bf16 in this config: the engine keeps fp32 shards, 4 bytes per element.
   EXPECT_EQ(term_bytes(*z3_nn, "param_shards"),
             4 * z3_nn->at("partition_numel").get<std::int64_t>());
