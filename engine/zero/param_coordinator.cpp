@@ -138,17 +138,18 @@ void ParamCoordinator::gather(int module) {
     tier_.fetch(module, stream_, own);
     source = own;
   }
+  const std::byte* whole = full;  // the whole module in the storage type
   if (sharded) {
     comm_.all_gather(stream_, source, full, slice.shard_numel, options_.storage);
   } else if (source != full) {
     if (widen) {
-      full = const_cast<std::byte*>(source);  // widened straight from the tier below
+      whole = source;  // widened straight from the tier below
     } else {
       stream_.copy(full, source, slice.padded_numel * element, gpu::CopyKind::device_to_device);
     }
   }
   if (widen) {
-    ops_.cast_to_float(stream_, entry.params.as<float>(), full, options_.storage,
+    ops_.cast_to_float(stream_, entry.params.as<float>(), whole, options_.storage,
                        slice.padded_numel);
     memory_.release(stream_, std::move(narrow));
   }
