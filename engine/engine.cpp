@@ -21,6 +21,7 @@
 #include "engine/zero/grad_reducer.h"
 #include "engine/zero/offload_options.h"
 #include "engine/zero/optimizer_offload.h"
+#include "engine/zero/overlapped_step.h"
 #include "engine/zero/param_coordinator.h"
 #include "engine/zero/param_tier.h"
 #include "gpu/comm.h"
@@ -71,10 +72,13 @@ bool offloaded(OffloadDevice device) {
 
 // What the engine refuses before it allocates anything.
 void check_supported(const Runtime& runtime, const Config& config, Model& model) {
-  if (config.strata.overlap_optimizer) {
+  if (config.strata.overlap_optimizer && !offloaded(config.zero.offload_optimizer.device)) {
     throw UserError(
-        "strata.overlap_optimizer is not implemented yet: the optimizer step runs after backward",
-        "remove \"overlap_optimizer\" from the \"strata\" section (or set it to false)", 2);
+        "strata.overlap_optimizer overlaps the offloaded optimizer's step with backward, but "
+        "zero_optimization.offload_optimizer.device is none",
+        "offload the optimizer (\"offload_optimizer\": {\"device\": \"cpu\"} at stage 1-3), or "
+        "set strata.overlap_optimizer to false",
+        2);
   }
   if (offloaded(config.zero.offload_param.device) &&
       !offloaded(config.zero.offload_optimizer.device)) {
@@ -146,8 +150,9 @@ struct Engine::State {
   gpu::DeviceBuffer master;
   gpu::DeviceBuffer exp_avg;
   gpu::DeviceBuffer exp_avg_sq;
-  // ... or offloaded to CPU memory or NVMe.
+  // ... or offloaded to CPU memory or NVMe, its step overlapped with backward when asked.
   std::unique_ptr<zero::OptimizerOffload> offload;
+  std::unique_ptr<zero::OverlappedStep> overlap;
 
   gpu::DeviceBuffer losses;  // one per micro-batch, averaged over ranks
   gpu::PinnedBuffer losses_host;
@@ -162,8 +167,12 @@ struct Engine::State {
   void run_forward(std::int64_t micro_batch);
   void run_backward(std::int64_t micro_batch, bool last_micro);
   void average_losses(std::int64_t count);
+  StepHyperparameters hyperparameters(float grad_scale) const;
+  StepHyperparameters guess_step() const;
   StepHyperparameters plan_step(StepStats& stats);
+  zero::StepIo step_io();
   void apply_step(const StepHyperparameters& hyper);
+  void finish_overlapped_step(const StepHyperparameters& hyper, StepStats& stats);
   std::int64_t nvme_read_bytes() const;
   std::int64_t nvme_write_bytes() const;
   std::int64_t host_bytes() const;
@@ -215,8 +224,14 @@ void Engine::State::build() {
   shards = {};
 
   if (offloaded(config.zero.offload_optimizer.device)) {
-    offload = std::make_unique<zero::OptimizerOffload>(
-        device, optimizer, master_values, zero::optimizer_offload_options(config, rank));
+    zero::OptimizerOffloadOptions options = zero::optimizer_offload_options(config, rank);
+    // The rollback window of an overlapped step: as many sub-groups as the swap buffers hold.
+    if (config.strata.overlap_optimizer) options.keep_capacity = options.buffer_count;
+    offload = std::make_unique<zero::OptimizerOffload>(device, optimizer, master_values, options);
+    if (config.strata.overlap_optimizer) {
+      overlap =
+          std::make_unique<zero::OverlappedStep>(device, layout, *offload, options.keep_capacity);
+    }
   } else {
     master = device.allocate(partition * kFloat, "fp32 master parameters");
     if (optimizer.type() != OptimizerType::adagrad)
@@ -307,6 +322,7 @@ void Engine::State::run_backward(std::int64_t micro_batch, bool last_micro) {
     for (int lender : lenders)
       coordinator->release(lender);
     reducer->module_done(static_cast<int>(m), last_micro);
+    if (last_micro && overlap) overlap->module_final(static_cast<int>(m), stream());
   }
 }
 
@@ -317,6 +333,24 @@ void Engine::State::average_losses(std::int64_t count) {
                             gpu::ReduceOp::avg);
   }
   stream().copy(losses_host.data(), losses.data(), count * kFloat, gpu::CopyKind::device_to_host);
+}
+
+// The step's hyperparameters from the schedule, with the gradients' multiplier `grad_scale`.
+StepHyperparameters Engine::State::hyperparameters(float grad_scale) const {
+  StepHyperparameters hyper;
+  hyper.lr = schedule.lr(steps_taken);
+  hyper.betas = schedule.betas(steps_taken);
+  hyper.step = steps_taken + 1;
+  hyper.grad_scale = grad_scale;
+  return hyper;
+}
+
+// An overlapped step's guess, before the gradients exist: not clipped, not skipped. A zero norm
+// takes the same path through plan_grad_step as any norm under the clip, so the guess has the
+// bits of the real step whenever the real step is not clipped.
+StepHyperparameters Engine::State::guess_step() const {
+  return hyperparameters(
+      optim::plan_grad_step(0.0, loss_scaler.scale(), config.gradient_clipping).grad_scale);
 }
 
 // Reads the gradients' global norm and overflow flag, updates the loss scale, and returns the
@@ -334,13 +368,25 @@ StepHyperparameters Engine::State::plan_step(StepStats& stats) {
   if (checked_overflow && !config.fp16.enabled && runtime.comm.rank() == 0) {
     base::logger("engine").warn("step={} gradients hold inf or NaN: step skipped", steps_taken + 1);
   }
-  StepHyperparameters hyper;
-  hyper.lr = schedule.lr(steps_taken);
-  hyper.betas = schedule.betas(steps_taken);
-  hyper.step = steps_taken + 1;
-  hyper.grad_scale = plan.grad_scale;
+  StepHyperparameters hyper = hyperparameters(plan.grad_scale);
   stats.lr = hyper.lr;
   return hyper;
+}
+
+// What the offloaded optimizer reads (the host gradient partition) and writes (the parameter
+// tier's host partition, in the storage type).
+zero::StepIo Engine::State::step_io() {
+  const auto n = static_cast<std::size_t>(layout.partition_numel());
+  std::span<std::byte> shards = tier->host_partition();
+  zero::StepIo io;
+  io.grads = reducer->host_partition();
+  io.copy_type = copy_type;
+  if (copy_type == ParamCopy::none) {
+    io.params_fp32 = {reinterpret_cast<float*>(shards.data()), n};
+  } else {
+    io.copy = {reinterpret_cast<std::uint16_t*>(shards.data()), n};
+  }
+  return io;
 }
 
 // The optimizer over the rank's partition; the new parameters land in the parameter tier and
@@ -348,15 +394,8 @@ StepHyperparameters Engine::State::plan_step(StepStats& stats) {
 void Engine::State::apply_step(const StepHyperparameters& hyper) {
   const auto n = static_cast<std::size_t>(layout.partition_numel());
   if (offload) {
-    std::span<std::byte> shards = tier->host_partition();
-    std::span<std::uint16_t> copy;
-    std::span<float> params_fp32;
-    if (copy_type == ParamCopy::none) {
-      params_fp32 = {reinterpret_cast<float*>(shards.data()), n};
-    } else {
-      copy = {reinterpret_cast<std::uint16_t*>(shards.data()), n};
-    }
-    offload->step(hyper, reducer->host_partition(), copy_type, copy, params_fp32);
+    const zero::StepIo io = step_io();
+    offload->step(hyper, io.grads, io.copy_type, io.copy, io.params_fp32);
     tier->store_from_host(stream());
   } else {
     // On the host backend device memory is host memory and the step runs in stream order as a
@@ -378,6 +417,17 @@ void Engine::State::apply_step(const StepHyperparameters& hyper) {
       stream().copy(shards, master.data(), master.bytes(), gpu::CopyKind::device_to_device);
     }
   }
+  coordinator->invalidate();
+}
+
+// The end of a step whose optimizer ran beside backward: the early sub-groups stand or are
+// undone, the rest are stepped, and (unless skipped) the new parameters land in the tier.
+void Engine::State::finish_overlapped_step(const StepHyperparameters& hyper, StepStats& stats) {
+  const zero::OverlapOutcome outcome = overlap->finish(stats.skipped ? nullptr : &hyper);
+  stats.early_sub_groups = outcome.early_sub_groups;
+  stats.undone_sub_groups = outcome.undone ? outcome.early_sub_groups : 0;
+  if (stats.skipped) return;  // the tier's host partition is back as it was
+  tier->store_from_host(stream());
   coordinator->invalidate();
 }
 
@@ -444,25 +494,35 @@ StepStats Engine::train_batch(std::span<const std::int32_t> inputs,
   STRATA_ASSERT(static_cast<std::int64_t>(inputs.size()) == micro_tokens * accumulation);
   STRATA_ASSERT(targets.size() == inputs.size());
 
-  s.coordinator->begin_pass(true);
-  s.reducer->begin_step();
-  for (std::int64_t micro = 0; micro < accumulation; ++micro) {
-    auto at = static_cast<std::size_t>(micro * micro_tokens);
-    auto count = static_cast<std::size_t>(micro_tokens);
-    s.model.load_batch(s.stream(), inputs.subspan(at, count), targets.subspan(at, count));
-    s.run_forward(micro);
-    s.run_backward(micro, micro + 1 == accumulation);
-  }
-  s.coordinator->end_step();
-  s.average_losses(accumulation);
-
   StepStats stats;
-  StepHyperparameters hyper = s.plan_step(stats);
-  if (!stats.skipped) {
-    s.apply_step(hyper);
-    ++s.steps_taken;
+  try {
+    s.coordinator->begin_pass(true);
+    s.reducer->begin_step();
+    for (std::int64_t micro = 0; micro < accumulation; ++micro) {
+      auto at = static_cast<std::size_t>(micro * micro_tokens);
+      auto count = static_cast<std::size_t>(micro_tokens);
+      const bool last = micro + 1 == accumulation;
+      s.model.load_batch(s.stream(), inputs.subspan(at, count), targets.subspan(at, count));
+      s.run_forward(micro);
+      if (last && s.overlap) s.overlap->begin(s.guess_step(), s.step_io());
+      s.run_backward(micro, last);
+    }
+    s.coordinator->end_step();
+    s.average_losses(accumulation);
+
+    StepHyperparameters hyper = s.plan_step(stats);
+    if (s.overlap) {
+      s.finish_overlapped_step(hyper, stats);
+    } else if (!stats.skipped) {
+      s.apply_step(hyper);
+    }
+    if (!stats.skipped) ++s.steps_taken;
+    s.stream().synchronize();
+  } catch (...) {
+    // The optimizer must not keep a half-made overlapped step of a failed one.
+    if (s.overlap) s.overlap->abandon();
+    throw;
   }
-  s.stream().synchronize();
 
   double loss_sum = 0;
   for (std::int64_t micro = 0; micro < accumulation; ++micro)

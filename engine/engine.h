@@ -26,12 +26,16 @@ struct Runtime {
 
 // One optimizer step, for the progress line and the metrics file.
 struct StepStats {
-  std::int64_t step = 0;            // optimizer steps taken so far, this one included
-  double loss = 0;                  // mean over the step's micro-batches and ranks
-  double lr = 0;                    // the learning rate this step used
-  double grad_norm = 0;             // global L2 norm of the (unscaled) gradients, before clipping
-  double loss_scale = 1;            // fp16's loss scale this step used (1 otherwise)
-  bool skipped = false;             // fp16 overflow: no update, the scale was lowered
+  std::int64_t step = 0;  // optimizer steps taken so far, this one included
+  double loss = 0;        // mean over the step's micro-batches and ranks
+  double lr = 0;          // the learning rate this step used
+  double grad_norm = 0;   // global L2 norm of the (unscaled) gradients, before clipping
+  double loss_scale = 1;  // fp16's loss scale this step used (1 otherwise)
+  bool skipped = false;   // fp16 overflow: no update, the scale was lowered
+  // strata.overlap_optimizer: sub-groups stepped while backward ran, and how many of those were
+  // put back and redone (clipped or skipped step).
+  std::int64_t early_sub_groups = 0;
+  std::int64_t undone_sub_groups = 0;
   double seconds = 0;               // wall time of the step
   std::int64_t tokens = 0;          // tokens processed by all ranks
   gpu::TransferCounters transfers;  // bytes moved by this step's stream copies

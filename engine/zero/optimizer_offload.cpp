@@ -67,6 +67,22 @@ OptimizerOffload::OptimizerOffload(gpu::Device& device, const Optimizer& optimiz
                 static_cast<std::size_t>(range.size()) * sizeof(float));
   };
 
+  if (options_.keep_capacity < 0)
+    throw UserError(fmt::format("the optimizer's rollback window is {} sub-groups; it must not be "
+                                "negative",
+                                options_.keep_capacity),
+                    "set offload_optimizer.buffer_count to 1 or more", 2);
+  if (options_.keep_capacity > 0) {
+    std::int64_t largest_numel = 0;
+    for (const Range& range : sub_groups_)
+      largest_numel = std::max(largest_numel, range.size());
+    kept_extent_bytes_ = largest;
+    kept_param_bytes_ =
+        round_up(largest_numel * static_cast<std::int64_t>(sizeof(std::uint16_t) + sizeof(float)));
+    kept_states_ = aio::AlignedBuffer(options_.keep_capacity * kept_extent_bytes_);
+    kept_params_ = aio::AlignedBuffer(options_.keep_capacity * kept_param_bytes_);
+  }
+
   if (options_.device == OffloadDevice::cpu) {
     std::int64_t total = 0;
     for (std::int64_t bytes : extents)
@@ -140,50 +156,131 @@ void OptimizerOffload::check_consistent() const {
                     "resume from the last checkpoint");
 }
 
+UserError OptimizerOffload::fail(const std::exception& error, const std::string& doing) {
+  failure_ = error.what();
+  base::logger("engine").error("{} failed: {}", doing, failure_);
+  return UserError(
+      fmt::format("{} failed: {}; the optimizer states of this rank are now inconsistent (some "
+                  "sub-groups were updated, others not)",
+                  doing, failure_),
+      "training cannot continue from this state: resume from the last checkpoint");
+}
+
 void OptimizerOffload::step(const StepHyperparameters& hyper, std::span<const float> grads,
                             ParamCopy copy_type, std::span<std::uint16_t> copy,
                             std::span<float> params_fp32) {
+  std::vector<int> order(sub_groups_.size());
+  for (std::size_t g = 0; g < order.size(); ++g)
+    order[g] = static_cast<int>(g);
+  step_sub_groups(hyper, {grads, copy_type, copy, params_fp32}, order, {}, false);
+}
+
+int OptimizerOffload::step_sub_groups(const StepHyperparameters& hyper, const StepIo& io,
+                                      std::span<const int> order, const Ready& ready,
+                                      bool keep_prior) {
   check_consistent();
-  STRATA_ASSERT(static_cast<std::int64_t>(grads.size()) == numel_);
-  STRATA_ASSERT(copy_type == ParamCopy::none || static_cast<std::int64_t>(copy.size()) == numel_);
-  STRATA_ASSERT(params_fp32.empty() || static_cast<std::int64_t>(params_fp32.size()) == numel_);
+  STRATA_ASSERT(static_cast<std::int64_t>(io.grads.size()) == numel_);
+  STRATA_ASSERT(io.copy_type == ParamCopy::none ||
+                static_cast<std::int64_t>(io.copy.size()) == numel_);
+  STRATA_ASSERT(io.params_fp32.empty() ||
+                static_cast<std::int64_t>(io.params_fp32.size()) == numel_);
+  STRATA_ASSERT(!keep_prior ||
+                static_cast<std::int64_t>(kept_.size() + order.size()) <= options_.keep_capacity);
   try {
-    run_step(hyper, grads, copy_type, copy, params_fp32);
+    return run_step(hyper, io, order, ready, keep_prior);
   } catch (const std::exception& error) {
-    failure_ = error.what();
-    base::logger("engine").error("optimizer step {} failed: {}", hyper.step, failure_);
-    throw UserError(
-        fmt::format("optimizer step {} failed: {}; the optimizer states of this rank are now "
-                    "inconsistent (some sub-groups were updated, others not)",
-                    hyper.step, failure_),
-        "training cannot continue from this state: resume from the last checkpoint");
+    throw fail(error, fmt::format("optimizer step {}", hyper.step));
   }
 }
 
 void OptimizerOffload::compute(int sub_group, std::span<std::byte> bytes,
-                               const StepHyperparameters& hyper, std::span<const float> grads,
-                               ParamCopy copy_type, std::span<std::uint16_t> copy,
-                               std::span<float> params_fp32) {
+                               const StepHyperparameters& hyper, const StepIo& io) {
   const Range& range = sub_groups_[static_cast<std::size_t>(sub_group)];
   const auto begin = static_cast<std::size_t>(range.begin);
   const auto size = static_cast<std::size_t>(range.size());
   const Regions r = regions(sub_group, bytes);
-  optimizer_.step(hyper, r.params, grads.subspan(begin, size), r.exp_avg, r.exp_avg_sq, copy_type,
-                  copy_type == ParamCopy::none ? copy : copy.subspan(begin, size));
-  if (!params_fp32.empty())
-    std::memcpy(params_fp32.data() + begin, r.params.data(), size * sizeof(float));
+  optimizer_.step(hyper, r.params, io.grads.subspan(begin, size), r.exp_avg, r.exp_avg_sq,
+                  io.copy_type,
+                  io.copy_type == ParamCopy::none ? io.copy : io.copy.subspan(begin, size));
+  if (!io.params_fp32.empty())
+    std::memcpy(io.params_fp32.data() + begin, r.params.data(), size * sizeof(float));
 }
 
-void OptimizerOffload::run_step(const StepHyperparameters& hyper, std::span<const float> grads,
-                                ParamCopy copy_type, std::span<std::uint16_t> copy,
-                                std::span<float> params_fp32) {
-  const int n = static_cast<int>(sub_groups_.size());
-  if (!store_) {
-    for (int g = 0; g < n; ++g) {
-      memory::Residency::CpuView view = residency_->view(partitions_[static_cast<std::size_t>(g)]);
-      compute(g, view.bytes(), hyper, grads, copy_type, copy, params_fp32);
+std::span<std::byte> OptimizerOffload::kept_states(std::size_t slot) {
+  return kept_states_.span().subspan(slot * static_cast<std::size_t>(kept_extent_bytes_),
+                                     static_cast<std::size_t>(kept_extent_bytes_));
+}
+
+std::span<std::byte> OptimizerOffload::kept_params(std::size_t slot) {
+  return kept_params_.span().subspan(slot * static_cast<std::size_t>(kept_param_bytes_),
+                                     static_cast<std::size_t>(kept_param_bytes_));
+}
+
+// The sub-group's states as they are before its step, and its slices of the parameter copies.
+void OptimizerOffload::keep(int sub_group, std::span<const std::byte> bytes, const StepIo& io) {
+  const std::size_t slot = kept_.size();
+  STRATA_ASSERT(static_cast<std::int64_t>(slot) < options_.keep_capacity);
+  STRATA_ASSERT(static_cast<std::int64_t>(bytes.size()) <= kept_extent_bytes_);
+  std::memcpy(kept_states(slot).data(), bytes.data(), bytes.size());
+  const Range& range = sub_groups_[static_cast<std::size_t>(sub_group)];
+  const auto size = static_cast<std::size_t>(range.size());
+  std::byte* params = kept_params(slot).data();
+  if (io.copy_type != ParamCopy::none)
+    std::memcpy(params, io.copy.data() + range.begin, size * sizeof(std::uint16_t));
+  if (!io.params_fp32.empty()) {
+    std::memcpy(params + size * sizeof(std::uint16_t), io.params_fp32.data() + range.begin,
+                size * sizeof(float));
+  }
+  kept_.push_back(sub_group);
+}
+
+void OptimizerOffload::undo_kept(const StepHyperparameters* redo, const StepIo& io) {
+  check_consistent();
+  try {
+    for (std::size_t slot = 0; slot < kept_.size(); ++slot) {
+      const int g = kept_[slot];
+      const Range& range = sub_groups_[static_cast<std::size_t>(g)];
+      const auto size = static_cast<std::size_t>(range.size());
+      const std::byte* params = kept_params(slot).data();
+      if (io.copy_type != ParamCopy::none)
+        std::memcpy(io.copy.data() + range.begin, params, size * sizeof(std::uint16_t));
+      if (!io.params_fp32.empty()) {
+        std::memcpy(io.params_fp32.data() + range.begin, params + size * sizeof(std::uint16_t),
+                    size * sizeof(float));
+      }
+      const memory::PartitionId id = partitions_[static_cast<std::size_t>(g)];
+      const auto bytes = static_cast<std::size_t>(residency_->bytes(id));
+      if (!store_) {
+        memory::Residency::CpuView view = residency_->view(id);
+        std::memcpy(view.bytes().data(), kept_states(slot).data(), bytes);
+        if (redo != nullptr) compute(g, view.bytes(), *redo, io);
+        continue;
+      }
+      // The extent holds the step being undone: the prior value (redone or not) replaces it.
+      memory::Residency::CpuView view = residency_->replace(id, kept_states(slot).first(bytes));
+      if (redo != nullptr) compute(g, view.bytes(), *redo, io);
+      residency_->finish_write(residency_->begin_write(std::move(view)));
     }
-    return;
+  } catch (const std::exception& error) {
+    kept_.clear();
+    throw fail(error, "undoing an overlapped optimizer step");
+  }
+  kept_.clear();
+}
+
+int OptimizerOffload::run_step(const StepHyperparameters& hyper, const StepIo& io,
+                               std::span<const int> order, const Ready& ready, bool keep_prior) {
+  const int n = static_cast<int>(order.size());
+  int stepped = 0;
+  if (!store_) {
+    for (int g : order) {
+      if (ready && !ready(g)) break;
+      memory::Residency::CpuView view = residency_->view(partitions_[static_cast<std::size_t>(g)]);
+      if (keep_prior) keep(g, view.bytes(), io);
+      compute(g, view.bytes(), hyper, io);
+      ++stepped;
+    }
+    return stepped;
   }
 
   const std::int64_t count = pool_->buffer_count();
@@ -195,7 +292,7 @@ void OptimizerOffload::run_step(const StepHyperparameters& hyper, std::span<cons
           : 0;
   std::deque<InFlight> reads;
   std::deque<InFlight> writes;
-  int next_read = 0;
+  int next_read = 0;  // index into order
   peak_in_flight_ = 0;
 
   // A buffer: a free one, else (when `wait_for_write`) the one of the oldest write once it is
@@ -212,27 +309,46 @@ void OptimizerOffload::run_step(const StepHyperparameters& hyper, std::span<cons
     return lease;
   };
   auto issue_read = [&](memory::PinnedPool::Lease lease) {
-    const memory::PartitionId id = partitions_[static_cast<std::size_t>(next_read)];
+    const int g = order[static_cast<std::size_t>(next_read)];
+    const memory::PartitionId id = partitions_[static_cast<std::size_t>(g)];
     memory::Residency::Move move = residency_->begin_read(id, lease.bytes());
-    reads.push_back({next_read, std::move(lease), std::move(move)});
+    reads.push_back({g, std::move(lease), std::move(move)});
     ++next_read;
+  };
+  auto finish_writes = [&] {
+    while (!writes.empty()) {
+      InFlight oldest = std::move(writes.front());
+      writes.pop_front();
+      residency_->finish_write(std::move(oldest.move));
+    }
   };
 
   try {
-    for (int g = 0; g < n; ++g) {
+    for (int i = 0; i < n; ++i) {
+      const int g = order[static_cast<std::size_t>(i)];
       if (reads.empty()) issue_read(buffer(true, true));
-      while (next_read < n && next_read <= g + ahead) {
-        memory::PinnedPool::Lease lease = buffer(next_read == g + 1, false);
+      while (next_read < n && next_read <= i + ahead) {
+        memory::PinnedPool::Lease lease = buffer(next_read == i + 1, false);
         if (!lease) break;
         issue_read(std::move(lease));
       }
       peak_in_flight_ = std::max<std::int64_t>(
           peak_in_flight_, static_cast<std::int64_t>(reads.size() + writes.size()));
+      if (ready && !ready(g)) {
+        // Stopped: the sub-groups read ahead are unchanged, so their extents still hold them.
+        while (!reads.empty()) {
+          residency_->drop_clean(residency_->finish_read(std::move(reads.front().move)));
+          reads.pop_front();
+        }
+        break;
+      }
       InFlight current = std::move(reads.front());
       reads.pop_front();
       STRATA_ASSERT(current.sub_group == g);
       memory::Residency::CpuView view = residency_->finish_read(std::move(current.move));
-      compute(g, view.bytes(), hyper, grads, copy_type, copy, params_fp32);
+      if (keep_prior) keep(g, view.bytes(), io);
+      compute(g, view.bytes(), hyper, io);
+      ++stepped;
       current.move = residency_->begin_write(std::move(view));
       if (options_.pipeline_write) {
         writes.push_back(std::move(current));
@@ -240,11 +356,7 @@ void OptimizerOffload::run_step(const StepHyperparameters& hyper, std::span<cons
         residency_->finish_write(std::move(current.move));
       }
     }
-    while (!writes.empty()) {
-      InFlight oldest = std::move(writes.front());
-      writes.pop_front();
-      residency_->finish_write(std::move(oldest.move));
-    }
+    finish_writes();
   } catch (...) {
     // Drain what is still in flight (its buffers must not be reused under a transfer); those
     // errors are dropped, the first one is rethrown.
@@ -262,6 +374,7 @@ void OptimizerOffload::run_step(const StepHyperparameters& hyper, std::span<cons
     }
     throw;
   }
+  return stepped;
 }
 
 void OptimizerOffload::read_states(std::span<float> params, std::span<float> exp_avg,

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "aio/aligned_buffer.h"
+#include "base/error.h"
 #include "engine/config/config.h"
 #include "engine/memory/nvme_store.h"
 #include "engine/memory/pinned_pool.h"
@@ -26,8 +28,19 @@ struct OptimizerOffloadOptions {
   bool pipeline_write = false;                  // offload_optimizer.pipeline_write
   std::int64_t buffer_count = 4;  // offload_optimizer.buffer_count: sub-groups in flight
   bool pin_memory = true;         // offload_optimizer.pin_memory (the swap buffers)
+  // Sub-groups whose prior value step_sub_groups can keep for undo_kept (the rollback window of
+  // strata.overlap_optimizer): that many extents of CPU memory, allocated up front. 0: none.
+  std::int64_t keep_capacity = 0;
   // nvme: nvme_path, job, rank, aio options (and fault injection for tests).
   memory::NvmeStoreOptions nvme;
+};
+
+// What a step reads besides the optimizer states, and where its new parameters go.
+struct StepIo {
+  std::span<const float> grads;  // the rank's fp32 gradient partition (partition_numel elements)
+  ParamCopy copy_type = ParamCopy::none;
+  std::span<std::uint16_t> copy;  // the new parameters as copy_type bit patterns (empty for none)
+  std::span<float> params_fp32;   // and as fp32, when not empty
 };
 
 // The step's third stage (shared/DESIGN.md, "One training step", "Step"): a rank's optimizer
@@ -37,6 +50,11 @@ struct OptimizerOffloadOptions {
 // pipeline_read the next sub-groups are read while the optimizer runs on the current one, with
 // pipeline_write finished ones are written while the next runs, without them it is strictly
 // read, compute, write; at most buffer_count sub-groups are in flight (one pool buffer each).
+//
+// With strata.overlap_optimizer the engine steps sub-groups one by one as their gradients become
+// final during backward (step_sub_groups), before it knows whether clipping or an overflow will
+// change the step; it keeps each such sub-group's prior value and, when the guess was wrong,
+// undo_kept() restores and redoes them.
 //
 // A failed transfer (aio::IoError, ChecksumError) stops the step, marks the state inconsistent,
 // and every later call throws a UserError saying to resume from the last checkpoint.
@@ -57,6 +75,21 @@ class OptimizerOffload {
   void step(const StepHyperparameters& hyper, std::span<const float> grads, ParamCopy copy_type,
             std::span<std::uint16_t> copy, std::span<float> params_fp32 = {});
 
+  // Steps the sub-groups of `order`, in that order, each once `ready(g)` has returned true; a
+  // false stops there, leaving the rest. Returns how many were stepped. With `keep_prior`, the
+  // value each had before (its states and its slices of io.copy and io.params_fp32) is kept for
+  // undo_kept(); at most keep_capacity of them over all calls until undo_kept or forget_kept.
+  // May run on another thread than the other calls, never beside them.
+  using Ready = std::function<bool(int sub_group)>;
+  int step_sub_groups(const StepHyperparameters& hyper, const StepIo& io,
+                      std::span<const int> order, const Ready& ready, bool keep_prior);
+  // Puts every kept sub-group back to its prior value (its states and its parameter slices in
+  // `io`) and, when `redo` is not null, steps it again with *redo. Then forgets them.
+  void undo_kept(const StepHyperparameters* redo, const StepIo& io);
+  // Forgets the kept sub-groups: their step stands.
+  void forget_kept() noexcept { kept_.clear(); }
+  std::span<const int> kept() const noexcept { return kept_; }
+
   // Copies the fp32 masters and states out (checkpoints, tests); empty spans are skipped.
   void read_states(std::span<float> params, std::span<float> exp_avg, std::span<float> exp_avg_sq);
 
@@ -76,11 +109,16 @@ class OptimizerOffload {
   };
   Regions regions(int sub_group, std::span<std::byte> bytes) const;
   void check_consistent() const;
-  void run_step(const StepHyperparameters& hyper, std::span<const float> grads, ParamCopy copy_type,
-                std::span<std::uint16_t> copy, std::span<float> params_fp32);
+  // Marks the state inconsistent with `error` (which happened while `doing`) and returns the
+  // UserError to throw.
+  UserError fail(const std::exception& error, const std::string& doing);
+  int run_step(const StepHyperparameters& hyper, const StepIo& io, std::span<const int> order,
+               const Ready& ready, bool keep_prior);
   void compute(int sub_group, std::span<std::byte> bytes, const StepHyperparameters& hyper,
-               std::span<const float> grads, ParamCopy copy_type, std::span<std::uint16_t> copy,
-               std::span<float> params_fp32);
+               const StepIo& io);
+  void keep(int sub_group, std::span<const std::byte> bytes, const StepIo& io);
+  std::span<std::byte> kept_states(std::size_t slot);
+  std::span<std::byte> kept_params(std::size_t slot);
 
   const Optimizer& optimizer_;
   OptimizerOffloadOptions options_;
@@ -96,6 +134,13 @@ class OptimizerOffload {
   std::vector<memory::PartitionId> partitions_;  // per sub-group
   std::string failure_;                          // the first error, once inconsistent
   std::int64_t peak_in_flight_ = 0;
+  // The rollback window: keep_capacity slots of one extent each, and of one sub-group's slices of
+  // the parameter copies (2 + 4 bytes an element); kept_[k] is the sub-group in slot k.
+  std::int64_t kept_extent_bytes_ = 0;
+  std::int64_t kept_param_bytes_ = 0;
+  aio::AlignedBuffer kept_states_;
+  aio::AlignedBuffer kept_params_;
+  std::vector<int> kept_;
 };
 
 }  // namespace strata::engine::zero

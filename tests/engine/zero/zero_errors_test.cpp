@@ -47,6 +47,15 @@ TEST(ZeroErrors, NvmePathThatDoesNotExistIsNamed) {
   EXPECT_THAT(message, HasSubstr("nvme_path"));
 }
 
+TEST(ZeroErrors, OverlapOptimizerWithoutAnOffloadedOptimizerNamesBothKeys) {
+  nlohmann::json config = base_config(2);
+  config["zero_optimization"] = {{"stage", 2}};
+  config["strata"]["overlap_optimizer"] = true;
+  const std::string message = message_of(config);
+  EXPECT_THAT(message, HasSubstr("overlap_optimizer"));
+  EXPECT_THAT(message, HasSubstr("offload_optimizer"));
+}
+
 TEST(ZeroErrors, NvmeWithoutNvmePathIsAConfigErrorNamingTheKey) {
   nlohmann::json config =
       stage3_config(offload_section("nvme", "", true), offload_section("nvme", "", false));

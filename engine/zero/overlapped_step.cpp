@@ -1,0 +1,116 @@
+#include "engine/zero/overlapped_step.h"
+
+#include <algorithm>
+#include <exception>
+
+#include "base/assert.h"
+#include "base/log.h"
+
+namespace strata::engine::zero {
+namespace {
+
+// The early steps stand only when they used exactly the step's hyperparameters.
+bool same_step(const StepHyperparameters& a, const StepHyperparameters& b) {
+  return a.lr == b.lr && a.betas == b.betas && a.step == b.step && a.grad_scale == b.grad_scale;
+}
+
+}  // namespace
+
+OverlappedStep::OverlappedStep(gpu::Device& device, const FlatLayout& layout,
+                               OptimizerOffload& offload, std::int64_t window)
+    : offload_(offload) {
+  STRATA_ASSERT(window >= 1);
+  const std::vector<Range>& groups = offload.sub_groups();
+  const int n = static_cast<int>(groups.size());
+  int module = 0;
+  for (const Range& group : groups) {
+    while (module + 1 < layout.module_count() &&
+           layout.module(module + 1).partition_offset <= group.begin)
+      ++module;
+    first_module_.push_back(module);
+    final_.push_back(device.create_event());
+  }
+  for (int g = n - 1; g >= std::max<std::int64_t>(0, n - window); --g)
+    early_order_.push_back(g);
+  final_from_ = n;
+}
+
+OverlappedStep::~OverlappedStep() {
+  abandon();
+}
+
+void OverlappedStep::begin(const StepHyperparameters& guess, const StepIo& io) {
+  STRATA_ASSERT(!running());
+  guess_ = guess;
+  io_ = io;
+  {
+    std::lock_guard lock(mutex_);
+    final_from_ = static_cast<int>(first_module_.size());
+    stopping_ = false;
+  }
+  worker_ = std::async(std::launch::async, [this] {
+    return offload_.step_sub_groups(
+        guess_, io_, early_order_, [this](int g) { return wait_final(g); }, true);
+  });
+}
+
+void OverlappedStep::module_final(int module, gpu::Stream& stream) {
+  if (!running()) return;
+  // first_module_ never decreases, so the sub-groups that reach no lower than `module` are a
+  // suffix; those past final_from_ were recorded by a later module already.
+  const auto suffix = std::lower_bound(first_module_.begin(), first_module_.end(), module);
+  const auto lowest = static_cast<int>(suffix - first_module_.begin());
+  std::lock_guard lock(mutex_);
+  if (lowest >= final_from_) return;
+  for (int g = lowest; g < final_from_; ++g)
+    stream.record(*final_[static_cast<std::size_t>(g)]);
+  final_from_ = lowest;
+  changed_.notify_all();
+}
+
+bool OverlappedStep::wait_final(int sub_group) {
+  {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return stopping_ || final_from_ <= sub_group; });
+    if (stopping_) return false;
+  }
+  final_[static_cast<std::size_t>(sub_group)]->synchronize();
+  return true;
+}
+
+OverlapOutcome OverlappedStep::finish(const StepHyperparameters* real) {
+  STRATA_ASSERT(running());
+  OverlapOutcome outcome;
+  outcome.early_sub_groups = worker_.get();
+  if (real != nullptr && same_step(*real, guess_)) {
+    offload_.forget_kept();
+  } else {
+    outcome.undone = outcome.early_sub_groups > 0;
+    offload_.undo_kept(real, io_);
+  }
+  if (real == nullptr) return outcome;
+  // The thread stepped a suffix of the sub-groups, last first; the rest run after backward.
+  const int rest = static_cast<int>(first_module_.size()) - outcome.early_sub_groups;
+  std::vector<int> order(static_cast<std::size_t>(rest));
+  for (int g = 0; g < rest; ++g)
+    order[static_cast<std::size_t>(g)] = g;
+  offload_.step_sub_groups(*real, io_, order, {}, false);
+  return outcome;
+}
+
+void OverlappedStep::abandon() noexcept {
+  if (!running()) return;
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  try {
+    static_cast<void>(worker_.get());
+    offload_.undo_kept(nullptr, io_);
+  } catch (const std::exception& error) {
+    base::logger("engine").error("stopping an overlapped optimizer step: {}", error.what());
+  }
+}
+
+}  // namespace strata::engine::zero

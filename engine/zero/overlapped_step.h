@@ -1,0 +1,81 @@
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "engine/optimizer.h"
+#include "engine/zero/flat_layout.h"
+#include "engine/zero/optimizer_offload.h"
+#include "gpu/device.h"
+#include "gpu/event.h"
+#include "gpu/stream.h"
+
+namespace strata::engine::zero {
+
+// What an overlapped step did, for StepStats and the tests.
+struct OverlapOutcome {
+  int early_sub_groups = 0;  // sub-groups stepped while backward still ran
+  bool undone = false;       // the guess was wrong: those were put back (and redone)
+};
+
+// strata.overlap_optimizer (shared/DESIGN.md, "One training step", 4): during the last
+// micro-batch's backward a thread steps the offloaded optimizer's sub-groups, last first, each as
+// soon as the gradients of every module it covers are final, while backward goes on through the
+// earlier modules. Backward finishes the partition from its end (modules run in reverse and each
+// owns a later slice than the one before it), so the sub-groups become final in reverse order.
+//
+// The thread has to guess the step's gradient multiplier before the global gradient norm and the
+// overflow verdict exist: it guesses "not clipped, not skipped", and keeps the prior value of
+// each sub-group it steps (at most the offload's keep_capacity of them, the last ones). After
+// backward, finish() keeps the early steps when the real hyperparameters equal the guess bit for
+// bit, else puts those sub-groups back and redoes them (or, for a skipped step, leaves them as
+// they were). Either way the result is the same bits as the step run after backward: each
+// sub-group is stepped once, from the same prior value, with the same hyperparameters.
+class OverlappedStep {
+ public:
+  // `offload` keeps up to keep_capacity (>= 1) sub-groups: that many may be stepped early.
+  OverlappedStep(gpu::Device& device, const FlatLayout& layout, OptimizerOffload& offload,
+                 std::int64_t window);
+  ~OverlappedStep();
+  OverlappedStep(const OverlappedStep&) = delete;
+  OverlappedStep& operator=(const OverlappedStep&) = delete;
+
+  // Before the last micro-batch's backward: starts the thread with the guessed hyperparameters.
+  // `io`'s memory must stay valid until finish().
+  void begin(const StepHyperparameters& guess, const StepIo& io);
+  // After module `module`'s gradients of the last micro-batch are reduced into the partition (the
+  // work enqueued on `stream`): the sub-groups that this makes final may be stepped once the
+  // stream has run that far.
+  void module_final(int module, gpu::Stream& stream);
+  // After backward. `real`: the step's hyperparameters, or null when the step is skipped. Waits
+  // for the thread (rethrowing its error), keeps or undoes its steps, and steps the sub-groups it
+  // did not reach.
+  OverlapOutcome finish(const StepHyperparameters* real);
+
+  // After begin() when the step fails before finish(): stops the thread and puts back what it
+  // stepped, so the optimizer holds the last step's values. Errors are logged, not thrown.
+  void abandon() noexcept;
+  bool running() const noexcept { return worker_.valid(); }
+
+ private:
+  bool wait_final(int sub_group);  // on the thread; false when stopped
+
+  OptimizerOffload& offload_;
+  std::vector<int> first_module_;                   // per sub-group: the lowest module it covers
+  std::vector<std::unique_ptr<gpu::Event>> final_;  // per sub-group, recorded by module_final
+  std::vector<int> early_order_;                    // the sub-groups the thread may step
+  StepHyperparameters guess_;
+  StepIo io_;
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  int final_from_ = 0;  // sub-groups >= this are final (their event recorded)
+  bool stopping_ = false;
+  std::future<int> worker_;  // how many sub-groups it stepped
+};
+
+}  // namespace strata::engine::zero
