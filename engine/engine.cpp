@@ -455,6 +455,7 @@ std::int64_t Engine::State::nvme_write_bytes() const {
 std::int64_t Engine::State::host_bytes() const {
   std::int64_t bytes = tier->unpinned_host_bytes() + reducer->unpinned_host_bytes();
   if (offload) {
+    bytes += offload->rollback_bytes();
     if (const memory::PinnedPool* pool = offload->pool()) {
       if (!pool->pinned()) bytes += pool->buffer_count() * pool->buffer_size_bytes();
     } else {

@@ -472,6 +472,18 @@ void add_optimizer_offload(RowBuilder& builder, const EstimateInputs& inputs, co
   }
   const std::string extent_formula =
       fmt::format("sum over sub-groups of {} x round_up(4 x sub-group, 4 KiB)", regions);
+  if (inputs.overlap_optimizer) {
+    std::int64_t largest_group = 0;
+    for (const zero::Range& group : zero::make_sub_groups(part, inputs.sub_group_size))
+      largest_group = std::max(largest_group, group.size());
+    builder.add("optimizer_rollback_window", Tier::cpu,
+                inputs.optimizer_buffer_count * (largest + round_up(6 * largest_group, kBlock)),
+                fmt::format("offload_optimizer.buffer_count x ({} x round_up(4 x largest "
+                            "sub-group, 4 KiB) + round_up(6 x largest sub-group, 4 KiB)) "
+                            "(strata.overlap_optimizer: the prior values of the sub-groups "
+                            "stepped during backward)",
+                            regions));
+  }
   if (choice.offload_optimizer == OffloadDevice::cpu) {
     builder.add("optimizer_states_fp32", Tier::cpu, total, extent_formula);
     return;
@@ -534,6 +546,7 @@ EstimateInputs estimate_inputs_from_config(const Config& config, std::int64_t pa
   inputs.param_pin_memory = zero.offload_param.pin_memory;
   inputs.optimizer_buffer_count = zero.offload_optimizer.buffer_count;
   inputs.optimizer_pin_memory = zero.offload_optimizer.pin_memory;
+  inputs.overlap_optimizer = config.strata.overlap_optimizer;
   inputs.micro_batch = config.batch.train_micro_batch_size_per_gpu;
   const ActivationCheckpointingConfig& checkpointing = config.activation_checkpointing;
   inputs.activation_checkpointing =

@@ -81,6 +81,8 @@ void MetricsWriter::write(const engine::StepStats& stats, double tokens_per_s,
       {"bytes_nvme_write", stats.bytes_nvme_write},
       {"gpu_peak_bytes", stats.gpu_peak_bytes},
       {"cpu_peak_bytes", stats.cpu_peak_bytes},
+      {"early_sub_groups", stats.early_sub_groups},
+      {"undone_sub_groups", stats.undone_sub_groups},
   };
   if (validation_loss >= 0) line["val_loss"] = validation_loss;
   out_ << line.dump() << '\n';

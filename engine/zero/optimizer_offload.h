@@ -89,6 +89,10 @@ class OptimizerOffload {
   // Forgets the kept sub-groups: their step stands.
   void forget_kept() noexcept { kept_.clear(); }
   std::span<const int> kept() const noexcept { return kept_; }
+  // CPU memory of the rollback window (keep_capacity slots).
+  std::int64_t rollback_bytes() const noexcept {
+    return kept_states_.size_bytes() + kept_params_.size_bytes();
+  }
 
   // Copies the fp32 masters and states out (checkpoints, tests); empty spans are skipped.
   void read_states(std::span<float> params, std::span<float> exp_avg, std::span<float> exp_avg_sq);

@@ -233,5 +233,21 @@ TEST(EstimateAgreement, Stage3OnNvmeIsExactToTheByte) {
                          /*margin_percent=*/0);
 }
 
+// strata.overlap_optimizer's rollback window (buffer_count sub-groups' prior values and
+// parameter slices) is CPU memory the estimate names, to the byte.
+TEST(EstimateAgreement, OverlappedOptimizerOnNvmeIsExactToTheByte) {
+  SwapDirectory swap;
+  const std::string offload =
+      R"("device": "nvme", "nvme_path": ")" + swap.string() + R"(", "pin_memory": false)";
+  Config config = tiny_config(R"({"stage": 3, "stage3_param_persistence_threshold": 0,
+                                   "sub_group_size": 20000,
+                                   "offload_param": {)" +
+                              offload + R"(, "max_in_cpu": 0},
+                                   "offload_optimizer": {)" +
+                              offload + "}}");
+  config.strata.overlap_optimizer = true;
+  expect_estimate_agrees(config, /*margin_percent=*/0);
+}
+
 }  // namespace
 }  // namespace strata::engine

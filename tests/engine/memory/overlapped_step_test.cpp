@@ -1,0 +1,287 @@
+// strata.overlap_optimizer below the engine: OptimizerOffload's kept sub-groups and undo, and
+// OverlappedStep driven by a real stream the way the engine drives it (gradients land module by
+// module, last first, while the thread steps what is final). Every outcome is compared bit for bit
+// with the plain step after backward, on the CPU tier and on NVMe.
+
+#include "engine/zero/overlapped_step.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "base/error.h"
+#include "cpu_adam/half.h"
+#include "gpu/open_device.h"
+
+namespace strata::engine::zero {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Six modules of uneven sizes: shards of 4096, 6144, 2048, 8192, 2048 and 4096 elements (the
+// default 2048-element alignment), 26624 in all, in sub-groups of 4096: seven sub-groups, several
+// of them spanning a module boundary.
+FlatLayout six_modules() {
+  std::vector<std::vector<ParamSpec>> modules;
+  for (std::int64_t numel : {3000, 5000, 2048, 7000, 100, 4000})
+    modules.push_back({ParamSpec{fmt::format("m{}.w", modules.size()), {numel}}});
+  return FlatLayout(modules, 1);
+}
+
+constexpr std::int64_t kSubGroup = 4096;
+
+std::vector<float> random_floats(std::int64_t n, std::uint32_t seed, float scale) {
+  std::mt19937 engine(seed);
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> values(static_cast<std::size_t>(n));
+  for (float& value : values)
+    value = normal(engine);
+  return values;
+}
+
+template <typename T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+StepHyperparameters hyper(float grad_scale) {
+  StepHyperparameters result;
+  result.lr = 1e-2;
+  result.step = 1;
+  result.grad_scale = grad_scale;
+  return result;
+}
+
+// Everything a step leaves behind, to compare two runs.
+struct Outcome {
+  std::vector<float> params, exp_avg, exp_avg_sq;
+  std::vector<std::uint16_t> copy;
+  bool operator==(const Outcome& other) const {
+    return same_bits(params, other.params) && same_bits(exp_avg, other.exp_avg) &&
+           same_bits(exp_avg_sq, other.exp_avg_sq) && copy == other.copy;
+  }
+};
+
+class OverlappedStepTest : public ::testing::TestWithParam<OffloadDevice> {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / fmt::format("strata-overlap-test-{}", getpid());
+    fs::create_directories(root_);
+    device_ = gpu::create_host_device({});
+    master_ = random_floats(layout_.partition_numel(), 1, 1.0f);
+    grads_ = random_floats(layout_.partition_numel(), 2, 0.1f);
+    for (float value : master_)
+      initial_copy_.push_back(cpu_adam::to_bf16(value).bits);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  OptimizerOffloadOptions options(std::int64_t keep_capacity, const std::string& job) const {
+    OptimizerOffloadOptions result;
+    result.device = GetParam();
+    result.sub_group_size = kSubGroup;
+    result.pipeline_read = true;
+    result.pipeline_write = true;
+    result.buffer_count = 3;
+    result.pin_memory = false;
+    result.keep_capacity = keep_capacity;
+    result.nvme.nvme_path = root_;
+    result.nvme.job_name = job;
+    return result;
+  }
+
+  Outcome read(OptimizerOffload& offload, const std::vector<std::uint16_t>& copy) const {
+    const auto n = master_.size();
+    Outcome out{std::vector<float>(n), std::vector<float>(n), std::vector<float>(n), copy};
+    offload.read_states(out.params, out.exp_avg, out.exp_avg_sq);
+    return out;
+  }
+
+  // The plain step after backward with `real` (none: nothing happens, the step is skipped).
+  Outcome plain(const StepHyperparameters* real) {
+    OptimizerOffload offload(*device_, optimizer_, master_, options(0, "plain"));
+    std::vector<std::uint16_t> copy = initial_copy_;
+    if (real != nullptr) offload.step(*real, grads_, ParamCopy::bf16, copy);
+    return read(offload, copy);
+  }
+
+  FlatLayout layout_ = six_modules();
+  OptimizerConfig config_ = [] {
+    OptimizerConfig c;
+    c.type = OptimizerType::adamw;
+    c.weight_decay = 0.01;
+    return c;
+  }();
+  Optimizer optimizer_{config_};
+  fs::path root_;
+  std::unique_ptr<gpu::Device> device_;
+  std::vector<float> master_, grads_;
+  std::vector<std::uint16_t> initial_copy_;
+};
+
+TEST_P(OverlappedStepTest, KeptSubGroupsAreUndoneToTheBit) {
+  OptimizerOffload offload(*device_, optimizer_, master_, options(3, "undo"));
+  std::vector<std::uint16_t> copy = initial_copy_;
+  const Outcome before = read(offload, copy);
+  const int n = static_cast<int>(offload.sub_groups().size());
+  ASSERT_EQ(n, 7);
+  const std::vector<int> order = {n - 1, n - 2, n - 3};
+  const StepIo io{grads_, ParamCopy::bf16, copy, {}};
+  EXPECT_EQ(offload.step_sub_groups(hyper(0.5f), io, order, {}, true), 3);
+  EXPECT_EQ(offload.kept().size(), 3u);
+  EXPECT_FALSE(read(offload, copy) == before);
+  offload.undo_kept(nullptr, io);
+  EXPECT_TRUE(offload.kept().empty());
+  EXPECT_TRUE(read(offload, copy) == before);
+}
+
+TEST_P(OverlappedStepTest, ReadyFalseStopsAndLeavesTheRestAsTheyWere) {
+  OptimizerOffload offload(*device_, optimizer_, master_, options(3, "stop"));
+  std::vector<std::uint16_t> copy = initial_copy_;
+  const Outcome before = read(offload, copy);
+  const int n = static_cast<int>(offload.sub_groups().size());
+  const StepIo io{grads_, ParamCopy::bf16, copy, {}};
+  // The NVMe reads of n-2 and n-3 are in flight when the stop comes: they are put back clean.
+  const int stepped = offload.step_sub_groups(
+      hyper(0.5f), io, std::vector<int>{n - 1, n - 2, n - 3}, [&](int g) { return g == n - 1; },
+      true);
+  EXPECT_EQ(stepped, 1);
+  ASSERT_EQ(offload.kept().size(), 1u);
+  // Everything before the last sub-group is as it was.
+  const Outcome after = read(offload, copy);
+  const auto stepped_from = static_cast<std::size_t>(offload.sub_groups().back().begin);
+  EXPECT_EQ(std::memcmp(after.params.data(), before.params.data(), stepped_from * sizeof(float)),
+            0);
+  EXPECT_EQ(std::memcmp(after.exp_avg.data(), before.exp_avg.data(), stepped_from * sizeof(float)),
+            0);
+  offload.undo_kept(nullptr, io);
+  EXPECT_TRUE(read(offload, copy) == before);
+  // The offload is still consistent: a whole step runs and equals the plain one.
+  const StepHyperparameters real = hyper(0.5f);
+  offload.step(real, grads_, ParamCopy::bf16, copy);
+  EXPECT_TRUE(read(offload, copy) == plain(&real));
+}
+
+// An overlapped step as the engine runs it: the gradient partition starts at zero and each
+// module's slice lands by a stream task, last module first, before module_final; `real` is what
+// finish() is told.
+class Driver {
+ public:
+  Driver(gpu::Device& device, const FlatLayout& layout, const std::vector<float>& grads)
+      : device_(device), layout_(layout), grads_(grads), partition_(grads.size(), 0.0f) {}
+  OverlapOutcome run(OverlappedStep& step, const StepHyperparameters& guess,
+                     const StepHyperparameters* real, std::vector<std::uint16_t>& copy) {
+    gpu::Stream& stream = device_.compute_stream();
+    step.begin(guess, StepIo{partition_, ParamCopy::bf16, copy, {}});
+    for (int m = layout_.module_count(); m-- > 0;) {
+      const ModuleSlice& slice = layout_.module(m);
+      stream.launch([this, slice] {
+        std::memcpy(partition_.data() + slice.partition_offset,
+                    grads_.data() + slice.partition_offset,
+                    static_cast<std::size_t>(slice.shard_numel) * sizeof(float));
+      });
+      step.module_final(m, stream);
+    }
+    stream.synchronize();
+    return step.finish(real);
+  }
+
+ private:
+  gpu::Device& device_;
+  const FlatLayout& layout_;
+  const std::vector<float>& grads_;
+  std::vector<float> partition_;
+};
+
+TEST_P(OverlappedStepTest, GuessThatHoldsKeepsTheEarlySteps) {
+  OptimizerOffload offload(*device_, optimizer_, master_, options(3, "holds"));
+  OverlappedStep step(*device_, layout_, offload, 3);
+  std::vector<std::uint16_t> copy = initial_copy_;
+  const StepHyperparameters guess = hyper(0.5f);
+  Driver driver(*device_, layout_, grads_);
+  const OverlapOutcome outcome = driver.run(step, guess, &guess, copy);
+  EXPECT_EQ(outcome.early_sub_groups, 3);
+  EXPECT_FALSE(outcome.undone);
+  EXPECT_TRUE(read(offload, copy) == plain(&guess));
+}
+
+TEST_P(OverlappedStepTest, WrongGuessIsUndoneAndRedone) {
+  OptimizerOffload offload(*device_, optimizer_, master_, options(3, "clipped"));
+  OverlappedStep step(*device_, layout_, offload, 3);
+  std::vector<std::uint16_t> copy = initial_copy_;
+  const StepHyperparameters clipped = hyper(0.25f);
+  Driver driver(*device_, layout_, grads_);
+  const OverlapOutcome outcome = driver.run(step, hyper(0.5f), &clipped, copy);
+  EXPECT_EQ(outcome.early_sub_groups, 3);
+  EXPECT_TRUE(outcome.undone);
+  EXPECT_TRUE(read(offload, copy) == plain(&clipped));
+}
+
+TEST_P(OverlappedStepTest, SkippedStepLeavesEverythingAsItWas) {
+  OptimizerOffload offload(*device_, optimizer_, master_, options(3, "skipped"));
+  OverlappedStep step(*device_, layout_, offload, 3);
+  std::vector<std::uint16_t> copy = initial_copy_;
+  Driver driver(*device_, layout_, grads_);
+  const OverlapOutcome outcome = driver.run(step, hyper(0.5f), nullptr, copy);
+  EXPECT_TRUE(outcome.undone);
+  EXPECT_TRUE(read(offload, copy) == plain(nullptr));
+}
+
+// A step that fails between begin() and finish() (backward threw): abandon() stops the thread
+// where it is and puts back what it stepped; the next step is a normal one.
+TEST_P(OverlappedStepTest, AbandonPutsBackWhatTheThreadStepped) {
+  OptimizerOffload offload(*device_, optimizer_, master_, options(3, "abandon"));
+  OverlappedStep step(*device_, layout_, offload, 3);
+  std::vector<std::uint16_t> copy = initial_copy_;
+  const Outcome before = read(offload, copy);
+  gpu::Stream& stream = device_->compute_stream();
+  step.begin(hyper(0.5f), StepIo{grads_, ParamCopy::bf16, copy, {}});
+  // Only the last module's gradients are final: the thread can step the last sub-group alone.
+  step.module_final(layout_.module_count() - 1, stream);
+  stream.synchronize();
+  step.abandon();
+  EXPECT_FALSE(step.running());
+  EXPECT_TRUE(read(offload, copy) == before);
+  Driver driver(*device_, layout_, grads_);
+  const StepHyperparameters guess = hyper(0.5f);
+  driver.run(step, guess, &guess, copy);
+  EXPECT_TRUE(read(offload, copy) == plain(&guess));
+}
+
+// A swap-file error on the thread (an early sub-group's read) comes out of finish() as the
+// offload's UserError, and the state is marked inconsistent: nothing is silently half-stepped.
+TEST_P(OverlappedStepTest, AnIoErrorOnTheThreadComesOutOfFinish) {
+  if (GetParam() != OffloadDevice::nvme) GTEST_SKIP() << "the CPU tier does no I/O";
+  OptimizerOffloadOptions o = options(3, "eio");
+  o.nvme.faults.fail(8, EIO);  // completions 0..6 write the initial states; 7.. are the step's
+  OptimizerOffload offload(*device_, optimizer_, master_, o);
+  OverlappedStep step(*device_, layout_, offload, 3);
+  std::vector<std::uint16_t> copy = initial_copy_;
+  Driver driver(*device_, layout_, grads_);
+  const StepHyperparameters guess = hyper(0.5f);
+  try {
+    driver.run(step, guess, &guess, copy);
+    FAIL() << "expected the step to fail";
+  } catch (const UserError& error) {
+    EXPECT_NE(std::string(error.what()).find(strerror(EIO)), std::string::npos) << error.what();
+    EXPECT_NE(error.fix().find("resume from the last checkpoint"), std::string::npos);
+  }
+  EXPECT_FALSE(step.running());
+  EXPECT_TRUE(offload.inconsistent());
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiers, OverlappedStepTest,
+                         ::testing::Values(OffloadDevice::cpu, OffloadDevice::nvme),
+                         [](const ::testing::TestParamInfo<OffloadDevice>& tier) {
+                           return std::string(to_string(tier.param));
+                         });
+
+}  // namespace
+}  // namespace strata::engine::zero
