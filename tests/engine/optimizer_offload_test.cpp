@@ -6,7 +6,6 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -15,20 +14,14 @@
 
 #include "base/error.h"
 #include "gpu/open_device.h"
+#include "tests/engine/random_floats.h"
 
 namespace strata::engine::zero {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<float> random_floats(std::int64_t n, std::uint32_t seed, float scale) {
-  std::mt19937 engine(seed);
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> values(static_cast<std::size_t>(n));
-  for (float& value : values)
-    value = normal(engine);
-  return values;
-}
+using test_values::random_floats;
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;

@@ -11,7 +11,6 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -20,6 +19,7 @@
 #include "base/error.h"
 #include "cpu_adam/half.h"
 #include "gpu/open_device.h"
+#include "tests/engine/random_floats.h"
 
 namespace strata::engine::zero {
 namespace {
@@ -38,14 +38,7 @@ FlatLayout six_modules() {
 
 constexpr std::int64_t kSubGroup = 4096;
 
-std::vector<float> random_floats(std::int64_t n, std::uint32_t seed, float scale) {
-  std::mt19937 engine(seed);
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> values(static_cast<std::size_t>(n));
-  for (float& value : values)
-    value = normal(engine);
-  return values;
-}
+using test_values::random_floats;
 
 template <typename T>
 bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
@@ -68,6 +61,37 @@ struct Outcome {
     return same_bits(params, other.params) && same_bits(exp_avg, other.exp_avg) &&
            same_bits(exp_avg_sq, other.exp_avg_sq) && copy == other.copy;
   }
+};
+
+// An overlapped step as the engine runs it: the gradient partition starts at zero and each
+// module's slice lands by a stream task, last module first, before module_final; `real` is what
+// finish() is told.
+class Driver {
+ public:
+  Driver(gpu::Device& device, const FlatLayout& layout, const std::vector<float>& grads)
+      : device_(device), layout_(layout), grads_(grads), partition_(grads.size(), 0.0f) {}
+  OverlapOutcome run(OverlappedStep& step, const StepHyperparameters& guess,
+                     const StepHyperparameters* real, std::vector<std::uint16_t>& copy) {
+    gpu::Stream& stream = device_.compute_stream();
+    step.begin(guess, StepIo{partition_, ParamCopy::bf16, copy, {}});
+    for (int m = layout_.module_count(); m-- > 0;) {
+      const ModuleSlice& slice = layout_.module(m);
+      stream.launch([this, slice] {
+        std::memcpy(partition_.data() + slice.partition_offset,
+                    grads_.data() + slice.partition_offset,
+                    static_cast<std::size_t>(slice.shard_numel) * sizeof(float));
+      });
+      step.module_final(m, stream);
+    }
+    stream.synchronize();
+    return step.finish(real);
+  }
+
+ private:
+  gpu::Device& device_;
+  const FlatLayout& layout_;
+  const std::vector<float>& grads_;
+  std::vector<float> partition_;
 };
 
 class OverlappedStepTest : public ::testing::TestWithParam<OffloadDevice> {
@@ -110,6 +134,19 @@ class OverlappedStepTest : public ::testing::TestWithParam<OffloadDevice> {
     std::vector<std::uint16_t> copy = initial_copy_;
     if (real != nullptr) offload.step(*real, grads_, ParamCopy::bf16, copy);
     return read(offload, copy);
+  }
+
+  // One overlapped step that guessed `guess` and is told `real`: it must leave what the plain
+  // step with `real` leaves.
+  OverlapOutcome expect_same_as_plain(const StepHyperparameters& guess,
+                                      const StepHyperparameters* real, const std::string& job) {
+    OptimizerOffload offload(*device_, optimizer_, master_, options(3, job));
+    OverlappedStep step(*device_, layout_, offload, 3);
+    std::vector<std::uint16_t> copy = initial_copy_;
+    Driver driver(*device_, layout_, grads_);
+    const OverlapOutcome outcome = driver.run(step, guess, real, copy);
+    EXPECT_TRUE(read(offload, copy) == plain(real));
+    return outcome;
   }
 
   FlatLayout layout_ = six_modules();
@@ -169,69 +206,22 @@ TEST_P(OverlappedStepTest, ReadyFalseStopsAndLeavesTheRestAsTheyWere) {
   EXPECT_TRUE(read(offload, copy) == plain(&real));
 }
 
-// An overlapped step as the engine runs it: the gradient partition starts at zero and each
-// module's slice lands by a stream task, last module first, before module_final; `real` is what
-// finish() is told.
-class Driver {
- public:
-  Driver(gpu::Device& device, const FlatLayout& layout, const std::vector<float>& grads)
-      : device_(device), layout_(layout), grads_(grads), partition_(grads.size(), 0.0f) {}
-  OverlapOutcome run(OverlappedStep& step, const StepHyperparameters& guess,
-                     const StepHyperparameters* real, std::vector<std::uint16_t>& copy) {
-    gpu::Stream& stream = device_.compute_stream();
-    step.begin(guess, StepIo{partition_, ParamCopy::bf16, copy, {}});
-    for (int m = layout_.module_count(); m-- > 0;) {
-      const ModuleSlice& slice = layout_.module(m);
-      stream.launch([this, slice] {
-        std::memcpy(partition_.data() + slice.partition_offset,
-                    grads_.data() + slice.partition_offset,
-                    static_cast<std::size_t>(slice.shard_numel) * sizeof(float));
-      });
-      step.module_final(m, stream);
-    }
-    stream.synchronize();
-    return step.finish(real);
-  }
-
- private:
-  gpu::Device& device_;
-  const FlatLayout& layout_;
-  const std::vector<float>& grads_;
-  std::vector<float> partition_;
-};
-
 TEST_P(OverlappedStepTest, GuessThatHoldsKeepsTheEarlySteps) {
-  OptimizerOffload offload(*device_, optimizer_, master_, options(3, "holds"));
-  OverlappedStep step(*device_, layout_, offload, 3);
-  std::vector<std::uint16_t> copy = initial_copy_;
   const StepHyperparameters guess = hyper(0.5f);
-  Driver driver(*device_, layout_, grads_);
-  const OverlapOutcome outcome = driver.run(step, guess, &guess, copy);
+  const OverlapOutcome outcome = expect_same_as_plain(guess, &guess, "holds");
   EXPECT_EQ(outcome.early_sub_groups, 3);
   EXPECT_FALSE(outcome.undone);
-  EXPECT_TRUE(read(offload, copy) == plain(&guess));
 }
 
 TEST_P(OverlappedStepTest, WrongGuessIsUndoneAndRedone) {
-  OptimizerOffload offload(*device_, optimizer_, master_, options(3, "clipped"));
-  OverlappedStep step(*device_, layout_, offload, 3);
-  std::vector<std::uint16_t> copy = initial_copy_;
   const StepHyperparameters clipped = hyper(0.25f);
-  Driver driver(*device_, layout_, grads_);
-  const OverlapOutcome outcome = driver.run(step, hyper(0.5f), &clipped, copy);
+  const OverlapOutcome outcome = expect_same_as_plain(hyper(0.5f), &clipped, "clipped");
   EXPECT_EQ(outcome.early_sub_groups, 3);
   EXPECT_TRUE(outcome.undone);
-  EXPECT_TRUE(read(offload, copy) == plain(&clipped));
 }
 
 TEST_P(OverlappedStepTest, SkippedStepLeavesEverythingAsItWas) {
-  OptimizerOffload offload(*device_, optimizer_, master_, options(3, "skipped"));
-  OverlappedStep step(*device_, layout_, offload, 3);
-  std::vector<std::uint16_t> copy = initial_copy_;
-  Driver driver(*device_, layout_, grads_);
-  const OverlapOutcome outcome = driver.run(step, hyper(0.5f), nullptr, copy);
-  EXPECT_TRUE(outcome.undone);
-  EXPECT_TRUE(read(offload, copy) == plain(nullptr));
+  EXPECT_TRUE(expect_same_as_plain(hyper(0.5f), nullptr, "skipped").undone);
 }
 
 // A step that fails between begin() and finish() (backward threw): abandon() stops the thread
