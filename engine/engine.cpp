@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -163,6 +164,7 @@ struct Engine::State {
   int shard_rank() const { return layout.world_size() > 1 ? runtime.comm.rank() : 0; }
 
   void build();
+  std::int64_t overlap_window(const zero::OptimizerOffloadOptions& options) const;
   std::vector<float> initial_master() const;
   void run_forward(std::int64_t micro_batch);
   void run_backward(std::int64_t micro_batch, bool last_micro);
@@ -200,6 +202,23 @@ std::vector<float> Engine::State::initial_master() const {
   return partition;
 }
 
+// The rollback window of an overlapped step: as many sub-groups as the swap buffers hold, at
+// most all of them. A partition of one sub-group is final only when backward ends, so nothing
+// can overlap: said once, with the key that fixes it.
+std::int64_t Engine::State::overlap_window(const zero::OptimizerOffloadOptions& options) const {
+  const std::int64_t partition = layout.partition_numel();
+  const auto sub_groups =
+      static_cast<std::int64_t>(zero::make_sub_groups(partition, options.sub_group_size).size());
+  if (sub_groups == 1 && runtime.comm.rank() == 0) {
+    base::logger("engine").warn(
+        "strata.overlap_optimizer has nothing to overlap: the rank's optimizer partition ({} "
+        "elements) is one sub-group, final only when backward ends; set "
+        "zero_optimization.sub_group_size below it (e.g. {}) to step sub-groups during backward",
+        partition, std::max<std::int64_t>(1, partition / 8));
+  }
+  return std::min(options.buffer_count, sub_groups);
+}
+
 void Engine::State::build() {
   gpu::Device& device = runtime.device;
   const int rank = runtime.comm.rank();
@@ -225,8 +244,7 @@ void Engine::State::build() {
 
   if (offloaded(config.zero.offload_optimizer.device)) {
     zero::OptimizerOffloadOptions options = zero::optimizer_offload_options(config, rank);
-    // The rollback window of an overlapped step: as many sub-groups as the swap buffers hold.
-    if (config.strata.overlap_optimizer) options.keep_capacity = options.buffer_count;
+    if (config.strata.overlap_optimizer) options.keep_capacity = overlap_window(options);
     offload = std::make_unique<zero::OptimizerOffload>(device, optimizer, master_values, options);
     if (config.strata.overlap_optimizer) {
       overlap =

@@ -473,15 +473,18 @@ void add_optimizer_offload(RowBuilder& builder, const EstimateInputs& inputs, co
   const std::string extent_formula =
       fmt::format("sum over sub-groups of {} x round_up(4 x sub-group, 4 KiB)", regions);
   if (inputs.overlap_optimizer) {
+    const std::vector<zero::Range> groups = zero::make_sub_groups(part, inputs.sub_group_size);
     std::int64_t largest_group = 0;
-    for (const zero::Range& group : zero::make_sub_groups(part, inputs.sub_group_size))
+    for (const zero::Range& group : groups)
       largest_group = std::max(largest_group, group.size());
+    const std::int64_t window =
+        std::min(inputs.optimizer_buffer_count, static_cast<std::int64_t>(groups.size()));
     builder.add("optimizer_rollback_window", Tier::cpu,
-                inputs.optimizer_buffer_count * (largest + round_up(6 * largest_group, kBlock)),
-                fmt::format("offload_optimizer.buffer_count x ({} x round_up(4 x largest "
-                            "sub-group, 4 KiB) + round_up(6 x largest sub-group, 4 KiB)) "
-                            "(strata.overlap_optimizer: the prior values of the sub-groups "
-                            "stepped during backward)",
+                window * (largest + round_up(6 * largest_group, kBlock)),
+                fmt::format("min(offload_optimizer.buffer_count, sub-groups) x ({} x "
+                            "round_up(4 x largest sub-group, 4 KiB) + round_up(6 x largest "
+                            "sub-group, 4 KiB)) (strata.overlap_optimizer: the prior values of "
+                            "the sub-groups stepped during backward)",
                             regions));
   }
   if (choice.offload_optimizer == OffloadDevice::cpu) {

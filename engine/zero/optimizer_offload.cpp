@@ -337,8 +337,9 @@ int OptimizerOffload::run_step(const StepHyperparameters& hyper, const StepIo& i
       if (ready && !ready(g)) {
         // Stopped: the sub-groups read ahead are unchanged, so their extents still hold them.
         while (!reads.empty()) {
-          residency_->drop_clean(residency_->finish_read(std::move(reads.front().move)));
+          InFlight read = std::move(reads.front());
           reads.pop_front();
+          residency_->drop_clean(residency_->finish_read(std::move(read.move)));
         }
         break;
       }

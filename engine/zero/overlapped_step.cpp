@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <utility>
 
 #include "base/assert.h"
 #include "base/log.h"
@@ -74,7 +75,13 @@ bool OverlappedStep::wait_final(int sub_group) {
     changed_.wait(lock, [&] { return stopping_ || final_from_ <= sub_group; });
     if (stopping_) return false;
   }
-  final_[static_cast<std::size_t>(sub_group)]->synchronize();
+  try {
+    final_[static_cast<std::size_t>(sub_group)]->synchronize();
+  } catch (...) {
+    // Backward failed, not the optimizer: stop here rather than fail the optimizer's step.
+    stream_failure_ = std::current_exception();
+    return false;
+  }
   return true;
 }
 
@@ -82,6 +89,10 @@ OverlapOutcome OverlappedStep::finish(const StepHyperparameters* real) {
   STRATA_ASSERT(running());
   OverlapOutcome outcome;
   outcome.early_sub_groups = worker_.get();
+  if (stream_failure_) {
+    offload_.undo_kept(nullptr, io_);
+    std::rethrow_exception(std::exchange(stream_failure_, nullptr));
+  }
   if (real != nullptr && same_step(*real, guess_)) {
     offload_.forget_kept();
   } else {
@@ -107,9 +118,12 @@ void OverlappedStep::abandon() noexcept {
   changed_.notify_all();
   try {
     static_cast<void>(worker_.get());
+    stream_failure_ = nullptr;  // the caller is already failing with it
     offload_.undo_kept(nullptr, io_);
   } catch (const std::exception& error) {
     base::logger("engine").error("stopping an overlapped optimizer step: {}", error.what());
+  } catch (...) {
+    base::logger("engine").error("stopping an overlapped optimizer step: an unknown error");
   }
 }
 

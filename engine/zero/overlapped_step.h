@@ -2,6 +2,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -75,6 +76,9 @@ class OverlappedStep {
   std::condition_variable changed_;
   int final_from_ = 0;  // sub-groups >= this are final (their event recorded)
   bool stopping_ = false;
+  // The stream work a final event waited for failed: the thread stopped there, and the step
+  // fails with that error (the optimizer itself is fine once its early steps are put back).
+  std::exception_ptr stream_failure_;
   std::future<int> worker_;  // how many sub-groups it stepped
 };
 

@@ -78,6 +78,9 @@ void CudaEvent::on_record(std::shared_ptr<StreamFailures> failures, std::int64_t
 }
 
 void CudaEvent::synchronize() const {
+  // Host threads other than the engine's wait on events too (the overlapped optimizer step): a
+  // thread without a current device would otherwise make a context on device 0.
+  use_device(device_index_);
   check(cudaEventSynchronize(event_), "cudaEventSynchronize");
   std::shared_ptr<StreamFailures> failures;
   std::int64_t after = 0;

@@ -249,5 +249,14 @@ TEST(EstimateAgreement, OverlappedOptimizerOnNvmeIsExactToTheByte) {
   expect_estimate_agrees(config, /*margin_percent=*/0);
 }
 
+// With the default sub_group_size the partition is one sub-group: the window is that one, not
+// buffer_count of them.
+TEST(EstimateAgreement, OverlappedOptimizerWithOneSubGroupIsExactToTheByte) {
+  Config config = tiny_config(R"({"stage": 2,
+                                   "offload_optimizer": {"device": "cpu", "pin_memory": false}})");
+  config.strata.overlap_optimizer = true;
+  expect_estimate_agrees(config, /*margin_percent=*/0);
+}
+
 }  // namespace
 }  // namespace strata::engine

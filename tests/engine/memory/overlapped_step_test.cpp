@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -265,6 +266,34 @@ TEST_P(OverlappedStepTest, AnIoErrorOnTheThreadComesOutOfFinish) {
   }
   EXPECT_FALSE(step.running());
   EXPECT_TRUE(offload.inconsistent());
+}
+
+// Backward fails (a stream task throws) after the thread has stepped what was final: the thread
+// stops at the failed point, finish() rethrows the stream's error, and the optimizer is whole and
+// as it was (the failure was backward's, not the optimizer's).
+TEST_P(OverlappedStepTest, AFailedBackwardLeavesTheOptimizerAsItWas) {
+  OptimizerOffload offload(*device_, optimizer_, master_, options(3, "failed"));
+  OverlappedStep step(*device_, layout_, offload, 3);
+  std::vector<std::uint16_t> copy = initial_copy_;
+  const Outcome before = read(offload, copy);
+  gpu::Stream& stream = device_->compute_stream();
+  const StepHyperparameters guess = hyper(0.5f);
+  step.begin(guess, StepIo{grads_, ParamCopy::bf16, copy, {}});
+  const int last = layout_.module_count() - 1;
+  step.module_final(last, stream);
+  stream.launch([] { throw std::runtime_error("backward of module 4 failed"); });
+  for (int m = last - 1; m >= 0; --m)
+    step.module_final(m, stream);
+  EXPECT_THROW(stream.synchronize(), std::runtime_error);
+  try {
+    step.finish(&guess);
+    FAIL() << "expected finish() to rethrow the stream's error";
+  } catch (const std::runtime_error& error) {
+    EXPECT_STREQ(error.what(), "backward of module 4 failed");
+  }
+  EXPECT_FALSE(step.running());
+  EXPECT_FALSE(offload.inconsistent());
+  EXPECT_TRUE(read(offload, copy) == before);
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiers, OverlappedStepTest,
