@@ -244,7 +244,10 @@ void Engine::State::build() {
 
   if (offloaded(config.zero.offload_optimizer.device)) {
     zero::OptimizerOffloadOptions options = zero::optimizer_offload_options(config, rank);
-    if (config.strata.overlap_optimizer) options.keep_capacity = overlap_window(options);
+    if (config.strata.overlap_optimizer) {
+      options.keep_capacity = overlap_window(options);
+      options.keep_param_bytes_per_element = element;  // step_io() hands one copy, the storage's
+    }
     offload = std::make_unique<zero::OptimizerOffload>(device, optimizer, master_values, options);
     if (config.strata.overlap_optimizer) {
       overlap =

@@ -480,12 +480,12 @@ void add_optimizer_offload(RowBuilder& builder, const EstimateInputs& inputs, co
     const std::int64_t window =
         std::min(inputs.optimizer_buffer_count, static_cast<std::int64_t>(groups.size()));
     builder.add("optimizer_rollback_window", Tier::cpu,
-                window * (largest + round_up(6 * largest_group, kBlock)),
+                window * (largest + round_up(inputs.storage_bytes * largest_group, kBlock)),
                 fmt::format("min(offload_optimizer.buffer_count, sub-groups) x ({} x "
-                            "round_up(4 x largest sub-group, 4 KiB) + round_up(6 x largest "
+                            "round_up(4 x largest sub-group, 4 KiB) + round_up({} x largest "
                             "sub-group, 4 KiB)) (strata.overlap_optimizer: the prior values of "
                             "the sub-groups stepped during backward)",
-                            regions));
+                            regions, inputs.storage_bytes));
   }
   if (choice.offload_optimizer == OffloadDevice::cpu) {
     builder.add("optimizer_states_fp32", Tier::cpu, total, extent_formula);

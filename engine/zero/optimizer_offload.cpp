@@ -77,8 +77,7 @@ OptimizerOffload::OptimizerOffload(gpu::Device& device, const Optimizer& optimiz
     for (const Range& range : sub_groups_)
       largest_numel = std::max(largest_numel, range.size());
     kept_extent_bytes_ = largest;
-    kept_param_bytes_ =
-        round_up(largest_numel * static_cast<std::int64_t>(sizeof(std::uint16_t) + sizeof(float)));
+    kept_param_bytes_ = round_up(largest_numel * options_.keep_param_bytes_per_element);
     kept_states_ = aio::AlignedBuffer(options_.keep_capacity * kept_extent_bytes_);
     kept_params_ = aio::AlignedBuffer(options_.keep_capacity * kept_param_bytes_);
   }
@@ -216,21 +215,34 @@ std::span<std::byte> OptimizerOffload::kept_params(std::size_t slot) {
                                      static_cast<std::size_t>(kept_param_bytes_));
 }
 
+// Copies the sub-group's slices of the parameter copies in `io` into its kept slot, or back.
+void OptimizerOffload::move_param_slices(std::size_t slot, int sub_group, const StepIo& io,
+                                         bool into_slot) {
+  const Range& range = sub_groups_[static_cast<std::size_t>(sub_group)];
+  const auto size = static_cast<std::size_t>(range.size());
+  std::byte* kept = kept_params(slot).data();
+  std::size_t at = 0;
+  auto move = [&](void* live, std::size_t bytes) {
+    STRATA_ASSERT(static_cast<std::int64_t>(at + bytes) <= kept_param_bytes_);
+    if (into_slot) {
+      std::memcpy(kept + at, live, bytes);
+    } else {
+      std::memcpy(live, kept + at, bytes);
+    }
+    at += bytes;
+  };
+  if (io.copy_type != ParamCopy::none)
+    move(io.copy.data() + range.begin, size * sizeof(std::uint16_t));
+  if (!io.params_fp32.empty()) move(io.params_fp32.data() + range.begin, size * sizeof(float));
+}
+
 // The sub-group's states as they are before its step, and its slices of the parameter copies.
 void OptimizerOffload::keep(int sub_group, std::span<const std::byte> bytes, const StepIo& io) {
   const std::size_t slot = kept_.size();
   STRATA_ASSERT(static_cast<std::int64_t>(slot) < options_.keep_capacity);
   STRATA_ASSERT(static_cast<std::int64_t>(bytes.size()) <= kept_extent_bytes_);
   std::memcpy(kept_states(slot).data(), bytes.data(), bytes.size());
-  const Range& range = sub_groups_[static_cast<std::size_t>(sub_group)];
-  const auto size = static_cast<std::size_t>(range.size());
-  std::byte* params = kept_params(slot).data();
-  if (io.copy_type != ParamCopy::none)
-    std::memcpy(params, io.copy.data() + range.begin, size * sizeof(std::uint16_t));
-  if (!io.params_fp32.empty()) {
-    std::memcpy(params + size * sizeof(std::uint16_t), io.params_fp32.data() + range.begin,
-                size * sizeof(float));
-  }
+  move_param_slices(slot, sub_group, io, true);
   kept_.push_back(sub_group);
 }
 
@@ -239,15 +251,7 @@ void OptimizerOffload::undo_kept(const StepHyperparameters* redo, const StepIo& 
   try {
     for (std::size_t slot = 0; slot < kept_.size(); ++slot) {
       const int g = kept_[slot];
-      const Range& range = sub_groups_[static_cast<std::size_t>(g)];
-      const auto size = static_cast<std::size_t>(range.size());
-      const std::byte* params = kept_params(slot).data();
-      if (io.copy_type != ParamCopy::none)
-        std::memcpy(io.copy.data() + range.begin, params, size * sizeof(std::uint16_t));
-      if (!io.params_fp32.empty()) {
-        std::memcpy(io.params_fp32.data() + range.begin, params + size * sizeof(std::uint16_t),
-                    size * sizeof(float));
-      }
+      move_param_slices(slot, g, io, false);
       const memory::PartitionId id = partitions_[static_cast<std::size_t>(g)];
       const auto bytes = static_cast<std::size_t>(residency_->bytes(id));
       if (!store_) {

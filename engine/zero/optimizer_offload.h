@@ -31,6 +31,9 @@ struct OptimizerOffloadOptions {
   // Sub-groups whose prior value step_sub_groups can keep for undo_kept (the rollback window of
   // strata.overlap_optimizer): that many extents of CPU memory, allocated up front. 0: none.
   std::int64_t keep_capacity = 0;
+  // Bytes a kept sub-group holds per element of the parameter copies step_sub_groups is given:
+  // 2 (a 16-bit copy), 4 (fp32 parameters) or 6 (both).
+  std::int64_t keep_param_bytes_per_element = 6;
   // nvme: nvme_path, job, rank, aio options (and fault injection for tests).
   memory::NvmeStoreOptions nvme;
 };
@@ -121,6 +124,7 @@ class OptimizerOffload {
   void compute(int sub_group, std::span<std::byte> bytes, const StepHyperparameters& hyper,
                const StepIo& io);
   void keep(int sub_group, std::span<const std::byte> bytes, const StepIo& io);
+  void move_param_slices(std::size_t slot, int sub_group, const StepIo& io, bool into_slot);
   std::span<std::byte> kept_states(std::size_t slot);
   std::span<std::byte> kept_params(std::size_t slot);
 
@@ -139,7 +143,7 @@ class OptimizerOffload {
   std::string failure_;                          // the first error, once inconsistent
   std::int64_t peak_in_flight_ = 0;
   // The rollback window: keep_capacity slots of one extent each, and of one sub-group's slices of
-  // the parameter copies (2 + 4 bytes an element); kept_[k] is the sub-group in slot k.
+  // the parameter copies (keep_param_bytes_per_element); kept_[k] is the sub-group in slot k.
   std::int64_t kept_extent_bytes_ = 0;
   std::int64_t kept_param_bytes_ = 0;
   aio::AlignedBuffer kept_states_;
