@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <cstdio>
 #include <limits>
 
 #include "base/assert.h"
@@ -10,7 +9,6 @@
 #include "base/units.h"
 #include "gpu/cuda/backend.h"
 #include "gpu/cuda/cuda_check.h"
-#include "gpu/host/host_memory.h"  // budget_exceeded_error: one refusal text for both backends
 #include "gpu/pinned_limit.h"
 
 namespace strata::gpu::cuda {
@@ -28,9 +26,8 @@ std::int64_t round_up(std::int64_t bytes, std::int64_t alignment) {
 
 CudaMemory::CudaMemory(int device_index, std::string device_name, std::int64_t budget_bytes)
     : device_index_(device_index),
-      device_name_(std::move(device_name)),
-      budget_bytes_(budget_bytes) {
-  STRATA_ASSERT(budget_bytes_ > 0);
+      device_name_(device_name),
+      ledger_(std::move(device_name), LedgerKind::device, budget_bytes) {
   use_device(device_index_);
   cudaMemPoolProps props{};
   props.allocType = cudaMemAllocationTypePinned;
@@ -46,17 +43,7 @@ CudaMemory::CudaMemory(int device_index, std::string device_name, std::int64_t b
 }
 
 CudaMemory::~CudaMemory() {
-  {
-    std::lock_guard lock(mutex_);
-    if (live_count_ != 0) {
-      std::fprintf(stderr,
-                   "strata: %s destroyed while %lld device buffers (%lld bytes) are still live: "
-                   "destroy every DeviceBuffer before its device\n",
-                   device_name_.c_str(), static_cast<long long>(live_count_),
-                   static_cast<long long>(in_use_bytes_));
-    }
-    STRATA_ASSERT(live_count_ == 0);
-  }
+  // (The ledger reports and asserts buffers still live after the pool is gone.)
   cudaError_t status = cudaSetDevice(device_index_);
   if (status == cudaSuccess) status = cudaStreamSynchronize(stream_);
   if (status == cudaSuccess) status = cudaStreamDestroy(stream_);
@@ -70,21 +57,8 @@ CudaMemory::~CudaMemory() {
 DeviceBuffer CudaMemory::allocate(std::int64_t bytes, std::string_view what) {
   STRATA_ASSERT(bytes >= 0);
   if (bytes == 0) return DeviceBuffer();
-  {
-    // Reserve first so that two threads cannot both pass the check.
-    std::lock_guard lock(mutex_);
-    if (bytes > budget_bytes_ - in_use_bytes_) {
-      throw host::budget_exceeded_error(bytes, what, budget_bytes_, in_use_bytes_);
-    }
-    in_use_bytes_ += bytes;
-    live_count_ += 1;
-    peak_bytes_ = std::max(peak_bytes_, in_use_bytes_);
-  }
-  auto unreserve = [&] {
-    std::lock_guard lock(mutex_);
-    in_use_bytes_ -= bytes;
-    live_count_ -= 1;
-  };
+  ledger_.add(bytes, what);
+  auto unreserve = [&] { ledger_.remove(bytes); };
   void* data = nullptr;
   cudaError_t status = cudaSetDevice(device_index_);
   if (status == cudaSuccess) {
@@ -102,7 +76,7 @@ DeviceBuffer CudaMemory::allocate(std::int64_t bytes, std::string_view what) {
         fmt::format("{} has no room for {} ({} bytes) for {}, although the device memory budget "
                     "of {} allows it: the card has {} free of {}",
                     device_name_, base::format_bytes(static_cast<double>(bytes)), bytes, what,
-                    base::format_bytes(static_cast<double>(budget_bytes_)),
+                    base::format_bytes(static_cast<double>(budget_bytes())),
                     base::format_bytes(static_cast<double>(free_bytes)),
                     base::format_bytes(static_cast<double>(total_bytes))),
         "lower strata.device_memory_budget in the config to what the card can hold (leave room "
@@ -128,42 +102,13 @@ void CudaMemory::release(void* data, std::int64_t bytes) noexcept {
     base::logger("gpu").error("{}: freeing device memory: {}", device_name_,
                               describe(status, "cudaFreeAsync"));
   }
-  std::lock_guard lock(mutex_);
-  STRATA_ASSERT(in_use_bytes_ >= bytes);
-  STRATA_ASSERT(live_count_ > 0);
-  in_use_bytes_ -= bytes;
-  live_count_ -= 1;
-}
-
-std::int64_t CudaMemory::bytes_in_use() const {
-  std::lock_guard lock(mutex_);
-  return in_use_bytes_;
-}
-
-std::int64_t CudaMemory::peak_bytes_in_use() const {
-  std::lock_guard lock(mutex_);
-  return peak_bytes_;
-}
-
-void CudaMemory::reset_peak() {
-  std::lock_guard lock(mutex_);
-  peak_bytes_ = in_use_bytes_;
+  ledger_.remove(bytes);
 }
 
 CudaPinnedMemory::CudaPinnedMemory(std::string device_name)
-    : device_name_(std::move(device_name)) {}
+    : device_name_(device_name), ledger_(std::move(device_name), LedgerKind::pinned) {}
 
-CudaPinnedMemory::~CudaPinnedMemory() {
-  std::lock_guard lock(mutex_);
-  if (live_count_ != 0) {
-    std::fprintf(stderr,
-                 "strata: %s destroyed while %lld pinned buffers (%lld bytes) are still live: "
-                 "destroy every PinnedBuffer before its device\n",
-                 device_name_.c_str(), static_cast<long long>(live_count_),
-                 static_cast<long long>(locked_bytes_));
-  }
-  STRATA_ASSERT(live_count_ == 0);
-}
+CudaPinnedMemory::~CudaPinnedMemory() = default;
 
 PinnedBuffer CudaPinnedMemory::allocate(std::int64_t bytes) {
   STRATA_ASSERT(bytes >= 0);
@@ -182,9 +127,7 @@ PinnedBuffer CudaPinnedMemory::allocate(std::int64_t bytes) {
   }
   // cudaHostAlloc maps whole pages, so the block starts on a page.
   STRATA_ASSERT(reinterpret_cast<std::uintptr_t>(data) % alignment_bytes == 0);
-  std::lock_guard lock(mutex_);
-  locked_bytes_ += locked;
-  live_count_ += 1;
+  ledger_.add(locked, "pinned memory");
   return PinnedBuffer(data, bytes, this);
 }
 
@@ -195,17 +138,7 @@ void CudaPinnedMemory::release(void* data, std::int64_t bytes) noexcept {
     base::logger("gpu").error("{}: freeing pinned memory: {}", device_name_,
                               describe(status, "cudaFreeHost"));
   }
-  std::int64_t locked = round_up(bytes, alignment_bytes);
-  std::lock_guard lock(mutex_);
-  STRATA_ASSERT(locked_bytes_ >= locked);
-  STRATA_ASSERT(live_count_ > 0);
-  locked_bytes_ -= locked;
-  live_count_ -= 1;
-}
-
-std::int64_t CudaPinnedMemory::bytes_in_use() const {
-  std::lock_guard lock(mutex_);
-  return locked_bytes_;
+  ledger_.remove(round_up(bytes, alignment_bytes));
 }
 
 }  // namespace strata::gpu::cuda

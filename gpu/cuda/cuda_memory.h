@@ -3,12 +3,12 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <string_view>
 
 #include "base/error.h"
 #include "gpu/device_buffer.h"
+#include "gpu/memory_ledger.h"
 
 namespace strata::gpu::cuda {
 
@@ -18,7 +18,7 @@ namespace strata::gpu::cuda {
 // the pointer is valid on every stream at once (as cudaMalloc's is) without the device-wide
 // synchronization that cudaFree would cost; a free returns at once, and the pool reuses the
 // memory in the private stream's order. Accounting is exact (the sizes asked for), as on the
-// host backend, and the refusal is the same UserError (host::budget_exceeded_error).
+// host backend, in the same MemoryLedger, whose refusal is gpu::budget_exceeded_error.
 class CudaMemory final : public detail::AllocationOwner {
  public:
   CudaMemory(int device_index, std::string device_name, std::int64_t budget_bytes);
@@ -32,21 +32,17 @@ class CudaMemory final : public detail::AllocationOwner {
   DeviceBuffer allocate(std::int64_t bytes, std::string_view what);
   void release(void* data, std::int64_t bytes) noexcept override;
 
-  std::int64_t budget_bytes() const noexcept { return budget_bytes_; }
-  std::int64_t bytes_in_use() const;
-  std::int64_t peak_bytes_in_use() const;
-  void reset_peak();
+  std::int64_t budget_bytes() const noexcept { return ledger_.budget_bytes(); }
+  std::int64_t bytes_in_use() const { return ledger_.bytes_in_use(); }
+  std::int64_t peak_bytes_in_use() const { return ledger_.peak_bytes_in_use(); }
+  void reset_peak() { ledger_.reset_peak(); }
 
  private:
   int device_index_;
   std::string device_name_;
-  std::int64_t budget_bytes_;
+  MemoryLedger ledger_;
   cudaMemPool_t pool_ = nullptr;
   cudaStream_t stream_ = nullptr;
-  mutable std::mutex mutex_;
-  std::int64_t in_use_bytes_ = 0;
-  std::int64_t peak_bytes_ = 0;
-  std::int64_t live_count_ = 0;
 };
 
 // Page-locked host memory from cudaHostAlloc (portable: usable with every device), 4 KiB aligned,
@@ -65,13 +61,11 @@ class CudaPinnedMemory final : public detail::AllocationOwner {
   PinnedBuffer allocate(std::int64_t bytes);
   void release(void* data, std::int64_t bytes) noexcept override;
 
-  std::int64_t bytes_in_use() const;
+  std::int64_t bytes_in_use() const { return ledger_.bytes_in_use(); }
 
  private:
   std::string device_name_;
-  mutable std::mutex mutex_;
-  std::int64_t locked_bytes_ = 0;
-  std::int64_t live_count_ = 0;
+  MemoryLedger ledger_;  // locked bytes
 };
 
 }  // namespace strata::gpu::cuda

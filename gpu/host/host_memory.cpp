@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
+#include <utility>
 
 #include "base/assert.h"
 #include "base/units.h"
@@ -22,59 +23,20 @@ std::int64_t round_up(std::int64_t bytes, std::int64_t alignment) {
 
 }  // namespace
 
-UserError budget_exceeded_error(std::int64_t asked_bytes, std::string_view what,
-                                std::int64_t budget_bytes, std::int64_t in_use_bytes) {
-  return UserError(
-      fmt::format("device memory budget exceeded: allocating {} ({} bytes) for {} would bring "
-                  "device memory in use to {}, over the budget of {} ({} bytes; {} already in use)",
-                  base::format_bytes(static_cast<double>(asked_bytes)), asked_bytes, what,
-                  base::format_bytes(static_cast<double>(in_use_bytes + asked_bytes)),
-                  base::format_bytes(static_cast<double>(budget_bytes)), budget_bytes,
-                  base::format_bytes(static_cast<double>(in_use_bytes))),
-      fmt::format("raise strata.device_memory_budget in the config (to at least {} bytes for "
-                  "this allocation), or shrink what lives on the device: lower "
-                  "stage3_max_live_parameters, stage3_prefetch_bucket_size, reduce_bucket_size "
-                  "or the micro-batch size, or offload parameters and optimizer states "
-                  "(zero_optimization.offload_param / offload_optimizer)",
-                  in_use_bytes + asked_bytes));
-}
-
 HostMemory::HostMemory(std::string device_name, std::int64_t budget_bytes)
-    : device_name_(std::move(device_name)), budget_bytes_(budget_bytes) {
-  STRATA_ASSERT(budget_bytes_ > 0);
-}
+    : device_name_(device_name),
+      ledger_(std::move(device_name), LedgerKind::device, budget_bytes) {}
 
-HostMemory::~HostMemory() {
-  std::lock_guard lock(mutex_);
-  if (live_count_ != 0) {
-    std::fprintf(stderr,
-                 "strata: %s destroyed while %lld device buffers (%lld bytes) are still live: "
-                 "destroy every DeviceBuffer before its device\n",
-                 device_name_.c_str(), static_cast<long long>(live_count_),
-                 static_cast<long long>(in_use_bytes_));
-  }
-  STRATA_ASSERT(live_count_ == 0);
-}
+HostMemory::~HostMemory() = default;
 
 DeviceBuffer HostMemory::allocate(std::int64_t bytes, std::string_view what) {
   STRATA_ASSERT(bytes >= 0);
   if (bytes == 0) return DeviceBuffer();
-  {
-    // Reserve first so that two threads cannot both pass the check.
-    std::lock_guard lock(mutex_);
-    if (bytes > budget_bytes_ - in_use_bytes_) {
-      throw budget_exceeded_error(bytes, what, budget_bytes_, in_use_bytes_);
-    }
-    in_use_bytes_ += bytes;
-    live_count_ += 1;
-    peak_bytes_ = std::max(peak_bytes_, in_use_bytes_);
-  }
+  ledger_.add(bytes, what);
   std::int64_t rounded = round_up(bytes, device_alignment_bytes);
   void* data = std::aligned_alloc(device_alignment_bytes, static_cast<std::size_t>(rounded));
   if (data == nullptr) {
-    std::lock_guard lock(mutex_);
-    in_use_bytes_ -= bytes;
-    live_count_ -= 1;
+    ledger_.remove(bytes);
     throw UserError(
         fmt::format("the host device could not get {} of host memory for {} (the budget allows "
                     "it, but the machine's memory does not)",
@@ -101,26 +63,7 @@ void HostMemory::release(void* data, std::int64_t bytes) noexcept {
                 static_cast<std::size_t>(round_up(bytes, device_alignment_bytes)));
   }
   std::free(data);
-  std::lock_guard lock(mutex_);
-  STRATA_ASSERT(in_use_bytes_ >= bytes);
-  STRATA_ASSERT(live_count_ > 0);
-  in_use_bytes_ -= bytes;
-  live_count_ -= 1;
-}
-
-std::int64_t HostMemory::bytes_in_use() const {
-  std::lock_guard lock(mutex_);
-  return in_use_bytes_;
-}
-
-std::int64_t HostMemory::peak_bytes_in_use() const {
-  std::lock_guard lock(mutex_);
-  return peak_bytes_;
-}
-
-void HostMemory::reset_peak() {
-  std::lock_guard lock(mutex_);
-  peak_bytes_ = in_use_bytes_;
+  ledger_.remove(bytes);
 }
 
 void HostMemory::check_live(const void* pointer, std::int64_t bytes, std::string_view role,

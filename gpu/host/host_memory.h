@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "gpu/device_buffer.h"
+#include "gpu/memory_ledger.h"
 
 namespace strata::gpu::host {
 
@@ -41,10 +42,10 @@ class HostMemory final : public detail::AllocationOwner {
   DeviceBuffer allocate(std::int64_t bytes, std::string_view what);
   void release(void* data, std::int64_t bytes) noexcept override;
 
-  std::int64_t budget_bytes() const noexcept { return budget_bytes_; }
-  std::int64_t bytes_in_use() const;
-  std::int64_t peak_bytes_in_use() const;
-  void reset_peak();
+  std::int64_t budget_bytes() const noexcept { return ledger_.budget_bytes(); }
+  std::int64_t bytes_in_use() const { return ledger_.bytes_in_use(); }
+  std::int64_t peak_bytes_in_use() const { return ledger_.peak_bytes_in_use(); }
+  void reset_peak() { ledger_.reset_peak(); }
 
   // Debug builds: aborts with a message naming `pointer`, `role` ("copy target") and `stream`
   // unless [pointer, pointer + bytes) lies inside one live allocation of this device. Release
@@ -54,17 +55,10 @@ class HostMemory final : public detail::AllocationOwner {
 
  private:
   std::string device_name_;
-  std::int64_t budget_bytes_;
-  mutable std::mutex mutex_;
-  std::int64_t in_use_bytes_ = 0;
-  std::int64_t peak_bytes_ = 0;
-  std::int64_t live_count_ = 0;
+  MemoryLedger ledger_;
   // Debug builds only: start address -> size of each live allocation.
+  mutable std::mutex mutex_;
   std::map<std::uintptr_t, std::int64_t> live_;
 };
-
-// The error for an allocation over the budget (exposed for its test).
-UserError budget_exceeded_error(std::int64_t asked_bytes, std::string_view what,
-                                std::int64_t budget_bytes, std::int64_t in_use_bytes);
 
 }  // namespace strata::gpu::host

@@ -4,7 +4,6 @@
 #include <sys/mman.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -32,19 +31,9 @@ UserError pinned_lock_error(std::int64_t asked_bytes, int error_number, std::int
 }
 
 HostPinnedMemory::HostPinnedMemory(std::string device_name)
-    : device_name_(std::move(device_name)) {}
+    : ledger_(std::move(device_name), LedgerKind::pinned) {}
 
-HostPinnedMemory::~HostPinnedMemory() {
-  std::lock_guard lock(mutex_);
-  if (live_count_ != 0) {
-    std::fprintf(stderr,
-                 "strata: %s destroyed while %lld pinned buffers (%lld bytes) are still live: "
-                 "destroy every PinnedBuffer before its device\n",
-                 device_name_.c_str(), static_cast<long long>(live_count_),
-                 static_cast<long long>(locked_bytes_));
-  }
-  STRATA_ASSERT(live_count_ == 0);
-}
+HostPinnedMemory::~HostPinnedMemory() = default;
 
 PinnedBuffer HostPinnedMemory::allocate(std::int64_t bytes) {
   STRATA_ASSERT(bytes >= 0);
@@ -72,9 +61,7 @@ PinnedBuffer HostPinnedMemory::allocate(std::int64_t bytes) {
                     base::format_bytes(static_cast<double>(bytes)), std::strerror(error_number)),
         "check the locked-memory limit (`ulimit -l`) and free memory");
   }
-  std::lock_guard lock(mutex_);
-  locked_bytes_ += locked;
-  live_count_ += 1;
+  ledger_.add(locked, "pinned memory");
   return PinnedBuffer(data, bytes, this);
 }
 
@@ -83,16 +70,7 @@ void HostPinnedMemory::release(void* data, std::int64_t bytes) noexcept {
   // munlock cannot fail for a range we locked; free unlocks anyway when the pages go back.
   munlock(data, static_cast<std::size_t>(locked));
   std::free(data);
-  std::lock_guard lock(mutex_);
-  STRATA_ASSERT(locked_bytes_ >= locked);
-  STRATA_ASSERT(live_count_ > 0);
-  locked_bytes_ -= locked;
-  live_count_ -= 1;
-}
-
-std::int64_t HostPinnedMemory::bytes_in_use() const {
-  std::lock_guard lock(mutex_);
-  return locked_bytes_;
+  ledger_.remove(locked);
 }
 
 }  // namespace strata::gpu::host

@@ -1,11 +1,11 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 #include <string>
 
 #include "base/error.h"
 #include "gpu/device_buffer.h"
+#include "gpu/memory_ledger.h"
 
 namespace strata::gpu::host {
 
@@ -26,13 +26,10 @@ class HostPinnedMemory final : public detail::AllocationOwner {
   PinnedBuffer allocate(std::int64_t bytes);
   void release(void* data, std::int64_t bytes) noexcept override;
 
-  std::int64_t bytes_in_use() const;
+  std::int64_t bytes_in_use() const { return ledger_.bytes_in_use(); }
 
  private:
-  std::string device_name_;
-  mutable std::mutex mutex_;
-  std::int64_t locked_bytes_ = 0;
-  std::int64_t live_count_ = 0;
+  MemoryLedger ledger_;  // locked bytes
 };
 
 // The error for an mlock the operating system refused (exposed for its test). `error_number` is
