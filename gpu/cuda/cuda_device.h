@@ -57,7 +57,7 @@ class CudaDevice final : public Device, private StreamRegistry {
   std::string name_;
   CudaMemory memory_;
   CudaPinnedMemory pinned_;
-  CudaTransferCounters counters_;
+  SharedTransferCounters counters_;
 
   std::mutex streams_mutex_;
   std::vector<CudaStream*> created_streams_;  // live streams from create_stream

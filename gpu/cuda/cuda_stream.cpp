@@ -55,30 +55,7 @@ cudaMemcpyKind to_cuda(CopyKind kind) {
 
 }  // namespace
 
-void CudaTransferCounters::add(CopyKind kind, std::int64_t bytes) noexcept {
-  switch (kind) {
-    case CopyKind::host_to_device:
-      bytes_h2d.fetch_add(bytes, std::memory_order_relaxed);
-      return;
-    case CopyKind::device_to_host:
-      bytes_d2h.fetch_add(bytes, std::memory_order_relaxed);
-      return;
-    case CopyKind::device_to_device:
-      bytes_d2d.fetch_add(bytes, std::memory_order_relaxed);
-      return;
-    case CopyKind::host_to_host:
-      bytes_h2h.fetch_add(bytes, std::memory_order_relaxed);
-      return;
-  }
-}
-
-TransferCounters CudaTransferCounters::snapshot() const noexcept {
-  return TransferCounters{
-      bytes_h2d.load(std::memory_order_relaxed), bytes_d2h.load(std::memory_order_relaxed),
-      bytes_d2d.load(std::memory_order_relaxed), bytes_h2h.load(std::memory_order_relaxed)};
-}
-
-CudaStream::CudaStream(std::string name, int device_index, CudaTransferCounters& counters,
+CudaStream::CudaStream(std::string name, int device_index, SharedTransferCounters& counters,
                        StreamRegistry* registry)
     : name_(std::move(name)),
       device_index_(device_index),

@@ -11,21 +11,9 @@
 #include "gpu/cuda/cuda_event.h"
 #include "gpu/device.h"
 #include "gpu/stream.h"
+#include "gpu/transfer_counters.h"
 
 namespace strata::gpu::cuda {
-
-// Bytes moved by copies, shared by all streams of one device. Counted when a copy is enqueued,
-// not when it has run (a host function after every copy would stall the copy streams): the
-// figures are exact once the streams are synchronized, which is when strata train reads them.
-struct CudaTransferCounters {
-  std::atomic<std::int64_t> bytes_h2d{0};
-  std::atomic<std::int64_t> bytes_d2h{0};
-  std::atomic<std::int64_t> bytes_d2d{0};
-  std::atomic<std::int64_t> bytes_h2h{0};
-
-  void add(CopyKind kind, std::int64_t bytes) noexcept;
-  TransferCounters snapshot() const noexcept;
-};
 
 class CudaStream;
 
@@ -56,7 +44,7 @@ class StreamRegistry {
 class CudaStream final : public Stream {
  public:
   // `registry` (may be null) hears of the stream while it lives.
-  CudaStream(std::string name, int device_index, CudaTransferCounters& counters,
+  CudaStream(std::string name, int device_index, SharedTransferCounters& counters,
              StreamRegistry* registry);
   // Waits for everything queued, then destroys the stream; an error nobody synchronized is
   // logged, never thrown.
@@ -80,7 +68,9 @@ class CudaStream final : public Stream {
  private:
   std::string name_;
   int device_index_;
-  CudaTransferCounters& counters_;
+  // Counted when a copy is enqueued, not when it has run (a host function after every copy would
+  // stall the copy streams): exact once the streams are synchronized, which is when it is read.
+  SharedTransferCounters& counters_;
   StreamRegistry* registry_;
   cudaStream_t stream_ = nullptr;
   std::shared_ptr<StreamFailures> failures_ = std::make_shared<StreamFailures>();

@@ -53,7 +53,7 @@ class HostDevice final : public Device {
   std::int64_t queue_depth_;
   HostMemory memory_;
   HostPinnedMemory pinned_;
-  HostTransferCounters counters_;
+  SharedTransferCounters counters_;
 
   std::mutex streams_mutex_;
   std::vector<HostStream*> created_streams_;  // live streams from create_stream

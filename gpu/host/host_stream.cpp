@@ -29,30 +29,7 @@ std::string describe(const std::exception_ptr& error) {
 
 }  // namespace
 
-void HostTransferCounters::add(CopyKind kind, std::int64_t bytes) noexcept {
-  switch (kind) {
-    case CopyKind::host_to_device:
-      bytes_h2d.fetch_add(bytes, std::memory_order_relaxed);
-      return;
-    case CopyKind::device_to_host:
-      bytes_d2h.fetch_add(bytes, std::memory_order_relaxed);
-      return;
-    case CopyKind::device_to_device:
-      bytes_d2d.fetch_add(bytes, std::memory_order_relaxed);
-      return;
-    case CopyKind::host_to_host:
-      bytes_h2h.fetch_add(bytes, std::memory_order_relaxed);
-      return;
-  }
-}
-
-TransferCounters HostTransferCounters::snapshot() const noexcept {
-  return TransferCounters{
-      bytes_h2d.load(std::memory_order_relaxed), bytes_d2h.load(std::memory_order_relaxed),
-      bytes_d2d.load(std::memory_order_relaxed), bytes_h2h.load(std::memory_order_relaxed)};
-}
-
-HostStream::HostStream(std::string name, const HostMemory& memory, HostTransferCounters& counters,
+HostStream::HostStream(std::string name, const HostMemory& memory, SharedTransferCounters& counters,
                        std::int64_t queue_depth)
     : name_(std::move(name)),
       memory_(memory),

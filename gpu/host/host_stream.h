@@ -15,19 +15,9 @@
 #include "gpu/host/host_event.h"
 #include "gpu/host/host_memory.h"
 #include "gpu/stream.h"
+#include "gpu/transfer_counters.h"
 
 namespace strata::gpu::host {
-
-// Bytes moved by copies that have run, shared by all streams of one device.
-struct HostTransferCounters {
-  std::atomic<std::int64_t> bytes_h2d{0};
-  std::atomic<std::int64_t> bytes_d2h{0};
-  std::atomic<std::int64_t> bytes_d2d{0};
-  std::atomic<std::int64_t> bytes_h2h{0};
-
-  void add(CopyKind kind, std::int64_t bytes) noexcept;
-  TransferCounters snapshot() const noexcept;
-};
 
 // gpu::Stream on the host backend: a bounded ring of ops, sized at construction, run in order by
 // one worker thread that the stream owns. The destructor lets the worker run everything queued,
@@ -35,7 +25,7 @@ struct HostTransferCounters {
 class HostStream final : public Stream {
  public:
   // `memory` checks device pointers; `counters` counts copied bytes; both outlive the stream.
-  HostStream(std::string name, const HostMemory& memory, HostTransferCounters& counters,
+  HostStream(std::string name, const HostMemory& memory, SharedTransferCounters& counters,
              std::int64_t queue_depth);
   // Runs all queued work, joins the worker; an error nobody synchronized is logged, not thrown.
   ~HostStream() override;
@@ -86,7 +76,7 @@ class HostStream final : public Stream {
 
   std::string name_;
   const HostMemory& memory_;
-  HostTransferCounters& counters_;
+  SharedTransferCounters& counters_;  // counted once a copy has run
 
   std::mutex mutex_;
   std::condition_variable_any work_queued_;  // stop-aware: the worker also wakes on request_stop
