@@ -114,9 +114,9 @@ void check_supported(const Runtime& runtime, const Config& config, Model& model)
 
 }  // namespace
 
-// One rank's share of ZeRO (DESIGN.md, "One training step"): the parameter tier holds the rank's
-// 16-bit shards, the coordinator gathers whole modules for compute, the reducer turns module
-// gradients into the rank's fp32 gradient partition, and the optimizer (on the device, or
+// One rank's share of ZeRO (docs/architecture.md, "One training step"): the parameter tier holds
+// the rank's 16-bit shards, the coordinator gathers whole modules for compute, the reducer turns
+// module gradients into the rank's fp32 gradient partition, and the optimizer (on the device, or
 // offloaded to CPU/NVMe) updates the partition and writes the new shards back to the tier.
 // Stage 0 is the same machinery over an unsharded layout with every module kept gathered.
 struct Engine::State {
@@ -207,8 +207,7 @@ std::vector<float> Engine::State::initial_master() const {
 // can overlap: said once, with the key that fixes it.
 std::int64_t Engine::State::overlap_window(const zero::OptimizerOffloadOptions& options) const {
   const std::int64_t partition = layout.partition_numel();
-  const auto sub_groups =
-      static_cast<std::int64_t>(zero::make_sub_groups(partition, options.sub_group_size).size());
+  const auto sub_groups = static_cast<std::int64_t>(options.sub_groups.size());
   if (sub_groups == 1 && runtime.comm.rank() == 0) {
     base::logger("engine").warn(
         "strata.overlap_optimizer has nothing to overlap: the rank's optimizer partition ({} "
@@ -244,6 +243,7 @@ void Engine::State::build() {
 
   if (offloaded(config.zero.offload_optimizer.device)) {
     zero::OptimizerOffloadOptions options = zero::optimizer_offload_options(config, rank);
+    options.sub_groups = zero::make_sub_groups(layout, config.zero.sub_group_size);
     if (config.strata.overlap_optimizer) {
       options.keep_capacity = overlap_window(options);
       options.keep_param_bytes_per_element = element;  // step_io() hands one copy, the storage's

@@ -465,7 +465,7 @@ void add_optimizer_offload(RowBuilder& builder, const EstimateInputs& inputs, co
   const std::int64_t regions = 1 + inputs.optimizer_moments;
   std::int64_t total = 0;
   std::int64_t largest = 0;
-  for (const zero::Range& group : zero::make_sub_groups(part, inputs.sub_group_size)) {
+  for (const zero::Range& group : zero::make_sub_groups(layout, inputs.sub_group_size)) {
     const std::int64_t extent = regions * round_up(kFloat * group.size(), kBlock);
     total += extent;
     largest = std::max(largest, extent);
@@ -473,7 +473,7 @@ void add_optimizer_offload(RowBuilder& builder, const EstimateInputs& inputs, co
   const std::string extent_formula =
       fmt::format("sum over sub-groups of {} x round_up(4 x sub-group, 4 KiB)", regions);
   if (inputs.overlap_optimizer) {
-    const std::vector<zero::Range> groups = zero::make_sub_groups(part, inputs.sub_group_size);
+    const std::vector<zero::Range> groups = zero::make_sub_groups(layout, inputs.sub_group_size);
     std::int64_t largest_group = 0;
     for (const zero::Range& group : groups)
       largest_group = std::max(largest_group, group.size());

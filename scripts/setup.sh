@@ -7,7 +7,7 @@ packages=(
   cmake ninja-build g++ clang libclang-rt-14-dev clang-format pkg-config git
   liburing-dev libisal-dev libhwloc-dev libtbb-dev
   libopenmpi-dev openmpi-bin libopenblas-dev
-  nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev
+  nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libyaml-cpp-dev
   fio gnuplot-nox
 )
 

@@ -32,7 +32,7 @@ struct BatchConfig {
 
 // Mixed precision with fp16 and a dynamic (or static) loss scale.
 struct Fp16Config {
-  bool enabled = false;  // "auto" resolves to false
+  bool enabled = false;  // "auto" resolves to false, as the HF Trainer without --fp16
   bool auto_cast = false;
   double loss_scale = 0;                  // 0 = dynamic loss scaling; > 0 = this static scale
   std::int64_t initial_scale_power = 16;  // dynamic scaling starts at 2^initial_scale_power
@@ -45,7 +45,7 @@ struct Fp16Config {
 
 // Mixed precision with bf16 (no loss scale). Read from "bf16" or its alias "bfloat16".
 struct Bf16Config {
-  bool enabled = false;  // "auto" resolves to true unless fp16.enabled is true
+  bool enabled = false;  // "auto" resolves to false, as the HF Trainer without --bf16
   bool immediate_grad_update = false;
   bool check_grad_overflow = true;
   bool bf16_master_weights_and_grads = false;
@@ -147,6 +147,8 @@ struct ZeroConfig {
   bool load_from_fp32_weights = true;
   bool elastic_checkpoint = false;
   // Elements per optimizer sub-group (the unit the offloaded optimizer reads, steps and writes).
+  // 0, as in DeepSpeed (where every parameter is then its own sub-group): one sub-group per
+  // module's shard, strata's unit of partitioning (zero::make_sub_groups).
   std::int64_t sub_group_size = 1'000'000'000;
   OffloadConfig offload_param = {};
   OffloadConfig offload_optimizer = optimizer_offload_defaults();
@@ -224,6 +226,12 @@ struct StrataConfig {
   // still runs on earlier layers.
   bool overlap_optimizer = false;
   std::string job_name = "strata";  // names the swap directory <nvme_path>/strata-<job_name>/
+  // What a training script passes to the Hugging Face Trainer (per_device_train_batch_size,
+  // learning_rate) and Accelerate leaves to the script: they fill train_micro_batch_size_per_gpu
+  // and optimizer.params.lr (and the schedule's warmup_max_lr) where those are "auto" or, for an
+  // Accelerate config, not given. null: strata's defaults (micro-batch 1, the optimizer's lr).
+  std::optional<std::int64_t> micro_batch_size;
+  std::optional<double> lr;
 };
 
 struct Config {
@@ -243,8 +251,12 @@ struct Config {
 
 struct LoadedConfig {
   Config config;
-  // Keys strata accepted but does not act on (unknown top-level sections, deprecated names).
+  // Keys strata accepted but does not act on (DeepSpeed features it ignores, unknown top-level
+  // sections, deprecated names).
   std::vector<std::string> warnings;
+  // How what the file left open was filled: each "auto" and the value it became, and for an
+  // Accelerate config where each setting came from.
+  std::vector<std::string> notes;
 };
 
 // Every default, as if the file were `{"train_micro_batch_size_per_gpu": 1}`, world size 1.
@@ -259,8 +271,11 @@ LoadedConfig parse_config(const nlohmann::json& root, int world_size = 1);
 LoadedConfig parse_config_text(std::string_view text, const std::string& source = "config",
                                int world_size = 1);
 
-// Reads and parses a file. A missing or unreadable file and malformed JSON are ConfigErrors that
-// name the file (and the line and column of a syntax error).
+// Reads and parses a file: a DeepSpeed JSON config, or an Accelerate config (YAML, or Accelerate's
+// JSON form) with distributed_type DEEPSPEED, read with Accelerate's own mapping to DeepSpeed
+// keys (engine/config/accelerate_config.h). A missing or unreadable file, malformed JSON, a file
+// that is neither JSON nor YAML and a YAML file that is not an Accelerate config are ConfigErrors
+// that name the file (and the line and column of a syntax error).
 LoadedConfig load_config_file(const std::filesystem::path& path, int world_size = 1);
 
 // The resolved config as DeepSpeed JSON with every default filled in; parse_config reads it back

@@ -154,6 +154,9 @@ json strata_json(const StrataConfig& strata) {
       {"device_memory_budget", strata.device_memory_budget},
       {"overlap_optimizer", strata.overlap_optimizer},
       {"job_name", strata.job_name},
+      {"micro_batch_size",
+       strata.micro_batch_size ? json(*strata.micro_batch_size) : json(nullptr)},
+      {"lr", strata.lr ? json(*strata.lr) : json(nullptr)},
   };
 }
 

@@ -191,16 +191,25 @@ bool JsonReader::is_auto(std::string_view key) {
   return value != nullptr && value->is_string() && value->get_ref<const std::string&>() == "auto";
 }
 
-bool JsonReader::take_auto(std::string_view key, const nlohmann::json& value, bool allowed) {
+bool JsonReader::take_auto(std::string_view key, const nlohmann::json& value,
+                           const nlohmann::json& resolved, bool filled) {
   if (!value.is_string() || value.get_ref<const std::string&>() != "auto") return false;
-  if (!allowed) error(key, "got \"auto\", which this key does not accept; give a value");
+  note_auto(key, show(resolved), filled ? "as the HF Trainer fills it" : default_source());
   return true;
+}
+
+std::string_view JsonReader::default_source() const {
+  return path_.starts_with("strata") ? "strata's default" : "DeepSpeed's default";
+}
+
+void JsonReader::note_auto(std::string_view key, std::string_view value, std::string_view how) {
+  diagnostics_.notes.push_back(fmt::format("{}: \"auto\" -> {} ({})", path_of(key), value, how));
 }
 
 bool JsonReader::read(std::string_view key, bool& target, std::optional<bool> auto_value) {
   const nlohmann::json* value = find(key);
   if (value == nullptr) return false;
-  if (take_auto(key, *value, auto_value.has_value())) {
+  if (take_auto(key, *value, auto_value.value_or(target), auto_value.has_value())) {
     if (auto_value) target = *auto_value;
     return true;
   }
@@ -215,7 +224,7 @@ bool JsonReader::read(std::string_view key, bool& target, std::optional<bool> au
 bool JsonReader::read(std::string_view key, std::optional<bool>& target) {
   const nlohmann::json* value = find(key);
   if (value == nullptr) return false;
-  if (value->is_null()) {
+  if (value->is_null() || take_auto(key, *value, nullptr, false)) {
     target.reset();
     return true;
   }
@@ -230,7 +239,7 @@ bool JsonReader::read(std::string_view key, std::int64_t& target, IntRange range
                       std::optional<std::int64_t> auto_value) {
   const nlohmann::json* value = find(key);
   if (value == nullptr) return false;
-  if (take_auto(key, *value, auto_value.has_value())) {
+  if (take_auto(key, *value, auto_value.value_or(target), auto_value.has_value())) {
     if (auto_value) target = *auto_value;
     return true;
   }
@@ -246,9 +255,9 @@ bool JsonReader::read(std::string_view key, std::int64_t& target, IntRange range
 bool JsonReader::read(std::string_view key, std::optional<std::int64_t>& target, IntRange range) {
   const nlohmann::json* value = find(key);
   if (value == nullptr) return false;
-  if (value->is_null()) {
-    target.reset();
-    return true;
+  if (value->is_null() ||
+      take_auto(key, *value, target ? nlohmann::json(*target) : nlohmann::json(), false)) {
+    return true;  // null: not set; "auto": DeepSpeed's default, which is the target as it is
   }
   std::int64_t number = 0;
   auto before = diagnostics_.errors.size();
@@ -261,7 +270,7 @@ bool JsonReader::read(std::string_view key, double& target, RealRange range,
                       std::optional<double> auto_value) {
   const nlohmann::json* value = find(key);
   if (value == nullptr) return false;
-  if (take_auto(key, *value, auto_value.has_value())) {
+  if (take_auto(key, *value, auto_value.value_or(target), auto_value.has_value())) {
     if (auto_value) target = *auto_value;
     return true;
   }
@@ -283,6 +292,8 @@ bool JsonReader::read(std::string_view key, std::string& target) {
     target.clear();
     return true;
   }
+  if (take_auto(key, *value, target.empty() ? nlohmann::json() : nlohmann::json(target), false))
+    return true;
   if (!value->is_string()) {
     bad_value(key, "a string");
     return true;
@@ -337,8 +348,9 @@ void JsonReader::finish(bool as_warnings) {
     auto near = nearest_key(key, names);
     if (as_warnings) {
       std::string hint = near ? fmt::format("; did you mean \"{}\"?", *near) : std::string();
-      diagnostics_.warnings.push_back(fmt::format(
-          "{}: unknown top-level key, ignored (strata does not use it){}", where, hint));
+      diagnostics_.warnings.push_back(
+          fmt::format("{}: unknown {}key, ignored (strata does not use it){}", where,
+                      path_.empty() ? "top-level " : "", hint));
       continue;
     }
     std::string hint = near ? fmt::format("did you mean \"{}\"?", *near)

@@ -14,10 +14,12 @@
 
 namespace strata::engine::detail {
 
-// What reading a config found wrong (errors) or worth saying (warnings), in the order found.
+// What reading a config found wrong (errors), worth warning about (warnings), and how it resolved
+// what the file left open (notes: each "auto" and the value it became), in the order found.
 struct Diagnostics {
   std::vector<std::string> errors;
   std::vector<std::string> warnings;
+  std::vector<std::string> notes;
 };
 
 // "zero_optimization" + "stage" -> "zero_optimization.stage"; "" + "fp16" -> "fp16".
@@ -64,7 +66,12 @@ struct EnumName {
 // Reads the keys of one object at `path`. Every key a read_* or accept call names becomes known;
 // finish() reports the keys that no call named, with the nearest known key. A key may have
 // aliases (other names for the same setting); giving two names with different values is an
-// error. Values of "auto" are accepted only where a read is given an `auto_value`.
+// error.
+//
+// "auto" is DeepSpeed's rule (deepspeed/runtime/config_utils.py, DeepSpeedConfigModel drops every
+// key whose value is "auto"): a read of an "auto" key keeps the target's default, unless the read
+// is given an `auto_value`, the value strata fills in from the model and run as the Hugging Face
+// Trainer would. Either way a note records what "auto" became.
 class JsonReader {
  public:
   // `object` may be null or JSON null (section not given): every read keeps its default. Any other
@@ -97,6 +104,10 @@ class JsonReader {
             std::optional<double> auto_value = {});
   bool read(std::string_view key, std::string& target);  // null reads as ""
 
+  // Records that `key`, given as "auto", became `value` (shown as written in JSON), filled
+  // `how` ("DeepSpeed's default", "from strata.model.d_model as the HF Trainer fills it").
+  void note_auto(std::string_view key, std::string_view value, std::string_view how);
+
   template <class Enum>
   bool read_enum(std::string_view key, Enum& target, std::initializer_list<EnumName<Enum>> names,
                  bool ignore_case = false);
@@ -113,8 +124,12 @@ class JsonReader {
   void finish(bool as_warnings = false);
 
  private:
-  bool take_auto(std::string_view key, const nlohmann::json& value, bool allowed);
+  // True when `value` is "auto"; notes what it became (`resolved`, or the default kept).
+  bool take_auto(std::string_view key, const nlohmann::json& value, const nlohmann::json& resolved,
+                 bool filled);
   std::vector<std::string> known_names() const;
+  // Where a key's default comes from, for notes: DeepSpeed's, or strata's for its own section.
+  std::string_view default_source() const;
   bool enum_matches(std::string_view written, std::string_view name, bool ignore_case) const;
 
   const nlohmann::json* object_ = nullptr;
@@ -130,6 +145,12 @@ bool JsonReader::read_enum(std::string_view key, Enum& target,
                            std::initializer_list<EnumName<Enum>> names, bool ignore_case) {
   const nlohmann::json* value = find(key);
   if (value == nullptr) return false;
+  if (is_auto(key)) {
+    for (const auto& name : names)
+      if (name.value == target)
+        note_auto(key, '"' + std::string(name.name) + '"', default_source());
+    return true;
+  }
   std::string allowed;
   for (const auto& name : names) {
     if (!allowed.empty()) allowed += ", ";

@@ -58,6 +58,23 @@ void read_optimizer_only(JsonReader& section, OffloadConfig& out) {
   section.read("cpuadam_cores_perc", cores, RealRange{0, 1});
 }
 
+// buffer_count 0: DeepSpeed validates it (ge=0) and uses no buffer unless the device is nvme,
+// where its swapper cannot move a tensor through zero buffers. strata refuses that case up front
+// and, elsewhere, keeps the one buffer its CPU step holds in flight.
+void check_buffer_count(JsonReader& section, OffloadConfig& out) {
+  if (out.buffer_count != 0) return;
+  if (out.device == OffloadDevice::nvme) {
+    section.error("buffer_count",
+                  "0 with device \"nvme\" leaves no buffer to swap through; set it to 4 or more "
+                  "(DeepSpeed's defaults are 5 for offload_param, 4 for offload_optimizer)");
+    return;
+  }
+  out.buffer_count = 1;
+  section.diagnostics().notes.push_back(
+      fmt::format("{}: 0 read as 1 (only device \"nvme\" swaps through these buffers)",
+                  section.path_of("buffer_count")));
+}
+
 }  // namespace
 
 void read_offload(JsonReader& zero, std::string_view key, OffloadConfig& out) {
@@ -67,15 +84,17 @@ void read_offload(JsonReader& zero, std::string_view key, OffloadConfig& out) {
       "device", out.device,
       {{"none", OffloadDevice::none}, {"cpu", OffloadDevice::cpu}, {"nvme", OffloadDevice::nvme}});
   section.read("nvme_path", out.nvme_path);
-  section.read("buffer_count", out.buffer_count, IntRange{1, 1 << 20});
+  // DeepSpeed accepts 0 (ge=0); it swaps through no buffers only when nothing is on NVMe.
+  section.read("buffer_count", out.buffer_count, IntRange{0, 1 << 20});
   section.read("pin_memory", out.pin_memory);
   refuse_keys_of_other(section, is_param);
   if (is_param) {
-    section.read("buffer_size", out.buffer_size, IntRange{1, INT64_MAX});
+    section.read("buffer_size", out.buffer_size, IntRange{0, INT64_MAX});
     section.read("max_in_cpu", out.max_in_cpu, IntRange{0, INT64_MAX});
   } else {
     read_optimizer_only(section, out);
   }
+  check_buffer_count(section, out);
   if (out.device == OffloadDevice::nvme && out.nvme_path.empty()) {
     section.error("nvme_path",
                   "missing; device \"nvme\" needs the directory for swap files, e.g. "

@@ -81,7 +81,12 @@ void read_type(JsonReader& section, OptimizerType& type) {
 
 void read_betas(JsonReader& params, std::array<double, 2>& betas) {
   const nlohmann::json* value = params.find("betas");
-  if (value == nullptr || params.is_auto("betas")) return;
+  if (value == nullptr) return;
+  if (params.is_auto("betas")) {
+    params.note_auto("betas", fmt::format("[{}, {}]", betas[0], betas[1]),
+                     "as the HF Trainer fills it");
+    return;
+  }
   bool valid = value->is_array() && value->size() == 2;
   std::array<double, 2> read = betas;
   for (std::size_t i = 0; valid && i < 2; ++i) {
@@ -96,7 +101,27 @@ void read_betas(JsonReader& params, std::array<double, 2>& betas) {
   betas = read;
 }
 
-void read_params(JsonReader& params, OptimizerConfig& out) {
+// lr: strata.lr stands for the HF Trainer's learning_rate. It fills an "auto" or absent lr and
+// must agree with one given outright.
+void read_lr(JsonReader& params, const StrataConfig& strata, OptimizerConfig& out) {
+  if (params.is_auto("lr")) {
+    out.lr = strata.lr.value_or(out.lr);
+    params.note_auto("lr", fmt::format("{}", out.lr),
+                     strata.lr ? "from strata.lr" : "the optimizer's default; set strata.lr");
+    return;
+  }
+  if (!params.has("lr")) {
+    out.lr = strata.lr.value_or(out.lr);
+    return;
+  }
+  params.read("lr", out.lr, RealRange{0, 1e300});
+  if (strata.lr && *strata.lr != out.lr)
+    params.error("lr", fmt::format("{} differs from strata.lr {}; give one of them (or write "
+                                   "\"auto\" here)",
+                                   out.lr, *strata.lr));
+}
+
+void read_params(JsonReader& params, const StrataConfig& strata, OptimizerConfig& out) {
   const auto own = params_of(out.type);
   const OptimizerConfig defaults = out;
   for (std::string_view key : {"lr", "betas", "eps", "weight_decay", "bias_correction", "amsgrad",
@@ -108,7 +133,7 @@ void read_params(JsonReader& params, OptimizerConfig& out) {
   auto owns = [&own](std::string_view key) {
     return std::find(own.begin(), own.end(), key) != own.end();
   };
-  params.read("lr", out.lr, RealRange{0, 1e300}, defaults.lr);
+  read_lr(params, strata, out);
   if (owns("betas")) read_betas(params, out.betas);
   if (owns("eps")) params.read("eps", out.eps, RealRange{0, 1e300}, defaults.eps);
   params.read("weight_decay", out.weight_decay, RealRange{0, 1e300}, defaults.weight_decay);
@@ -138,9 +163,12 @@ void read_params(JsonReader& params, OptimizerConfig& out) {
 
 }  // namespace
 
-void read_optimizer(JsonReader& top, OptimizerConfig& out) {
+void read_optimizer(JsonReader& top, const StrataConfig& strata, OptimizerConfig& out) {
   JsonReader section(top.find("optimizer"), "optimizer", top.diagnostics());
-  if (!section.present()) return;
+  if (!section.present()) {
+    out.lr = strata.lr.value_or(out.lr);
+    return;
+  }
   const auto errors_before = top.diagnostics().errors.size();
   read_type(section, out.type);
   if (top.diagnostics().errors.size() != errors_before) {
@@ -155,7 +183,7 @@ void read_optimizer(JsonReader& top, OptimizerConfig& out) {
   }
   if (out.type == OptimizerType::adamw) out.adam_w_mode = true;
   JsonReader params(section.find("params"), "optimizer.params", top.diagnostics());
-  read_params(params, out);
+  read_params(params, strata, out);
   section.finish();
 }
 

@@ -6,17 +6,11 @@
 namespace strata::engine::detail {
 namespace {
 
-// Hugging Face writes "enabled": "auto" and fills it from --fp16/--bf16. strata resolves it
-// after reading both sections: bf16 on (strata's native training precision) unless fp16 was
-// explicitly enabled; fp16 "auto" is off.
-struct AutoFlags {
-  bool fp16_auto = false;
-  bool bf16_auto = false;
-};
+// Hugging Face writes "enabled": "auto" and fills it from --fp16/--bf16; a Trainer run without
+// either trains in fp32, so "auto" resolves to false in both sections (docs/config.md).
 
-void read_fp16(JsonReader& top, Fp16Config& out, AutoFlags& flags) {
+void read_fp16(JsonReader& top, Fp16Config& out) {
   JsonReader section(top.find("fp16"), "fp16", top.diagnostics());
-  flags.fp16_auto = section.is_auto("enabled");
   section.read("enabled", out.enabled, false);
   section.read("auto_cast", out.auto_cast);
   section.read("loss_scale", out.loss_scale, RealRange{0, 1e300});
@@ -35,11 +29,24 @@ void read_fp16(JsonReader& top, Fp16Config& out, AutoFlags& flags) {
   section.finish();
 }
 
-void read_bf16(JsonReader& top, Bf16Config& out, AutoFlags& flags) {
+// Keys of the fp16 section that configs copy into bf16, where DeepSpeed refuses them too: bf16's
+// range needs no loss scaling.
+void refuse_fp16_keys(JsonReader& section) {
+  for (std::string_view key :
+       {"auto_cast", "loss_scale", "initial_scale_power", "loss_scale_window", "hysteresis",
+        "consecutive_hysteresis", "min_loss_scale", "fp16_master_weights_and_grads"}) {
+    if (section.has(key))
+      section.error(key,
+                    "is a key of fp16, not of bf16 (bf16 needs no loss scaling, and "
+                    "DeepSpeed refuses it here too); remove it");
+  }
+}
+
+void read_bf16(JsonReader& top, Bf16Config& out) {
   top.alias("bf16", "bfloat16");
   const nlohmann::json* node = top.find("bf16");  // first: path_of names the key found
   JsonReader section(node, top.path_of("bf16"), top.diagnostics());
-  flags.bf16_auto = section.is_auto("enabled");
+  refuse_fp16_keys(section);
   section.read("enabled", out.enabled, false);
   section.read("immediate_grad_update", out.immediate_grad_update);
   section.read("check_grad_overflow", out.check_grad_overflow);
@@ -57,10 +64,8 @@ void read_bf16(JsonReader& top, Bf16Config& out, AutoFlags& flags) {
 }  // namespace
 
 void read_precision(JsonReader& top, Fp16Config& fp16, Bf16Config& bf16) {
-  AutoFlags flags;
-  read_fp16(top, fp16, flags);
-  read_bf16(top, bf16, flags);
-  if (flags.bf16_auto) bf16.enabled = !fp16.enabled;
+  read_fp16(top, fp16);
+  read_bf16(top, bf16);
   if (fp16.enabled && bf16.enabled) {
     top.diagnostics().errors.push_back(fmt::format(
         "fp16.enabled and {}.enabled: both true is not supported by strata (nor by DeepSpeed); "

@@ -12,14 +12,16 @@ namespace strata::engine::detail {
 // strata: model, data and run settings. Read first: "auto" elsewhere derives from the model.
 void read_strata(JsonReader& top, StrataConfig& out);
 
-// train_batch_size, train_micro_batch_size_per_gpu, gradient_accumulation_steps.
-void read_batch(JsonReader& top, int world_size, BatchConfig& out);
+// train_batch_size, train_micro_batch_size_per_gpu, gradient_accumulation_steps; an "auto"
+// micro-batch comes from strata.micro_batch_size when given.
+void read_batch(JsonReader& top, int world_size, const StrataConfig& strata, BatchConfig& out);
 
 // fp16, and bf16 (alias bfloat16); both enabled is an error.
 void read_precision(JsonReader& top, Fp16Config& fp16, Bf16Config& bf16);
 
-// optimizer {type, params}.
-void read_optimizer(JsonReader& top, OptimizerConfig& out);
+// optimizer {type, params}; strata.lr fills an "auto" lr, and the lr of the default optimizer
+// when the section is absent.
+void read_optimizer(JsonReader& top, const StrataConfig& strata, OptimizerConfig& out);
 
 // scheduler {type, params}; "auto" resolves from the optimizer and strata.train_steps.
 void read_scheduler(JsonReader& top, const OptimizerConfig& optimizer, const StrataConfig& strata,

@@ -36,6 +36,10 @@ void read_data(JsonReader& strata, DataConfig& out) {
 void read_budget(JsonReader& strata, std::int64_t& out) {
   const nlohmann::json* value = strata.find("device_memory_budget");
   if (value == nullptr) return;
+  if (strata.is_auto("device_memory_budget")) {
+    strata.note_auto("device_memory_budget", std::to_string(out), "strata's default");
+    return;
+  }
   std::optional<std::int64_t> bytes;
   if (value->is_string()) bytes = base::parse_bytes(value->get<std::string>());
   if (!value->is_string() && !value->is_boolean()) bytes = json_to_int(*value);
@@ -59,6 +63,13 @@ void read_strata(JsonReader& top, StrataConfig& out) {
   strata.read("train_steps", out.train_steps, IntRange{1, INT64_MAX});
   read_budget(strata, out.device_memory_budget);
   strata.read("overlap_optimizer", out.overlap_optimizer);
+  strata.read("micro_batch_size", out.micro_batch_size, IntRange{1, std::int64_t{1} << 40});
+  if (strata.has("lr") && !strata.find("lr")->is_null()) {
+    double lr = 0;
+    const auto errors_before = strata.diagnostics().errors.size();
+    strata.read("lr", lr, RealRange{0, 1e300});
+    if (strata.diagnostics().errors.size() == errors_before && !strata.is_auto("lr")) out.lr = lr;
+  }
   strata.read("job_name", out.job_name);
   bool name_ok = !out.job_name.empty() && out.job_name.size() <= 64;
   for (char c : out.job_name)

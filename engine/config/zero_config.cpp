@@ -31,7 +31,9 @@ void read_sizes(JsonReader& zero, const ModelConfig& model, ZeroConfig& out) {
   const std::int64_t h = model.d_model;
   zero.read("reduce_bucket_size", out.reduce_bucket_size, non_negative, h * h);
   zero.read("allgather_bucket_size", out.allgather_bucket_size, non_negative);
-  zero.read("sub_group_size", out.sub_group_size, IntRange{1, INT64_MAX});
+  // 0 is valid in DeepSpeed (every parameter its own sub-group) and common in copied stage-3
+  // configs: strata reads it as one sub-group per module shard (config.h).
+  zero.read("sub_group_size", out.sub_group_size, non_negative);
   auto prefetch_auto = static_cast<std::int64_t>(std::llround(0.9 * static_cast<double>(h * h)));
   zero.read("stage3_prefetch_bucket_size", out.stage3_prefetch_bucket_size, non_negative,
             prefetch_auto);

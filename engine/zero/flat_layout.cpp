@@ -85,4 +85,16 @@ std::vector<Range> make_sub_groups(std::int64_t partition_numel, std::int64_t su
   return groups;
 }
 
+std::vector<Range> make_sub_groups(const FlatLayout& layout, std::int64_t sub_group_size) {
+  STRATA_ASSERT(sub_group_size >= 0);
+  if (sub_group_size > 0) return make_sub_groups(layout.partition_numel(), sub_group_size);
+  std::vector<Range> groups;
+  for (int m = 0; m < layout.module_count(); ++m) {
+    const ModuleSlice& slice = layout.module(m);
+    if (slice.shard_numel == 0) continue;
+    groups.push_back({slice.partition_offset, slice.partition_offset + slice.shard_numel});
+  }
+  return groups;
+}
+
 }  // namespace strata::engine::zero

@@ -83,4 +83,9 @@ class FlatLayout {
 std::vector<Range> make_sub_groups(std::int64_t partition_numel, std::int64_t sub_group_size,
                                    std::int64_t alignment = FlatLayout::kDefaultShardAlignment);
 
+// The sub-groups of `layout`'s partition for zero_optimization.sub_group_size: the cut above for
+// a size >= 1; for 0, one sub-group per module shard. DeepSpeed's 0 makes every parameter its
+// own sub-group; strata partitions module by module, so a module's shard is its smallest unit.
+std::vector<Range> make_sub_groups(const FlatLayout& layout, std::int64_t sub_group_size);
+
 }  // namespace strata::engine::zero

@@ -45,11 +45,13 @@ OptimizerOffload::OptimizerOffload(gpu::Device& device, const Optimizer& optimiz
                                 options_.buffer_count),
                     "set offload_optimizer.buffer_count to 1 or more (DeepSpeed's default is 4)",
                     2);
-  if (options_.sub_group_size < 1)
+  if (options_.sub_groups.empty() && options_.sub_group_size < 1)
     throw UserError(fmt::format("zero_optimization.sub_group_size is {}; it must be at least 1",
                                 options_.sub_group_size),
                     "set zero_optimization.sub_group_size to a positive element count", 2);
-  sub_groups_ = make_sub_groups(numel_, options_.sub_group_size);
+  sub_groups_ = options_.sub_groups.empty() ? make_sub_groups(numel_, options_.sub_group_size)
+                                            : options_.sub_groups;
+  STRATA_ASSERT(sub_groups_.empty() || sub_groups_.back().end == numel_);
   const int regions_per_group = 1 + (has_exp_avg_ ? 1 : 0) + (has_exp_avg_sq_ ? 1 : 0);
   std::vector<std::int64_t> extents;
   std::int64_t largest = 0;

@@ -24,8 +24,11 @@ struct OptimizerOffloadOptions {
   // Where the optimizer states live: cpu or nvme (none is refused: there is nothing to offload).
   OffloadDevice device = OffloadDevice::cpu;
   std::int64_t sub_group_size = 1'000'000'000;  // zero_optimization.sub_group_size, elements
-  bool pipeline_read = false;                   // offload_optimizer.pipeline_read
-  bool pipeline_write = false;                  // offload_optimizer.pipeline_write
+  // The partition's cut into sub-groups when given (make_sub_groups of the layout, which knows
+  // the module shards that sub_group_size 0 cuts at); empty: cut by sub_group_size alone.
+  std::vector<Range> sub_groups;
+  bool pipeline_read = false;     // offload_optimizer.pipeline_read
+  bool pipeline_write = false;    // offload_optimizer.pipeline_write
   std::int64_t buffer_count = 4;  // offload_optimizer.buffer_count: sub-groups in flight
   bool pin_memory = true;         // offload_optimizer.pin_memory (the swap buffers)
   // Sub-groups whose prior value step_sub_groups can keep for undo_kept (the rollback window of
@@ -46,7 +49,7 @@ struct StepIo {
   std::span<float> params_fp32;   // and as fp32, when not empty
 };
 
-// The step's third stage (shared/DESIGN.md, "One training step", "Step"): a rank's optimizer
+// The step's third stage (docs/architecture.md, "One training step", 3): a rank's optimizer
 // states (fp32 master params and the optimizer's fp32 states) live in the CPU or NVMe tier, laid
 // out per sub-group as [params | exp_avg | exp_avg_sq] (each region padded to 4 KiB); step() runs
 // the optimizer sub-group by sub-group from a fp32 gradient partition. On NVMe, with

@@ -117,9 +117,11 @@ TEST(ConfigAuto, Bf16AutoStaysOffWhenFp16IsOn) {
   EXPECT_FALSE(c.bf16.enabled);
 }
 
-TEST(ConfigAuto, AutoWhereNotAcceptedNamesTheKey) {
-  EXPECT_THAT(text_error(R"({"train_batch_size": 1, "aio": {"queue_depth": "auto"}})"),
-              HasSubstr("aio.queue_depth: got \"auto\", which this key does not accept"));
+TEST(ConfigAuto, AutoWhereTheTrainerFillsNothingKeepsTheDefault) {
+  LoadedConfig loaded =
+      parse_config_text(R"({"train_batch_size": 1, "aio": {"queue_depth": "auto"}})");
+  EXPECT_EQ(loaded.config.aio.queue_depth, 8);
+  EXPECT_THAT(loaded.notes, ::testing::Contains(HasSubstr("aio.queue_depth: \"auto\" -> 8")));
 }
 
 TEST(ConfigAliases, SameValueUnderBothNamesIsFine) {
