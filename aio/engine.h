@@ -40,10 +40,10 @@ struct EngineStats {
   std::int64_t fixed_requests = 0;  // requests that used a registered buffer
 };
 
-// The I/O handle (shared/DESIGN.md): `thread_count` rings, each owned by one thread and keeping
-// up to `queue_depth` requests in flight. A transfer is split into `block_size_bytes` pieces,
-// spread round robin over the rings. submit_* return at once; results are kept in the ticket as
-// -errno or counts, and only wait()/wait_all() turn them into exceptions.
+// The I/O handle (docs/architecture.md, "The aio engine"): `thread_count` rings, each owned by one
+// thread and keeping up to `queue_depth` requests in flight. A transfer is split into
+// `block_size_bytes` pieces, spread round robin over the rings. submit_* return at once; results
+// are kept in the ticket as -errno or counts, and only wait()/wait_all() turn them into exceptions.
 //
 // Submitting and waiting may happen from several threads, but one ticket is waited on by one
 // thread. The buffer of a transfer must stay alive and untouched until its ticket is waited for.

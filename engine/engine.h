@@ -53,8 +53,8 @@ struct MemoryUse {
 };
 
 // Trains a Model with the config's batch, precision, optimizer, scheduler and ZeRO settings
-// (DESIGN.md, "One training step"): train_batch reads as its phases, forward, backward, reduce,
-// step.
+// (docs/architecture.md, "One training step"): train_batch reads as its phases, forward,
+// backward, reduce, step.
 class Engine {
  public:
   // Lays out and initialises the parameters (seeded by strata.seed, the same values for any

@@ -40,12 +40,15 @@ int check(const CheckOptions& options) {
     engine::LoadedConfig loaded = engine::load_config_file(options.path, options.world_size);
     for (const auto& warning : loaded.warnings)
       std::fprintf(stderr, "strata: warning: %s\n", warning.c_str());
+    for (const auto& note : loaded.notes)
+      std::fprintf(stderr, "strata: note: %s\n", note.c_str());
     nlohmann::json resolved = engine::to_json(loaded.config);
     if (options.json) {
       nlohmann::json out = {{"file", options.path},
                             {"valid", true},
                             {"world_size", options.world_size},
                             {"warnings", loaded.warnings},
+                            {"notes", loaded.notes},
                             {"config", resolved}};
       fmt::print("{}\n", out.dump(2));
     } else {
@@ -70,16 +73,19 @@ int check(const CheckOptions& options) {
 }  // namespace
 
 void add_config_command(CLI::App& app, CommandContext& context) {
-  auto* config = app.add_subcommand("config", "Work with DeepSpeed JSON configs");
+  auto* config =
+      app.add_subcommand("config", "Work with DeepSpeed JSON configs and Accelerate configs");
   config->require_subcommand(1);
   auto* check_command = config->add_subcommand(
       "check",
-      "Load a DeepSpeed JSON config and print it resolved, every default filled in, or every "
-      "problem in it (exit 0 valid, 1 not valid)");
+      "Load a DeepSpeed JSON config or an Accelerate config and print it resolved, every default "
+      "filled in, or every problem in it (exit 0 valid, 1 not valid)");
   auto options = std::make_shared<CheckOptions>();
-  check_command->add_option("FILE", options->path, "The DeepSpeed JSON config")->required();
+  check_command
+      ->add_option("FILE", options->path, "The DeepSpeed JSON config or Accelerate YAML config")
+      ->required();
   check_command->add_flag("--json", options->json,
-                          "Print one JSON object {file, valid, config | errors, warnings}");
+                          "Print one JSON object {file, valid, config | errors, warnings, notes}");
   check_command
       ->add_option("--world-size", options->world_size,
                    "Ranks (GPUs) the batch rule train = micro x accumulation x ranks assumes")

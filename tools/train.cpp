@@ -185,6 +185,9 @@ int train_on(gpu::World& world, const TrainOptions& options) {
   for (const std::string& warning : loaded.warnings) {
     if (leader) base::logger("tools").warn("{}", warning);
   }
+  for (const std::string& note : loaded.notes) {
+    if (leader) base::logger("tools").info("{}", note);
+  }
   models::GptShape shape = model_shape(config);
   models::TokenDataset data = load_data(config);
   data.check_fits(static_cast<int>(shape.seq_len), static_cast<int>(shape.vocab));
@@ -279,7 +282,9 @@ void add_train_command(CLI::App& app, CommandContext& context) {
   auto options = std::make_shared<TrainOptions>();
   auto* command = app.add_subcommand(
       "train", "Train a GPT with a DeepSpeed config (the built-in demo without --config)");
-  command->add_option("--config", options->config_path, "DeepSpeed JSON config")
+  command
+      ->add_option("--config", options->config_path,
+                   "DeepSpeed JSON config or Accelerate config (YAML)")
       ->check(CLI::ExistingFile);
   command->add_option("--steps", options->steps, "Optimizer steps (default: strata.train_steps)")
       ->check(CLI::PositiveNumber);

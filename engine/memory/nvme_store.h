@@ -27,7 +27,7 @@ struct NvmeStoreOptions {
   std::span<std::byte> registered;
 };
 
-// A rank's swap space (shared/DESIGN.md, "The tiers"): one preallocated swap file under
+// A rank's swap space (docs/architecture.md, "The tiers"): one preallocated swap file under
 // `<nvme_path>/strata-<job>/rank<r>/` (directory 0700, file 0600, O_DIRECT | O_NOFOLLOW through
 // aio::Engine, CRC32C per 4 KiB block), with one extent per partition planned up front. The
 // directory is held with flock on `strata-<job>/rank<r>.lock` while the store lives; a directory

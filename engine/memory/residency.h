@@ -47,7 +47,7 @@ struct ResidencyCounters {
 
 using PartitionId = int;
 
-// The memory manager's book of partitions (shared/DESIGN.md, "The tiers"): each partition (a
+// The memory manager's book of partitions (docs/architecture.md, "The tiers"): each partition (a
 // contiguous slice of a flat buffer: params, grads or optimizer states of one sub-group) is in
 // exactly one State, changed only here. Moves are tickets; the bytes of a partition are reachable
 // only through a CpuView, which comes from a finished read or from a partition already in CPU

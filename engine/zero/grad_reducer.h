@@ -32,14 +32,14 @@ struct GradReducerOptions {
 std::int64_t reduce_chunk_elements(std::int64_t shard_numel, std::int64_t bucket_elements,
                                    int world);
 
-// Gradient reduction (shared/DESIGN.md, "One training step", 2): modules write their gradients
+// Gradient reduction (docs/architecture.md, "One training step", 2): modules write their gradients
 // into full fp32 buffers on the device; this turns them into the rank's fp32 gradient partition,
-// averaged over ranks and accumulated over gradient_accumulation_steps. Stages 0 and 1 keep
-// every module's buffer for the whole step and all-reduce it after the last micro-batch (stage 1
-// then keeps only its shard); stages 2 and 3 give each module a buffer for its backward only,
-// reduce-scatter it after every micro-batch and add the shard to the partition. Collectives go
-// in `reduce_bucket_size` pieces. The partition is on the device, or in host memory when the
-// optimizer is offloaded (copied down after each reduction).
+// averaged over ranks and accumulated over gradient_accumulation_steps. Stages 0 and 1 keep every
+// module's buffer for the whole step and all-reduce it after the last micro-batch (stage 1 then
+// keeps only its shard); stages 2 and 3 give each module a buffer for its backward only,
+// reduce-scatter it after every micro-batch and add the shard to the partition. Collectives go in
+// `reduce_bucket_size` pieces. The partition is on the device, or in host memory when the optimizer
+// is offloaded (copied down after each reduction).
 //
 // All device work goes on `stream`, in order; not thread-safe.
 class GradReducer {

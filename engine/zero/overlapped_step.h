@@ -23,7 +23,7 @@ struct OverlapOutcome {
   bool undone = false;       // the guess was wrong: those were put back (and redone)
 };
 
-// strata.overlap_optimizer (shared/DESIGN.md, "One training step", 4): during the last
+// strata.overlap_optimizer (docs/architecture.md, "One training step", 4): during the last
 // micro-batch's backward a thread steps the offloaded optimizer's sub-groups, last first, each as
 // soon as the gradients of every module it covers are final, while backward goes on through the
 // earlier modules. Backward finishes the partition from its end (modules run in reverse and each

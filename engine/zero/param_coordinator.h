@@ -37,9 +37,9 @@ struct CoordinatorCounters {
   std::int64_t trace_recordings = 0;  // times the module order was (re-)recorded
 };
 
-// The parameter coordinator (shared/DESIGN.md, "One training step", 1 and 2): before a module
-// runs, its shard is fetched from the parameter tier, all-gathered across ranks, and widened to
-// the fp32 the kernels read; after, the gathered copy is released unless persistent or reused
+// The parameter coordinator (docs/architecture.md, "One training step", 1 and 2): before a
+// module runs, its shard is fetched from the parameter tier, all-gathered across ranks, and widened
+// to the fp32 the kernels read; after, the gathered copy is released unless persistent or reused
 // soon. The first training step records the order modules are acquired in (the trace); later
 // steps prefetch the NVMe reads of the modules next in the trace while earlier ones compute. A
 // step whose order departs from the trace stops prefetching, and the next step records anew.

@@ -34,7 +34,7 @@ struct ParamTierOptions {
   memory::NvmeStoreOptions nvme;  // nvme: where, and the aio settings
 };
 
-// Where a rank's parameter shards live between uses (shared/DESIGN.md, "The tiers"): each
+// Where a rank's parameter shards live between uses (docs/architecture.md, "The tiers"): each
 // module's shard in the storage type, in device memory (offload_param none), CPU memory (cpu) or
 // the rank's NVMe swap file (nvme). The parameter coordinator fetches a module's shard to the
 // device before it all-gathers it; after an optimizer step the new shards come back through

@@ -45,6 +45,23 @@ TEST(ConfigCheckCommand, ValidConfigExitsZeroAndPrintsItResolved) {
   EXPECT_THAT(result.out, HasSubstr("\"stage3_prefetch_bucket_size\": 943718"));
 }
 
+TEST(ConfigCheckCommand, AnAccelerateConfigIsCheckedWithItsNotes) {
+  RunResult result =
+      run_strata("config check --json --world-size 1 " +
+                 fixture_arg("accelerate", "huggingface_alignment_handbook_deepspeed_zero3.yaml"));
+  EXPECT_EQ(result.exit_status, 0);
+  nlohmann::json out = nlohmann::json::parse(result.out);
+  EXPECT_EQ(out["valid"], true);
+  EXPECT_EQ(out["config"]["zero_optimization"]["stage"], 3);
+  EXPECT_EQ(out["config"]["bf16"]["enabled"], true);
+  bool names_the_micro_batch = false;
+  for (const auto& note : out["notes"])
+    names_the_micro_batch =
+        names_the_micro_batch ||
+        note.get<std::string>().find("set strata.micro_batch_size") != std::string::npos;
+  EXPECT_TRUE(names_the_micro_batch) << out["notes"].dump();
+}
+
 TEST(ConfigCheckCommand, JsonOutputParsesAndHoldsTheResolvedConfig) {
   RunResult result = run_strata("config check --json --world-size 4 " +
                                 fixture_arg("good", "ds_zero3_offload_tutorial.json"));

@@ -1,5 +1,6 @@
 // Timings of the host kernels at GPT-2 shapes, beside OpenBLAS's own multi-threaded sgemm on the
-// same product. Disabled in the normal suite (a test never has a time limit, DESIGN.md); run with
+// same product. Disabled in the normal suite (a test never has a time limit: docs/architecture.md,
+// "Tests and measurements"); run with
 //   build/release/tests/gpu/strata_gpu_kernels_tests --gtest_also_run_disabled_tests
 //       --gtest_filter='*KernelsBench*'
 // Shapes can be changed with STRATA_BENCH_{BATCH,SEQ_LEN,CHANNELS,HEADS,VOCAB}.
