@@ -8,7 +8,7 @@
 #       [--rows "read:1M:32 read:8M:8 read:128K:128 write:1M:32 write:8M:8 write:128K:128"]
 #       [--csv fio_compare.csv]
 #
-# The targets: strata >= 0.97x fio at 1M x QD32 and 8M x QD8, >= 0.9x at 128K x QD128.
+# The targets (docs/benchmarks.md): strata >= 0.97x fio at 1M x QD32 and 8M x QD8, >= 0.9x at 128K x QD128.
 # strata io-bench writes its test file first when it is missing (strata-io-bench.dat in --path);
 # fio then reuses that file, so both read the same written blocks. strata runs with --verify off:
 # fio neither computes nor checks checksums, so with strata's CRC32C sidecar on (io-bench's and

@@ -78,10 +78,13 @@ models::TokenDataset load_data(const engine::Config& config) {
         models::TokenDataset::from_file(data.path, data.validation_fraction);
     return dataset;
   }
-  models::SyntheticCorpus corpus = models::generate_corpus({});
+  const models::CorpusSpec spec;
+  models::SyntheticCorpus corpus = models::generate_corpus(spec);
   models::TokenDataset dataset = models::TokenDataset::from_tokens(
       models::encode_bytes(corpus.text), data.validation_fraction);
-  dataset.source = "the built-in synthetic corpus (first-order Markov chain over 384 words)";
+  dataset.source = fmt::format(
+      "the built-in synthetic corpus (first-order Markov chain over {} words, {} successors each)",
+      spec.word_count, spec.successors_per_word);
   dataset.entropy_floor_nats = corpus.entropy_floor_nats_per_byte;
   return dataset;
 }

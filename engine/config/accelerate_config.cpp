@@ -4,7 +4,6 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <array>
 #include <cctype>
 
 #include "engine/config/config_error.h"
@@ -16,44 +15,44 @@ namespace {
 using nlohmann::json;
 
 // Accelerate's own settings for its launcher and for other backends: valid, not for strata.
-constexpr std::array<std::string_view, 30> kLauncherKeys = {"compute_environment",
-                                                            "debug",
-                                                            "machine_rank",
-                                                            "num_machines",
-                                                            "gpu_ids",
-                                                            "main_process_ip",
-                                                            "main_process_port",
-                                                            "rdzv_backend",
-                                                            "same_network",
-                                                            "main_training_function",
-                                                            "enable_cpu_affinity",
-                                                            "fp8_config",
-                                                            "fsdp_config",
-                                                            "parallelism_config",
-                                                            "megatron_lm_config",
-                                                            "mpirun_config",
-                                                            "ipex_config",
-                                                            "downcast_bf16",
-                                                            "tpu_name",
-                                                            "tpu_zone",
-                                                            "tpu_use_cluster",
-                                                            "tpu_use_sudo",
-                                                            "command_file",
-                                                            "commands",
-                                                            "tpu_vm",
-                                                            "tpu_env",
-                                                            "dynamo_config",
-                                                            "dynamo_backend",
-                                                            "tpu_metrics_debug",
-                                                            "use_mps_device"};
+constexpr std::string_view kLauncherKeys[] = {"compute_environment",
+                                              "debug",
+                                              "machine_rank",
+                                              "num_machines",
+                                              "gpu_ids",
+                                              "main_process_ip",
+                                              "main_process_port",
+                                              "rdzv_backend",
+                                              "same_network",
+                                              "main_training_function",
+                                              "enable_cpu_affinity",
+                                              "fp8_config",
+                                              "fsdp_config",
+                                              "parallelism_config",
+                                              "megatron_lm_config",
+                                              "mpirun_config",
+                                              "ipex_config",
+                                              "downcast_bf16",
+                                              "tpu_name",
+                                              "tpu_zone",
+                                              "tpu_use_cluster",
+                                              "tpu_use_sudo",
+                                              "command_file",
+                                              "commands",
+                                              "tpu_vm",
+                                              "tpu_env",
+                                              "dynamo_config",
+                                              "dynamo_backend",
+                                              "tpu_metrics_debug",
+                                              "use_mps_device"};
 
-constexpr std::array<std::string_view, 5> kDeepSpeedLauncherKeys = {
+constexpr std::string_view kDeepSpeedLauncherKeys[] = {
     "deepspeed_multinode_launcher", "deepspeed_hostfile", "deepspeed_exclusion_filter",
     "deepspeed_inclusion_filter", "deepspeed_moe_layer_cls_names"};
 
 // The deepspeed_config keys Accelerate refuses beside deepspeed_config_file
 // (DeepSpeedPlugin._deepspeed_config_checks), with mixed_precision from the top level.
-constexpr std::array<std::string_view, 8> kReplacedByFile = {
+constexpr std::string_view kReplacedByFile[] = {
     "gradient_accumulation_steps", "gradient_clipping",     "zero_stage",
     "offload_optimizer_device",    "offload_param_device",  "offload_param_nvme_path",
     "offload_optimizer_nvme_path", "zero3_save_16bit_model"};

@@ -153,6 +153,15 @@ TEST(ZeroEquivalence, Stage3NvmeKnobsChangeTrafficNotResults) {
   const TrainedRun whole = train(one_group, Ranks::world, steps);
   expect_losses_near(whole, swapped, tolerance());
   expect_params_near(whole, swapped, tolerance());
+
+  // DeepSpeed's sub_group_size 0 (widely copied stage-3 configs carry it): one sub-group per
+  // module shard, swapped like any other cut.
+  nlohmann::json per_module = base;
+  per_module["zero_optimization"]["sub_group_size"] = 0;
+  const TrainedRun modules = train(per_module, Ranks::world, steps);
+  expect_losses_near(modules, swapped, tolerance());
+  expect_params_near(modules, swapped, tolerance());
+  EXPECT_GT(modules.steps.back().bytes_nvme_read, 0);
 }
 
 // The config a DeepSpeed user writes: stage3_* keys, buffers and bucket sizes at their defaults
