@@ -219,13 +219,14 @@ int train_on(gpu::World& world, const TrainOptions& options) {
   auto sample = [&](std::span<const std::uint16_t> split, std::uint64_t seed, std::int64_t step,
                     std::int64_t batches) {
     for (std::int64_t micro = 0; micro < batches; ++micro) {
-      // Rank r takes micro-batch (micro * world + r) of the global batch.
-      std::int64_t index = micro * world.world_size() + world.rank();
+      // The step's global batch, whatever the world size and micro-batch split.
+      std::int64_t first =
+          models::first_sequence(micro, world.rank(), world.world_size(), shape.batch);
       auto at = static_cast<std::size_t>(micro * micro_tokens);
       auto count = static_cast<std::size_t>(micro_tokens);
-      models::sample_batch(split, seed, step, index, static_cast<int>(shape.batch),
-                           static_cast<int>(shape.seq_len), std::span(inputs).subspan(at, count),
-                           std::span(targets).subspan(at, count));
+      models::sample_sequences(
+          split, seed, step, first, static_cast<int>(shape.batch), static_cast<int>(shape.seq_len),
+          std::span(inputs).subspan(at, count), std::span(targets).subspan(at, count));
     }
   };
 

@@ -68,8 +68,12 @@ void note(Diagnostics& diagnostics, std::string text) {
 }
 
 // mixed_precision as Accelerate's launcher reads it; PyYAML turns an unquoted `no` into false.
+// Accelerate's older `fp16: true` key means mixed_precision fp16 (config_args.py reads it so).
 std::string read_mixed_precision(JsonReader& top) {
   const json* value = top.find("mixed_precision");
+  bool legacy_fp16 = false;
+  top.read("fp16", legacy_fp16);
+  if ((value == nullptr || value->is_null()) && legacy_fp16) return "fp16";
   if (value == nullptr || value->is_null() || *value == false) return "no";
   if (!value->is_string()) {
     top.bad_value("mixed_precision", "one of \"no\", \"fp16\", \"bf16\"");
@@ -160,10 +164,19 @@ json build_from_keys(JsonReader& ds, const std::string& mixed_precision) {
               {"gradient_accumulation_steps", "auto"},
               {"gradient_clipping", "auto"},
               {"zero_optimization", zero}};
-  if (const json* gas = ds.find("gradient_accumulation_steps"); gas != nullptr && !gas->is_null())
-    out["gradient_accumulation_steps"] = *gas;
-  if (const json* clip = ds.find("gradient_clipping"); clip != nullptr && !clip->is_null())
-    out["gradient_clipping"] = *clip;
+  // Checked here, so that a bad value is named by its Accelerate key; "auto" stays for the
+  // DeepSpeed reader to resolve as the HF Trainer does.
+  if (ds.has("gradient_accumulation_steps") && !ds.is_auto("gradient_accumulation_steps")) {
+    std::optional<std::int64_t> gas;
+    ds.read("gradient_accumulation_steps", gas, IntRange{1, std::int64_t{1} << 40});
+    if (gas) out["gradient_accumulation_steps"] = *gas;
+  }
+  if (ds.has("gradient_clipping") && !ds.is_auto("gradient_clipping") &&
+      !ds.find("gradient_clipping")->is_null()) {
+    double clipping = 0;
+    ds.read("gradient_clipping", clipping, RealRange{0, 1e300});
+    out["gradient_clipping"] = clipping;
+  }
   out["fp16"] = {{"enabled", mixed_precision == "fp16"}};
   if (mixed_precision == "fp16") out["fp16"]["auto_cast"] = true;
   out["bf16"] = {{"enabled", mixed_precision == "bf16"}};
@@ -174,6 +187,28 @@ json build_from_keys(JsonReader& ds, const std::string& mixed_precision) {
                    stage, zero["offload_optimizer"]["device"].get<std::string>(),
                    zero["offload_param"]["device"].get<std::string>(), mixed_precision));
   return out;
+}
+
+// Accelerate fills "auto" at the keys it maps (DeepSpeedPlugin.fill_match) with its own
+// defaults, not DeepSpeed's: stage 2, no offload, no 16-bit gather.
+void fill_accelerate_defaults(json& config, Diagnostics& diagnostics) {
+  struct Fill {
+    const char* pointer;
+    json value;
+  };
+  const Fill fills[] = {{"/zero_optimization/stage", 2},
+                        {"/zero_optimization/offload_optimizer/device", "none"},
+                        {"/zero_optimization/offload_param/device", "none"},
+                        {"/zero_optimization/stage3_gather_16bit_weights_on_model_save", false}};
+  for (const Fill& fill : fills) {
+    const json::json_pointer pointer(fill.pointer);
+    if (!config.contains(pointer) || config[pointer] != "auto") continue;
+    config[pointer] = fill.value;
+    std::string path = pointer.to_string().substr(1);
+    std::replace(path.begin(), path.end(), '/', '.');
+    note(diagnostics,
+         fmt::format("{}: \"auto\" -> {} (Accelerate's default)", path, show(fill.value)));
+  }
 }
 
 std::filesystem::path resolve_file(const std::string& given, const std::filesystem::path& yaml) {
@@ -189,7 +224,8 @@ std::filesystem::path resolve_file(const std::string& given, const std::filesyst
 }
 
 // Accelerate's plugin with deepspeed_config_file: that file is the DeepSpeed config.
-json load_file(JsonReader& top, JsonReader& ds, const std::filesystem::path& yaml) {
+json load_file(JsonReader& top, JsonReader& ds, const std::filesystem::path& yaml,
+               std::string& source) {
   for (std::string_view key : kReplacedByFile) {
     if (ds.has(key))
       ds.error(key,
@@ -212,7 +248,8 @@ json load_file(JsonReader& top, JsonReader& ds, const std::filesystem::path& yam
                          given, yaml.filename().string()));
     return json::object();
   }
-  json out = parse_json_text(read_config_text(file, "a DeepSpeed JSON config"), file.string());
+  source = file.string();
+  json out = parse_json_text(read_config_text(file, "a DeepSpeed JSON config"), source);
   if (!out.is_object() || !out.contains("zero_optimization")) {
     ds.error("deepspeed_config_file",
              fmt::format("{} has no zero_optimization section, which Accelerate requires "
@@ -223,6 +260,10 @@ json load_file(JsonReader& top, JsonReader& ds, const std::filesystem::path& yam
     return json::object();
   }
   if (!out.contains("gradient_accumulation_steps")) out["gradient_accumulation_steps"] = 1;
+  // Accelerate sizes the micro-batch from the script's data loader when the file does not.
+  if (!out.contains("train_batch_size") && !out.contains("train_micro_batch_size_per_gpu"))
+    out["train_micro_batch_size_per_gpu"] = "auto";
+  fill_accelerate_defaults(out, ds.diagnostics());
   note(ds.diagnostics(),
        fmt::format("the DeepSpeed config is {} (deepspeed_config_file); fp16/bf16 \"auto\" follow "
                    "mixed precision \"no\", as Accelerate fills them without --mixed_precision",
@@ -249,16 +290,19 @@ bool is_accelerate_config(const json& root) {
          (root.contains("distributed_type") || root.contains("compute_environment"));
 }
 
-json accelerate_to_deepspeed(const json& accelerate, const std::filesystem::path& path,
-                             int world_size, Diagnostics& diagnostics) {
+AccelerateConfig accelerate_to_deepspeed(const json& accelerate, const std::filesystem::path& path,
+                                         int world_size, Diagnostics& diagnostics) {
   JsonReader top(&accelerate, "", diagnostics);
   check_launch(top, world_size);
   const std::string mixed_precision = read_mixed_precision(top);
   JsonReader ds(top.find("deepspeed_config"), "deepspeed_config", diagnostics);
+  top.set_default_source("Accelerate's default");
+  ds.set_default_source("Accelerate's default");
   for (std::string_view key : kDeepSpeedLauncherKeys)
     ds.accept({key});
   ds.accept({"zero3_init_flag"});  // strata always builds a partitioned model, as zero.Init does
-  json out = ds.has("deepspeed_config_file") ? load_file(top, ds, path)
+  std::string source = path.string();
+  json out = ds.has("deepspeed_config_file") ? load_file(top, ds, path, source)
                                              : build_from_keys(ds, mixed_precision);
   carry_strata(top, out);
   if (!out.contains("optimizer")) {
@@ -266,9 +310,11 @@ json accelerate_to_deepspeed(const json& accelerate, const std::filesystem::path
          "optimizer: left to the training script by Accelerate; strata's default "
          "AdamW, its lr from strata.lr when given");
   }
+  // Accelerate ignores what its launcher does not know inside deepspeed_config, and refuses
+  // unknown keys at the top of its file.
   ds.finish(/*as_warnings=*/true);
-  top.finish(/*as_warnings=*/true);
-  return out;
+  top.finish();
+  return {std::move(out), std::move(source)};
 }
 
 }  // namespace strata::engine::detail

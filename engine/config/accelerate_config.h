@@ -18,6 +18,7 @@
 // (strata.micro_batch_size, strata.lr) or strata's defaults; the notes say which.
 
 #include <filesystem>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -29,11 +30,18 @@ namespace strata::engine::detail {
 // compute_environment at its top level (DeepSpeed has neither key).
 bool is_accelerate_config(const nlohmann::json& root);
 
+// The DeepSpeed config an Accelerate config stands for, and the file it came from: the
+// deepspeed_config_file when there is one, else the Accelerate config itself.
+struct AccelerateConfig {
+  nlohmann::json deepspeed;
+  std::string source;
+};
+
 // The DeepSpeed config `accelerate` (read from `path`) stands for, with `strata` carried over.
 // Problems go to diagnostics.errors (named by their Accelerate keys), where each setting came
 // from to diagnostics.notes. `world_size` is the run's, checked against num_processes.
-nlohmann::json accelerate_to_deepspeed(const nlohmann::json& accelerate,
-                                       const std::filesystem::path& path, int world_size,
-                                       Diagnostics& diagnostics);
+AccelerateConfig accelerate_to_deepspeed(const nlohmann::json& accelerate,
+                                         const std::filesystem::path& path, int world_size,
+                                         Diagnostics& diagnostics);
 
 }  // namespace strata::engine::detail

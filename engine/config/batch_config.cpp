@@ -26,19 +26,24 @@ BatchKey read_batch_key(JsonReader& top, std::string_view key) {
 }
 
 // strata.micro_batch_size stands for the HF Trainer's per_device_train_batch_size: it fills an
-// "auto" or absent micro-batch, and must agree with one given outright.
-void apply_strata_micro(JsonReader& top, const StrataConfig& strata, BatchKey& micro) {
-  if (!strata.micro_batch_size) return;
-  if (micro.was_auto || !micro.value) {
-    micro.value = strata.micro_batch_size;
+// "auto" micro-batch (Accelerate's configs write "auto" there too).
+void apply_strata_micro(const StrataConfig& strata, BatchKey& micro) {
+  if (strata.micro_batch_size && micro.was_auto) micro.value = strata.micro_batch_size;
+}
+
+// A micro-batch given outright, or derived from the other two, must agree with
+// strata.micro_batch_size when both are there.
+void check_strata_micro(JsonReader& top, const StrataConfig& strata, const BatchKey& micro,
+                        const BatchConfig& batch) {
+  if (!strata.micro_batch_size || micro.was_auto ||
+      batch.train_micro_batch_size_per_gpu == *strata.micro_batch_size)
     return;
-  }
-  if (micro.value && *micro.value != *strata.micro_batch_size) {
-    top.error(micro_key,
-              fmt::format("{} differs from strata.micro_batch_size {}; give one of them (or "
-                          "write \"auto\" here)",
-                          *micro.value, *strata.micro_batch_size));
-  }
+  top.error(micro_key,
+            fmt::format("{} ({}) differs from strata.micro_batch_size {}; give one of them (or "
+                        "write \"auto\" here)",
+                        batch.train_micro_batch_size_per_gpu,
+                        micro.value ? "given" : "from train_batch_size and the others",
+                        *strata.micro_batch_size));
 }
 
 // One note per "auto" batch key: the value it became and why.
@@ -48,10 +53,13 @@ void note_auto_keys(JsonReader& top, const StrataConfig& strata, const BatchConf
     top.note_auto(train_key, std::to_string(batch.train_batch_size),
                   "micro-batch x gradient_accumulation_steps x world size, as the HF Trainer "
                   "fills it");
-  if (micro.was_auto)
-    top.note_auto(micro_key, std::to_string(batch.train_micro_batch_size_per_gpu),
-                  strata.micro_batch_size ? "from strata.micro_batch_size"
-                                          : "strata's default; set strata.micro_batch_size");
+  if (micro.was_auto) {
+    const char* how = strata.micro_batch_size ? "from strata.micro_batch_size"
+                      : train.value
+                          ? "train_batch_size / (gradient_accumulation_steps x world size)"
+                          : "strata's default; set strata.micro_batch_size";
+    top.note_auto(micro_key, std::to_string(batch.train_micro_batch_size_per_gpu), how);
+  }
   if (gas.was_auto)
     top.note_auto(gas_key, std::to_string(batch.gradient_accumulation_steps),
                   "from the other two, or 1, as the HF Trainer fills it");
@@ -105,7 +113,7 @@ void read_batch(JsonReader& top, int world_size, const StrataConfig& strata, Bat
   BatchKey train = read_batch_key(top, train_key);
   BatchKey micro = read_batch_key(top, micro_key);
   BatchKey gas = read_batch_key(top, gas_key);
-  apply_strata_micro(top, strata, micro);
+  apply_strata_micro(strata, micro);
   if (top.diagnostics().errors.size() != errors_before) return;  // a bad value was named already
   const bool any_auto = train.was_auto || micro.was_auto || gas.was_auto;
   auto batch = resolve(train.value, micro.value, gas.value, world_size, any_auto);
@@ -117,6 +125,7 @@ void read_batch(JsonReader& top, int world_size, const StrataConfig& strata, Bat
     return;
   }
   check_batch(top, world_size, *batch);
+  check_strata_micro(top, strata, micro, *batch);
   note_auto_keys(top, strata, *batch, train, micro, gas);
   out = *batch;
 }

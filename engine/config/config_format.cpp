@@ -68,40 +68,24 @@ struct Refusal {
   std::string message;
 };
 
-// Nesting a YAML text asks for, counted before yaml-cpp sees it: yaml-cpp 0.7 recurses once per
-// level with no limit of its own, so a hostile file could overflow the stack. Flow collections
-// count their brackets (outside quotes and comments); block collections need one more column of
-// indentation (or one more "- ") per level, so the column where a line's content starts bounds
-// their depth.
-bool yaml_nesting_exceeds(std::string_view text, int limit) {
-  int flow = 0;
-  std::size_t line_start = 0;
-  while (line_start < text.size()) {
-    std::size_t line_end = text.find('\n', line_start);
-    if (line_end == std::string_view::npos) line_end = text.size();
-    std::string_view line = text.substr(line_start, line_end - line_start);
-    std::size_t column = 0;
-    while (column < line.size() &&
-           (line[column] == ' ' ||
-            (line[column] == '-' && column + 1 < line.size() && line[column + 1] == ' ')))
-      ++column;
-    if (column > static_cast<std::size_t>(4 * limit)) return true;
-    char quote = 0;
-    for (std::size_t i = column; i < line.size(); ++i) {
-      char c = line[i];
-      if (quote != 0) {
-        if (c == quote) quote = 0;
-        continue;
-      }
-      if (c == '"' || c == '\'') quote = c;
-      if (c == '#' && (i == 0 || line[i - 1] == ' ')) break;
-      if (c == '[' || c == '{') ++flow;
-      if ((c == ']' || c == '}') && flow > 0) --flow;
-      if (flow > limit) return true;
-    }
-    line_start = line_end + 1;
+// The first byte that is not UTF-8, or npos. yaml-cpp passes such bytes through (nlohmann's JSON
+// parser refuses them), and a config's strings end up in messages and JSON output that must be
+// UTF-8; Accelerate reads its files as UTF-8 too.
+std::size_t first_invalid_utf8(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto lead = static_cast<unsigned char>(text[i]);
+    const std::size_t length = lead < 0x80           ? 1
+                               : (lead >> 5) == 0x6  ? 2
+                               : (lead >> 4) == 0xE  ? 3
+                               : (lead >> 3) == 0x1E ? 4
+                                                     : 0;
+    if (length == 0 || i + length > text.size()) return i;
+    for (std::size_t k = 1; k < length; ++k)
+      if ((static_cast<unsigned char>(text[i + k]) >> 6) != 0x2) return i;
+    i += length;
   }
-  return false;
+  return std::string_view::npos;
 }
 
 bool is_one_of(std::string_view text, std::initializer_list<std::string_view> words) {
@@ -136,7 +120,9 @@ struct YamlConverter {
 
   nlohmann::json convert(const YAML::Node& node, int depth) {
     if (++nodes > max_yaml_nodes || depth > max_depth)
-      throw std::length_error("the YAML expands past 100,000 nodes or 64 levels");
+      throw std::length_error(
+          "nested deeper than 64 levels or expanding past 100,000 nodes; an "
+          "Accelerate config is a few dozen keys");
     switch (node.Type()) {
       case YAML::NodeType::Null:
       case YAML::NodeType::Undefined:
@@ -186,6 +172,13 @@ std::string read_config_text(const std::filesystem::path& path, std::string_view
     throw ConfigError(source, {fmt::format("cannot be opened ({}); check its permissions",
                                            std::strerror(errno))});
   }
+  // A config is a few KiB; a large file is something else given by mistake (a token file).
+  constexpr std::uintmax_t max_bytes = 16 << 20;
+  if (std::filesystem::file_size(path, error) > max_bytes) {
+    throw ConfigError(source, {fmt::format("is {} bytes, larger than any config (16 MiB at most); "
+                                           "give the path of {}",
+                                           std::filesystem::file_size(path, error), what)});
+  }
   std::ostringstream text;
   text << file.rdbuf();
   if (file.bad()) {
@@ -196,6 +189,7 @@ std::string read_config_text(const std::filesystem::path& path, std::string_view
 }
 
 bool looks_like_json(std::string_view text) {
+  if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);  // a UTF-8 byte order mark
   auto first = std::find_if(text.begin(), text.end(),
                             [](char c) { return !std::isspace(static_cast<unsigned char>(c)); });
   return first == text.end() || *first == '{' || *first == '[';
@@ -241,11 +235,15 @@ nlohmann::json parse_json_text(std::string_view text, const std::string& source)
 }
 
 nlohmann::json parse_yaml_text(std::string_view text, const std::string& source) {
-  if (yaml_nesting_exceeds(text, max_depth)) {
-    throw ConfigError(source, {fmt::format("nested deeper than {} levels; an Accelerate config is "
-                                           "shallow",
-                                           max_depth)});
+  if (std::size_t bad = first_invalid_utf8(text); bad != std::string_view::npos) {
+    auto [line, column] = line_column(text, bad);
+    throw ConfigError(source, {fmt::format("line {}, column {}: a byte that is not UTF-8; save the "
+                                           "file as UTF-8",
+                                           line, column)});
   }
+  // yaml-cpp refuses nesting past 2,000 levels itself (YAML::DeepRecursion, a parser error);
+  // the conversion below stops at 64 levels and 100,000 nodes, which also bounds what anchors
+  // and aliases can expand to.
   YAML::Node document;
   try {
     document = YAML::Load(std::string(text));

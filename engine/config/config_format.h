@@ -13,8 +13,8 @@
 
 namespace strata::engine::detail {
 
-// The file's text. Throws ConfigError naming `path` when it is missing, a directory or
-// unreadable; `what` names the expected content in the fix ("a DeepSpeed JSON config").
+// The file's text. Throws ConfigError naming `path` when it is missing, a directory, unreadable
+// or over 16 MiB; `what` names the expected content in the fix ("a DeepSpeed JSON config").
 std::string read_config_text(const std::filesystem::path& path, std::string_view what);
 
 // True when `text` is to be read as JSON: its first non-blank character is '{' or '[', or it is
@@ -29,8 +29,8 @@ nlohmann::json parse_json_text(std::string_view text, const std::string& source)
 // Parses YAML (YAML 1.1 scalars as PyYAML reads them, which is how Accelerate loads its configs:
 // true/false/yes/no/on/off booleans, null and ~, integers, floats with a dot or exponent).
 // Throws ConfigError saying the file is neither JSON nor YAML, with the YAML parser's line and
-// column, when it is not YAML either; refuses anchors' expansions past 100,000 nodes and
-// nesting deeper than 64 levels, which no Accelerate config has.
+// column, when it is not YAML either; refuses bytes that are not UTF-8, anchors' expansions past
+// 100,000 nodes and nesting deeper than 64 levels, which no Accelerate config has.
 nlohmann::json parse_yaml_text(std::string_view text, const std::string& source);
 
 }  // namespace strata::engine::detail

@@ -77,9 +77,10 @@ LoadedConfig load_config_file(const std::filesystem::path& path, int world_size)
     return parse(root, world_size, source, {});
   }
   detail::Diagnostics diagnostics;
-  nlohmann::json deepspeed = detail::accelerate_to_deepspeed(root, path, world_size, diagnostics);
+  detail::AccelerateConfig accelerate =
+      detail::accelerate_to_deepspeed(root, path, world_size, diagnostics);
   if (!diagnostics.errors.empty()) throw ConfigError(source, std::move(diagnostics.errors));
-  return parse(deepspeed, world_size, source, std::move(diagnostics));
+  return parse(accelerate.deepspeed, world_size, accelerate.source, std::move(diagnostics));
 }
 
 }  // namespace strata::engine

@@ -199,6 +199,7 @@ bool JsonReader::take_auto(std::string_view key, const nlohmann::json& value,
 }
 
 std::string_view JsonReader::default_source() const {
+  if (!default_source_.empty()) return default_source_;
   return path_.starts_with("strata") ? "strata's default" : "DeepSpeed's default";
 }
 

@@ -104,6 +104,10 @@ class JsonReader {
             std::optional<double> auto_value = {});
   bool read(std::string_view key, std::string& target);  // null reads as ""
 
+  // Names where this section's defaults come from in notes (DeepSpeed's, or strata's for its own
+  // section, unless set here: "Accelerate's default").
+  void set_default_source(std::string source) { default_source_ = std::move(source); }
+
   // Records that `key`, given as "auto", became `value` (shown as written in JSON), filled
   // `how` ("DeepSpeed's default", "from strata.model.d_model as the HF Trainer fills it").
   void note_auto(std::string_view key, std::string_view value, std::string_view how);
@@ -138,6 +142,7 @@ class JsonReader {
   std::vector<std::string> known_;                               // canonical keys, in read order
   std::vector<std::pair<std::string, std::string>> aliases_;     // (alias, canonical)
   std::vector<std::pair<std::string, std::string>> used_names_;  // (canonical, name written)
+  std::string default_source_;
 };
 
 template <class Enum>

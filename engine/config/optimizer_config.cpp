@@ -63,6 +63,12 @@ std::vector<std::string_view> params_of(OptimizerType type) {
 
 void read_type(JsonReader& section, OptimizerType& type) {
   const nlohmann::json* value = section.find("type");
+  if (section.is_auto("type")) {
+    section.error("type",
+                  "got \"auto\", which has no default here (DeepSpeed builds no optimizer "
+                  "from it); name one of \"Adam\", \"AdamW\", \"Adagrad\", \"Lion\"");
+    return;
+  }
   if (value == nullptr) {
     section.error("type", "missing; expected one of \"Adam\", \"AdamW\", \"Adagrad\", \"Lion\"");
     return;

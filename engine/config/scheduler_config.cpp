@@ -68,6 +68,13 @@ const std::vector<std::string_view>& params_of(SchedulerType type) {
 
 void read_type(JsonReader& section, SchedulerType& type) {
   const nlohmann::json* value = section.find("type");
+  if (section.is_auto("type")) {
+    section.error("type",
+                  "got \"auto\", which has no default here; name one of \"WarmupLR\", "
+                  "\"WarmupDecayLR\", \"WarmupCosineLR\", \"OneCycle\", or remove the "
+                  "scheduler section for a constant lr");
+    return;
+  }
   if (value == nullptr) {
     section.error("type",
                   "missing; expected one of \"WarmupLR\", \"WarmupDecayLR\", \"WarmupCosineLR\", "
@@ -118,9 +125,14 @@ void read_total_steps(JsonReader& params, const StrataConfig& strata, SchedulerC
 }
 
 void read_one_cycle(JsonReader& params, SchedulerConfig& out) {
-  for (std::string_view key : {"cycle_min_lr", "cycle_max_lr"})
+  for (std::string_view key : {"cycle_min_lr", "cycle_max_lr"}) {
     if (!params.has(key))
       params.error(key, "missing; OneCycle needs cycle_min_lr and cycle_max_lr");
+    else if (params.is_auto(key))
+      params.error(key,
+                   "got \"auto\", which has no default here (the HF Trainer does not fill "
+                   "it); give the learning rate");
+  }
   params.read("cycle_min_lr", out.cycle_min_lr, RealRange{0, 1e300});
   params.read("cycle_max_lr", out.cycle_max_lr, RealRange{0, 1e300});
   params.read("decay_lr_rate", out.decay_lr_rate, RealRange{0, 1e300});

@@ -64,11 +64,11 @@ void read_strata(JsonReader& top, StrataConfig& out) {
   read_budget(strata, out.device_memory_budget);
   strata.read("overlap_optimizer", out.overlap_optimizer);
   strata.read("micro_batch_size", out.micro_batch_size, IntRange{1, std::int64_t{1} << 40});
-  if (strata.has("lr") && !strata.find("lr")->is_null()) {
+  if (strata.has("lr") && !strata.find("lr")->is_null() && !strata.is_auto("lr")) {
     double lr = 0;
     const auto errors_before = strata.diagnostics().errors.size();
     strata.read("lr", lr, RealRange{0, 1e300});
-    if (strata.diagnostics().errors.size() == errors_before && !strata.is_auto("lr")) out.lr = lr;
+    if (strata.diagnostics().errors.size() == errors_before) out.lr = lr;
   }
   strata.read("job_name", out.job_name);
   bool name_ok = !out.job_name.empty() && out.job_name.size() <= 64;

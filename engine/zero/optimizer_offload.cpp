@@ -51,6 +51,11 @@ OptimizerOffload::OptimizerOffload(gpu::Device& device, const Optimizer& optimiz
                     "set zero_optimization.sub_group_size to a positive element count", 2);
   sub_groups_ = options_.sub_groups.empty() ? make_sub_groups(numel_, options_.sub_group_size)
                                             : options_.sub_groups;
+  // The cut covers the partition in order, without gaps or empty sub-groups.
+  for (std::size_t g = 0; g < sub_groups_.size(); ++g) {
+    STRATA_ASSERT(sub_groups_[g].size() > 0);
+    STRATA_ASSERT(sub_groups_[g].begin == (g == 0 ? 0 : sub_groups_[g - 1].end));
+  }
   STRATA_ASSERT(sub_groups_.empty() || sub_groups_.back().end == numel_);
   const int regions_per_group = 1 + (has_exp_avg_ ? 1 : 0) + (has_exp_avg_sq_ ? 1 : 0);
   std::vector<std::int64_t> extents;

@@ -127,19 +127,21 @@ void TokenDataset::check_fits(int seq_len, int vocab) const {
       fix, 2);
 }
 
-void sample_batch(std::span<const std::uint16_t> split, std::uint64_t seed, std::int64_t step,
-                  std::int64_t micro_batch, int batch, int seq_len, std::span<std::int32_t> inputs,
-                  std::span<std::int32_t> targets) {
+void sample_sequences(std::span<const std::uint16_t> split, std::uint64_t seed, std::int64_t step,
+                      std::int64_t first_sequence, int count, int seq_len,
+                      std::span<std::int32_t> inputs, std::span<std::int32_t> targets) {
   auto window = static_cast<std::size_t>(seq_len) + 1;
   STRATA_ASSERT(split.size() >= window);
+  STRATA_ASSERT(first_sequence >= 0);
   STRATA_ASSERT(inputs.size() ==
-                static_cast<std::size_t>(batch) * static_cast<std::size_t>(seq_len));
+                static_cast<std::size_t>(count) * static_cast<std::size_t>(seq_len));
   STRATA_ASSERT(targets.size() == inputs.size());
   std::uint64_t starts = split.size() - window + 1;
-  for (int row = 0; row < batch; ++row) {
-    std::uint64_t key = mix(seed ^ mix(static_cast<std::uint64_t>(step) * 0x9E3779B97F4A7C15ull ^
-                                       mix(static_cast<std::uint64_t>(micro_batch) * 1024 +
-                                           static_cast<std::uint64_t>(row))));
+  for (int row = 0; row < count; ++row) {
+    // The sequence's index, spread by 2^10 before mixing, keys its window.
+    auto sequence = static_cast<std::uint64_t>(first_sequence + row);
+    std::uint64_t key = mix(
+        seed ^ mix(static_cast<std::uint64_t>(step) * 0x9E3779B97F4A7C15ull ^ mix(sequence << 10)));
     std::size_t start = static_cast<std::size_t>(key % starts);
     for (int t = 0; t < seq_len; ++t) {
       std::size_t at = static_cast<std::size_t>(row) * static_cast<std::size_t>(seq_len) +
@@ -148,6 +150,12 @@ void sample_batch(std::span<const std::uint16_t> split, std::uint64_t seed, std:
       targets[at] = split[start + static_cast<std::size_t>(t) + 1];
     }
   }
+}
+
+std::int64_t first_sequence(std::int64_t micro_step, int rank, int world_size,
+                            std::int64_t micro_batch) {
+  STRATA_ASSERT(rank >= 0 && rank < world_size);
+  return (micro_step * world_size + rank) * micro_batch;
 }
 
 }  // namespace strata::models

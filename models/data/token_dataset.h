@@ -36,11 +36,21 @@ class TokenDataset {
   int max_token_ = 0;
 };
 
-// Fills `inputs` and `targets` (each batch x seq_len) with windows of `split` chosen by a
-// counter-based generator from (seed, step, micro_batch): the same arguments give the same
-// batch on every run and every rank, so ranks can take disjoint parts of one global batch.
-void sample_batch(std::span<const std::uint16_t> split, std::uint64_t seed, std::int64_t step,
-                  std::int64_t micro_batch, int batch, int seq_len, std::span<std::int32_t> inputs,
-                  std::span<std::int32_t> targets);
+// A step's global batch is its sequences 0 .. train_batch_size - 1. Each sequence is a window of
+// `split` chosen by a counter-based generator from (seed, step, sequence) alone, so the global
+// batch is the same for every world size and every micro-batch split, on every run and rank, and
+// a run resumed at a step trains on what it would have seen. Fills `inputs` and `targets` (each
+// count x seq_len) with sequences first_sequence .. first_sequence + count - 1 of `step`.
+void sample_sequences(std::span<const std::uint16_t> split, std::uint64_t seed, std::int64_t step,
+                      std::int64_t first_sequence, int count, int seq_len,
+                      std::span<std::int32_t> inputs, std::span<std::int32_t> targets);
+
+// The first global sequence of micro-step `micro_step` (0-based within the step) on `rank` of
+// `world_size` ranks, each micro-batch `micro_batch` sequences: every micro-step takes the next
+// world_size x micro_batch sequences, rank by rank, so any split of the same global batch covers
+// sequences 0 .. train_batch_size - 1 once. Example: 8 sequences as 2 ranks x micro-batch 2 x 2
+// micro-steps: rank 1 takes 2-3, then 6-7.
+std::int64_t first_sequence(std::int64_t micro_step, int rank, int world_size,
+                            std::int64_t micro_batch);
 
 }  // namespace strata::models

@@ -187,12 +187,42 @@ TEST_F(ConfigAccelerate, NumProcessesOtherThanTheWorldIsWarnedAbout) {
   EXPECT_THAT(loaded.warnings, Contains(HasSubstr("start it with mpirun -np 8")));
 }
 
-TEST_F(ConfigAccelerate, UnknownKeysAreWarnedWithTheNearestKnownOne) {
-  LoadedConfig loaded = load_yaml(
-      "distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stge: 3\nnum_proceses: 1\n");
+TEST_F(ConfigAccelerate, UnknownKeysAreNamedWithTheNearestKnownOne) {
+  // Inside deepspeed_config Accelerate's launcher ignores what it does not know: a warning.
+  LoadedConfig loaded =
+      load_yaml("distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stge: 3\n");
   EXPECT_THAT(loaded.warnings, Contains(AllOf(HasSubstr("deepspeed_config.zero_stge: unknown key"),
                                               HasSubstr("did you mean \"zero_stage\""))));
-  EXPECT_THAT(loaded.warnings, Contains(HasSubstr("did you mean \"num_processes\"")));
+  // At the top of the file Accelerate refuses unknown keys, and so does strata: a typo there
+  // would otherwise drop the whole DeepSpeed block.
+  EXPECT_THAT(error_of("distributed_type: DEEPSPEED\ndeepspeed_confg:\n  zero_stage: 3\n"),
+              AllOf(HasSubstr("deepspeed_confg: unknown key"),
+                    HasSubstr("did you mean \"deepspeed_config\"")));
+}
+
+TEST_F(ConfigAccelerate, AutoInTheDeepSpeedFileTakesAcceleratesDefaults) {
+  write("auto.json", R"({"zero_optimization": {"stage": "auto",
+                          "offload_optimizer": {"device": "auto"}}})");
+  LoadedConfig loaded = load_yaml(
+      "distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: auto.json\n");
+  EXPECT_EQ(loaded.config.zero.stage, 2);
+  EXPECT_EQ(loaded.config.zero.offload_optimizer.device, OffloadDevice::none);
+  EXPECT_THAT(loaded.notes, Contains(HasSubstr("zero_optimization.stage: \"auto\" -> 2 "
+                                               "(Accelerate's default)")));
+}
+
+TEST_F(ConfigAccelerate, ProblemsAreNamedWhereTheyWereWritten) {
+  write("bad.json", R"({"train_micro_batch_size_per_gpu": 0, "zero_optimization": {"stage": 2}})");
+  std::string message = error_of(
+      "distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: bad.json\n");
+  EXPECT_THAT(message, AllOf(HasSubstr("bad.json"), HasSubstr("train_micro_batch_size_per_gpu")));
+  EXPECT_THAT(error_of("distributed_type: DEEPSPEED\ndeepspeed_config:\n  "
+                       "gradient_accumulation_steps: 0\n"),
+              HasSubstr("deepspeed_config.gradient_accumulation_steps: got 0"));
+}
+
+TEST_F(ConfigAccelerate, TheOlderFp16KeyMeansMixedPrecisionFp16) {
+  EXPECT_TRUE(load_yaml("distributed_type: DEEPSPEED\nfp16: true\n").config.fp16.enabled);
 }
 
 TEST_F(ConfigAccelerate, AcceleratesJsonFormIsReadTheSameWay) {
@@ -209,8 +239,18 @@ TEST_F(ConfigAccelerate, FilesThatAreNotConfigsSaySoAndWhy) {
   EXPECT_THAT(error_of("distributed_type: DEEPSPEED\nkey: value: other\n"),
               AllOf(HasSubstr("line 2, column"), HasSubstr("neither JSON nor YAML")));
   EXPECT_THAT(error_of("just some words\n"), HasSubstr("YAML, but not an Accelerate config"));
-  std::string deep = "distributed_type: DEEPSPEED\nx: " + std::string(100, '[') + "\n";
+  std::string deep =
+      "distributed_type: DEEPSPEED\nx: " + std::string(100, '[') + std::string(100, ']') + "\n";
   EXPECT_THAT(error_of(deep), HasSubstr("nested deeper than 64 levels"));
+  EXPECT_THAT(error_of("distributed_type: DEEPSPEED\nmain_process_ip: \"\xff\"\n"),
+              HasSubstr("line 2, column 19: a byte that is not UTF-8"));
+  // A JSON file may start with a UTF-8 byte order mark.
+  EXPECT_EQ(load_config_file(write("bom.json", "\xEF\xBB\xBF{\"train_batch_size\": 4}"))
+                .config.batch.train_batch_size,
+            4);
+  // A file far larger than a config (a token file given by mistake) is refused unread.
+  std::string large(17 << 20, ' ');
+  EXPECT_THAT(error_of(large, "tokens.bin"), HasSubstr("larger than any config (16 MiB at most)"));
   // A broken JSON file stays a JSON error, with its position.
   EXPECT_THAT(error_of("{\"train_batch_size\": 8,\n}\n", "broken.json"),
               HasSubstr("line 2, column 1: malformed JSON"));

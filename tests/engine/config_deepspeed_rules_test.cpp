@@ -113,9 +113,35 @@ TEST(ConfigAuto, StrataSectionMustAgreeWithValuesGivenOutright) {
   std::string message = text_error(R"({"train_micro_batch_size_per_gpu": 2,
       "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}},
       "strata": {"micro_batch_size": 4, "lr": 3e-4}})");
-  EXPECT_THAT(message, HasSubstr("train_micro_batch_size_per_gpu: 2 differs from "
+  EXPECT_THAT(message, HasSubstr("train_micro_batch_size_per_gpu: 2 (given) differs from "
                                  "strata.micro_batch_size 4"));
   EXPECT_THAT(message, HasSubstr("optimizer.params.lr: 0.0001 differs from strata.lr 0.0003"));
+}
+
+TEST(ConfigAuto, WhereNothingCanFillAutoItIsRefused) {
+  EXPECT_THAT(text_error(R"({"train_batch_size": 1, "optimizer": {"type": "auto"}})"),
+              HasSubstr("optimizer.type: got \"auto\", which has no default here"));
+  EXPECT_THAT(text_error(R"({"train_batch_size": 1, "scheduler": {"type": "auto"}})"),
+              HasSubstr("scheduler.type: got \"auto\", which has no default here"));
+  EXPECT_THAT(text_error(R"({"train_batch_size": 1, "scheduler": {"type": "OneCycle",
+                             "params": {"cycle_min_lr": "auto", "cycle_max_lr": 1e-3}}})"),
+              HasSubstr("scheduler.params.cycle_min_lr: got \"auto\", which has no default"));
+}
+
+TEST(ConfigAuto, NotesSayWhereAValueCameFrom) {
+  LoadedConfig derived = load(R"({"train_batch_size": 32, "train_micro_batch_size_per_gpu": "auto",
+                                  "gradient_accumulation_steps": 4, "strata": {"lr": "auto"}})",
+                              2);
+  EXPECT_EQ(derived.config.batch.train_micro_batch_size_per_gpu, 4);
+  EXPECT_THAT(derived.notes, Contains(HasSubstr("train_micro_batch_size_per_gpu: \"auto\" -> 4 "
+                                                "(train_batch_size / (gradient_accumulation_steps "
+                                                "x world size))")));
+  EXPECT_FALSE(derived.config.strata.lr.has_value());
+  EXPECT_THAT(derived.notes, Not(Contains(HasSubstr("strata.lr: \"auto\" -> 0"))));
+  // strata.micro_batch_size fills only "auto"; a micro-batch DeepSpeed derives must agree with it.
+  EXPECT_THAT(text_error(R"({"train_batch_size": 16, "strata": {"micro_batch_size": 32}})"),
+              HasSubstr("train_micro_batch_size_per_gpu: 16 (from train_batch_size and the "
+                        "others) differs from strata.micro_batch_size 32"));
 }
 
 TEST(ConfigAuto, StrataLrSetsTheDefaultOptimizer) {

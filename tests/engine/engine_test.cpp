@@ -71,13 +71,12 @@ TrainedRun train(const Config& config, int steps, std::int64_t budget = 256 << 2
       // One global batch of micro * accumulation sequences, cut the same way whatever the split.
       std::int64_t per_micro = config.batch.train_micro_batch_size_per_gpu;
       for (std::int64_t micro = 0; micro < accumulation; ++micro) {
-        for (std::int64_t row = 0; row < per_micro; ++row) {
-          std::int64_t sequence = micro * per_micro + row;
-          auto at = static_cast<std::size_t>(sequence * m.seq_len);
-          models::sample_batch(tokens, 3, step, sequence, 1, static_cast<int>(m.seq_len),
-                               std::span(inputs).subspan(at, static_cast<std::size_t>(m.seq_len)),
-                               std::span(targets).subspan(at, static_cast<std::size_t>(m.seq_len)));
-        }
+        const std::int64_t first = models::first_sequence(micro, 0, 1, per_micro);
+        const auto at = static_cast<std::size_t>(first * m.seq_len);
+        const auto length = static_cast<std::size_t>(per_micro * m.seq_len);
+        models::sample_sequences(tokens, 3, step, first, static_cast<int>(per_micro),
+                                 static_cast<int>(m.seq_len), std::span(inputs).subspan(at, length),
+                                 std::span(targets).subspan(at, length));
       }
       run.losses.push_back(engine.train_batch(inputs, targets).loss);
     }

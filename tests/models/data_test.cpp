@@ -177,18 +177,52 @@ TEST(TokenDataset, RefusesVocabSmallerThanTheTokens) {
   EXPECT_THROW(dataset.check_fits(8, 256), UserError);
 }
 
-TEST(SampleBatch, IsDeterministicAndShiftsTargetsByOne) {
+TEST(SampleSequences, IsDeterministicAndShiftsTargetsByOne) {
   std::vector<std::uint16_t> split(500);
   for (std::size_t i = 0; i < split.size(); ++i)
     split[i] = static_cast<std::uint16_t>(i);
   std::vector<std::int32_t> inputs(4 * 16), targets(4 * 16), again(4 * 16), other(4 * 16);
-  sample_batch(split, 7, 3, 0, 4, 16, inputs, targets);
-  sample_batch(split, 7, 3, 0, 4, 16, again, targets);
+  sample_sequences(split, 7, 3, 0, 4, 16, inputs, targets);
+  sample_sequences(split, 7, 3, 0, 4, 16, again, targets);
   EXPECT_EQ(inputs, again);
   for (std::size_t i = 0; i < inputs.size(); ++i)
     EXPECT_EQ(targets[i], inputs[i] + 1);
-  sample_batch(split, 7, 3, 1, 4, 16, other, targets);
+  sample_sequences(split, 7, 3, 4, 4, 16, other, targets);
   EXPECT_NE(inputs, other);
+}
+
+// The rows every rank trains on at one step, in global order, for a split of the same global
+// batch into ranks, micro-batches and micro-steps.
+std::vector<std::int32_t> global_batch(std::span<const std::uint16_t> split, int world,
+                                       std::int64_t micro_batch, std::int64_t micro_steps) {
+  constexpr int seq_len = 8;
+  std::vector<std::int32_t> all(static_cast<std::size_t>(world * micro_batch * micro_steps) *
+                                seq_len);
+  for (int rank = 0; rank < world; ++rank) {
+    for (std::int64_t micro = 0; micro < micro_steps; ++micro) {
+      const std::int64_t first = first_sequence(micro, rank, world, micro_batch);
+      const auto at = static_cast<std::size_t>(first) * seq_len;
+      const auto length = static_cast<std::size_t>(micro_batch) * seq_len;
+      std::vector<std::int32_t> targets(length);
+      sample_sequences(split, 11, 5, first, static_cast<int>(micro_batch), seq_len,
+                       std::span(all).subspan(at, length), targets);
+    }
+  }
+  return all;
+}
+
+// Data order: the global batch of a step is the same for any
+// world size and micro-batch split of train_batch_size 8.
+TEST(SampleSequences, TheGlobalBatchIsTheSameForAnySplit) {
+  std::vector<std::uint16_t> split(10'000);
+  for (std::size_t i = 0; i < split.size(); ++i)
+    split[i] = static_cast<std::uint16_t>(i);
+  const std::vector<std::int32_t> one_rank = global_batch(split, 1, 8, 1);
+  EXPECT_EQ(global_batch(split, 1, 2, 4), one_rank);
+  EXPECT_EQ(global_batch(split, 2, 2, 2), one_rank);
+  EXPECT_EQ(global_batch(split, 4, 1, 2), one_rank);
+  EXPECT_EQ(global_batch(split, 8, 1, 1), one_rank);
+  EXPECT_EQ(first_sequence(1, 1, 2, 2), 6);  // rank 1's second micro-step: sequences 6-7
 }
 
 }  // namespace

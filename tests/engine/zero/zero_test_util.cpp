@@ -82,14 +82,13 @@ const std::vector<std::uint16_t>& corpus() {
 void fill_batch(int step, std::int64_t micro_batch, std::int64_t accumulation, int rank,
                 int world_size, std::int64_t seq_len, std::span<std::int32_t> inputs,
                 std::span<std::int32_t> targets) {
-  const auto length = static_cast<std::size_t>(seq_len);
+  const auto length = static_cast<std::size_t>(micro_batch * seq_len);
   for (std::int64_t micro = 0; micro < accumulation; ++micro) {
-    for (std::int64_t row = 0; row < micro_batch; ++row) {
-      const std::int64_t global_row = micro * world_size * micro_batch + rank * micro_batch + row;
-      const auto at = static_cast<std::size_t>((micro * micro_batch + row) * seq_len);
-      models::sample_batch(corpus(), 3, step, global_row, 1, static_cast<int>(seq_len),
-                           inputs.subspan(at, length), targets.subspan(at, length));
-    }
+    const auto at = static_cast<std::size_t>(micro) * length;
+    models::sample_sequences(corpus(), 3, step,
+                             models::first_sequence(micro, rank, world_size, micro_batch),
+                             static_cast<int>(micro_batch), static_cast<int>(seq_len),
+                             inputs.subspan(at, length), targets.subspan(at, length));
   }
 }
 
