@@ -260,9 +260,10 @@ void add_bench_gemm_command(CLI::App& bench, CommandContext& /*context*/) {
   CLI::App* command = bench.add_subcommand(
       "gemm", "Measure the model's matrix products: strata's host matmul op beside OpenBLAS sgemm");
   command
-      ->add_option("--config", options->config_path,
-                   "DeepSpeed JSON config whose model to take the shapes from (default: the "
-                   "built-in demo)")
+      ->add_option(
+          "--config", options->config_path,
+          "DeepSpeed or Accelerate config whose model to take the shapes from (default: the "
+          "built-in demo)")
       ->check(CLI::ExistingFile);
   command->add_option("--m", options->m, "Rows of one product (with --n and --k)")
       ->check(CLI::PositiveNumber);

@@ -336,9 +336,10 @@ void add_estimate_command(CLI::App& app, CommandContext& /*context*/) {
   command->add_option("--nodes", options->nodes, "Nodes (default 1)")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
   command
-      ->add_option("--config", options->config_path,
-                   "DeepSpeed JSON config: precision, optimizer, bucket, buffer, sub-group and "
-                   "stage3 sizes, nvme_path")
+      ->add_option(
+          "--config", options->config_path,
+          "DeepSpeed or Accelerate config: precision, optimizer, bucket, buffer, sub-group and "
+          "stage3 sizes, nvme_path")
       ->check(CLI::ExistingFile);
   command->add_flag("--model", options->model,
                     "Take params, largest layer and activations from the config's strata.model");

@@ -248,7 +248,7 @@ void add_report_command(CLI::App& app, CommandContext& /*context*/) {
   auto options = std::make_shared<ReportOptions>();
   command
       ->add_option("--config", options->config_path,
-                   "DeepSpeed JSON config: its nvme_path is the default --path")
+                   "DeepSpeed or Accelerate config: its nvme_path is the default --path")
       ->check(CLI::ExistingFile);
   command->add_option("--path", options->path,
                       "Directory to examine for swap files (file system, free space, O_DIRECT); "

@@ -285,7 +285,8 @@ int train_on(gpu::World& world, const TrainOptions& options) {
 void add_train_command(CLI::App& app, CommandContext& context) {
   auto options = std::make_shared<TrainOptions>();
   auto* command = app.add_subcommand(
-      "train", "Train a GPT with a DeepSpeed config (the built-in demo without --config)");
+      "train",
+      "Train a GPT with a DeepSpeed or Accelerate config (the built-in demo without --config)");
   command
       ->add_option("--config", options->config_path,
                    "DeepSpeed JSON config or Accelerate config (YAML)")
