@@ -5,6 +5,7 @@
 
 #include <fstream>
 
+#include "tests/aio/aio_test_support.h"
 #include "tests/engine/config_test_util.h"
 
 namespace strata::engine {
@@ -16,13 +17,6 @@ using ::testing::HasSubstr;
 
 class ConfigAccelerate : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::path(::testing::TempDir()) /
-           ("strata-accelerate-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
   std::filesystem::path write(const std::string& name, std::string_view text) {
     std::filesystem::path path = dir_ / name;
     std::ofstream(path) << text;
@@ -43,7 +37,8 @@ class ConfigAccelerate : public ::testing::Test {
     return "";
   }
 
-  std::filesystem::path dir_;
+  aio::testing::TempDir temp_;
+  const std::filesystem::path& dir_ = temp_.path();
 };
 
 TEST_F(ConfigAccelerate, DeepSpeedKeysMapAsAccelerateMapsThem) {

@@ -5,11 +5,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <map>
 
+#include "tests/aio/aio_test_support.h"
 #include "tests/engine/config_test_util.h"
 
 namespace strata::engine {
@@ -145,8 +144,8 @@ TEST(RealAccelerateConfig, TheyMapAsAccelerateMapsThem) {
 TEST(RealAccelerateConfig, DeepSpeedFileRelativeToWhereItRuns) {
   const auto yaml = testing::fixture("accelerate", "hiyouga_llama_factory_ds_multi_nodes.yaml");
   EXPECT_THROW(load_config_file(yaml), ConfigError);  // from here the path names nothing
-  const auto root = std::filesystem::path(::testing::TempDir()) /
-                    ("strata-llama-factory-" + std::to_string(::getpid()));
+  const aio::testing::TempDir temp;
+  const std::filesystem::path& root = temp.path();
   std::filesystem::create_directories(root / "examples/deepspeed");
   std::filesystem::copy_file(
       testing::fixture("real", "hiyouga_llama_factory_ds_z3_offload_config.json"),
@@ -156,7 +155,6 @@ TEST(RealAccelerateConfig, DeepSpeedFileRelativeToWhereItRuns) {
   std::filesystem::current_path(root);
   LoadedConfig loaded = load_config_file(yaml, 16);
   std::filesystem::current_path(here);
-  std::filesystem::remove_all(root);
   EXPECT_EQ(loaded.config.zero.stage, 3);
   EXPECT_EQ(loaded.config.zero.offload_param.device, OffloadDevice::cpu);
   EXPECT_EQ(loaded.config.batch.gradient_accumulation_steps, 1);
