@@ -57,12 +57,6 @@ constexpr std::string_view kReplacedByFile[] = {
     "offload_optimizer_device",    "offload_param_device",  "offload_param_nvme_path",
     "offload_optimizer_nvme_path", "zero3_save_16bit_model"};
 
-std::string lowercase(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return text;
-}
-
 void note(Diagnostics& diagnostics, std::string text) {
   diagnostics.notes.push_back(std::move(text));
 }

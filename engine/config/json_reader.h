@@ -28,6 +28,9 @@ std::string join_path(std::string_view parent, std::string_view key);
 // A value as the user wrote it, compact and cut at 60 characters: 5, "auto", [0.9,0.999].
 std::string show(const nlohmann::json& value);
 
+// `text` in lower case (ASCII): DeepSpeed and Accelerate match some names case-insensitively.
+std::string lowercase(std::string text);
+
 // Levenshtein distance, for "did you mean".
 std::size_t edit_distance(std::string_view a, std::string_view b);
 

@@ -40,12 +40,6 @@ const std::vector<std::string> unsupported_optimizers = {
     "nadam", "radam",      "lbfgs",       "sparseadam", "asgd",   "rprop",
 };
 
-std::string lowercase(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return text;
-}
-
 // The params each type takes; a param of another type is named as such, not as a typo.
 std::vector<std::string_view> params_of(OptimizerType type) {
   switch (type) {
