@@ -24,4 +24,12 @@ class UserError : public std::runtime_error {
   int exit_status_;
 };
 
+// The fix an error carries when it is a UserError (an I/O error's: free space, check the
+// drive), else `otherwise`: so that wrapping an error keeps what the user can do about it.
+inline std::string fix_of(const std::exception& error,
+                          const std::string& otherwise = "check the disk and the system log") {
+  const auto* user = dynamic_cast<const UserError*>(&error);
+  return user != nullptr ? user->fix() : otherwise;
+}
+
 }  // namespace strata

@@ -13,25 +13,14 @@
 #include "base/log.h"
 #include "cpu_adam/half.h"
 #include "cpu_adam/optimizer.h"
-#include "engine/memory/stream_ordered_memory.h"
+#include "engine/engine_state.h"
 #include "engine/optim/grad_clip.h"
-#include "engine/optim/loss_scaler.h"
-#include "engine/optim/lr_schedule.h"
-#include "engine/optimizer.h"
 #include "engine/param_init.h"
-#include "engine/zero/grad_reducer.h"
 #include "engine/zero/offload_options.h"
-#include "engine/zero/optimizer_offload.h"
-#include "engine/zero/overlapped_step.h"
-#include "engine/zero/param_coordinator.h"
-#include "engine/zero/param_tier.h"
-#include "gpu/comm.h"
 #include "gpu/event.h"
 #include "gpu/ops.h"
-#include "gpu/stream.h"
 
 namespace strata::engine {
-namespace {
 
 std::vector<std::vector<ParamSpec>> declared_parameters(Model& model) {
   std::vector<std::vector<ParamSpec>> specs;
@@ -40,17 +29,21 @@ std::vector<std::vector<ParamSpec>> declared_parameters(Model& model) {
   return specs;
 }
 
-std::vector<std::string> module_names(Model& model) {
-  std::vector<std::string> names;
-  for (Module* module : model.modules())
-    names.emplace_back(module->name());
-  return names;
-}
-
 ParamCopy storage_type(const Config& config) {
   if (config.bf16.enabled) return ParamCopy::bf16;
   if (config.fp16.enabled) return ParamCopy::fp16;
   return ParamCopy::none;
+}
+
+void to_storage(ParamCopy copy, std::span<const float> values, std::byte* out) {
+  if (copy == ParamCopy::none) {
+    std::memcpy(out, values.data(), values.size_bytes());
+    return;
+  }
+  auto* bits = reinterpret_cast<std::uint16_t*>(out);
+  for (std::size_t i = 0; i < values.size(); ++i)
+    bits[i] = copy == ParamCopy::bf16 ? cpu_adam::to_bf16(values[i]).bits
+                                      : cpu_adam::to_fp16(values[i]).bits;
 }
 
 gpu::DataType to_data_type(ParamCopy copy) {
@@ -63,6 +56,15 @@ gpu::DataType to_data_type(ParamCopy copy) {
       break;
   }
   return gpu::DataType::float32;
+}
+
+namespace {
+
+std::vector<std::string> module_names(Model& model) {
+  std::vector<std::string> names;
+  for (Module* module : model.modules())
+    names.emplace_back(module->name());
+  return names;
 }
 
 constexpr std::int64_t kFloat = sizeof(float);
@@ -114,72 +116,6 @@ void check_supported(const Runtime& runtime, const Config& config, Model& model)
 
 }  // namespace
 
-// One rank's share of ZeRO (docs/architecture.md, "One training step"): the parameter tier holds
-// the rank's 16-bit shards, the coordinator gathers whole modules for compute, the reducer turns
-// module gradients into the rank's fp32 gradient partition, and the optimizer (on the device, or
-// offloaded to CPU/NVMe) updates the partition and writes the new shards back to the tier.
-// Stage 0 is the same machinery over an unsharded layout with every module kept gathered.
-struct Engine::State {
-  State(Runtime& runtime_in, const Config& config_in, Model& model_in)
-      : runtime(runtime_in),
-        config(config_in),
-        model(model_in),
-        layout(declared_parameters(model_in),
-               config_in.zero.stage == 0 ? 1 : runtime_in.comm.world_size()),
-        optimizer(config_in.optimizer),
-        schedule(config_in.scheduler, config_in.optimizer),
-        loss_scaler(config_in.fp16),
-        copy_type(storage_type(config_in)),
-        storage(to_data_type(copy_type)),
-        memory(runtime_in.device) {}
-
-  Runtime& runtime;
-  Config config;
-  Model& model;
-  zero::FlatLayout layout;
-  Optimizer optimizer;
-  optim::LrSchedule schedule;
-  optim::LossScaler loss_scaler;
-  ParamCopy copy_type;
-  gpu::DataType storage;
-  memory::StreamOrderedMemory memory;
-
-  std::unique_ptr<zero::ParamTier> tier;
-  std::unique_ptr<zero::ParamCoordinator> coordinator;
-  std::unique_ptr<zero::GradReducer> reducer;
-  // The optimizer on the device (offload_optimizer none) ...
-  gpu::DeviceBuffer master;
-  gpu::DeviceBuffer exp_avg;
-  gpu::DeviceBuffer exp_avg_sq;
-  // ... or offloaded to CPU memory or NVMe, its step overlapped with backward when asked.
-  std::unique_ptr<zero::OptimizerOffload> offload;
-  std::unique_ptr<zero::OverlappedStep> overlap;
-
-  gpu::DeviceBuffer losses;  // one per micro-batch, averaged over ranks
-  gpu::PinnedBuffer losses_host;
-  std::int64_t steps_taken = 0;
-  std::int64_t device_peak = 0;
-
-  gpu::Stream& stream() { return runtime.device.compute_stream(); }
-  int shard_rank() const { return layout.world_size() > 1 ? runtime.comm.rank() : 0; }
-
-  void build();
-  std::int64_t overlap_window(const zero::OptimizerOffloadOptions& options) const;
-  std::vector<float> initial_master() const;
-  void run_forward(std::int64_t micro_batch);
-  void run_backward(std::int64_t micro_batch, bool last_micro);
-  void average_losses(std::int64_t count);
-  StepHyperparameters hyperparameters(float grad_scale) const;
-  StepHyperparameters guess_step() const;
-  StepHyperparameters plan_step(StepStats& stats);
-  zero::StepIo step_io();
-  void apply_step(const StepHyperparameters& hyper);
-  void finish_overlapped_step(const StepHyperparameters& hyper, StepStats& stats);
-  std::int64_t nvme_read_bytes() const;
-  std::int64_t nvme_write_bytes() const;
-  std::int64_t host_bytes() const;
-};
-
 // The rank's partition of fp32 master weights: each module initialised whole (the values depend
 // only on the seed and the tensor, never on the layout) and this rank's shard kept.
 std::vector<float> Engine::State::initial_master() const {
@@ -227,16 +163,7 @@ void Engine::State::build() {
 
   // The parameter tier starts from the master weights in the storage type.
   std::vector<std::byte> shards(static_cast<std::size_t>(partition * element));
-  if (copy_type == ParamCopy::none) {
-    std::memcpy(shards.data(), master_values.data(), shards.size());
-  } else {
-    auto* out = reinterpret_cast<std::uint16_t*>(shards.data());
-    for (std::int64_t i = 0; i < partition; ++i) {
-      const float value = master_values[static_cast<std::size_t>(i)];
-      out[i] = copy_type == ParamCopy::bf16 ? cpu_adam::to_bf16(value).bits
-                                            : cpu_adam::to_fp16(value).bits;
-    }
-  }
+  to_storage(copy_type, master_values, shards.data());
   tier = std::make_unique<zero::ParamTier>(device, layout,
                                            zero::param_tier_options(config, rank, element), shards);
   shards = {};
@@ -505,6 +432,7 @@ Engine::~Engine() {
 StepStats Engine::train_batch(std::span<const std::int32_t> inputs,
                               std::span<const std::int32_t> targets) {
   State& s = *state_;
+  s.check_usable();
   auto started = std::chrono::steady_clock::now();
   gpu::Device& device = s.runtime.device;
   gpu::TransferCounters before = device.transfer_counters();
@@ -540,8 +468,15 @@ StepStats Engine::train_batch(std::span<const std::int32_t> inputs,
     }
     if (!stats.skipped) ++s.steps_taken;
     s.stream().synchronize();
-  } catch (...) {
+    ++s.batches_trained;
+  } catch (const UserError& error) {
     // The optimizer must not keep a half-made overlapped step of a failed one.
+    if (s.overlap) s.overlap->abandon();
+    if (!s.inconsistent()) throw;
+    // The states are lost: say where the run can be resumed from, keeping the cause's own fix.
+    throw UserError(error.what(), fmt::format("{}; then {}", error.fix(), s.resume_advice()),
+                    error.exit_status());
+  } catch (...) {
     if (s.overlap) s.overlap->abandon();
     throw;
   }
@@ -567,6 +502,7 @@ StepStats Engine::train_batch(std::span<const std::int32_t> inputs,
 double Engine::evaluate(std::span<const std::int32_t> inputs,
                         std::span<const std::int32_t> targets) {
   State& s = *state_;
+  s.check_usable();
   std::int64_t micro_tokens = s.model.tokens_per_micro_batch();
   STRATA_ASSERT(static_cast<std::int64_t>(inputs.size()) % micro_tokens == 0);
   std::int64_t batches = static_cast<std::int64_t>(inputs.size()) / micro_tokens;
@@ -603,6 +539,10 @@ MemoryUse Engine::memory_use() const {
 
 std::int64_t Engine::steps_taken() const {
   return state_->steps_taken;
+}
+
+std::int64_t Engine::batches_trained() const {
+  return state_->batches_trained;
 }
 
 // Collective when the layout is sharded: every rank calls it and gets the whole model.

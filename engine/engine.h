@@ -1,8 +1,10 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "engine/config/config.h"
@@ -52,6 +54,16 @@ struct MemoryUse {
   std::int64_t nvme_bytes = 0;         // this rank's swap files (parameters and optimizer states)
 };
 
+// What a save or a load did, for the log line and the benchmark.
+struct CheckpointInfo {
+  std::filesystem::path path;  // the checkpoint directory, dir/<tag>
+  std::int64_t step = 0;       // optimizer steps applied
+  std::int64_t batches = 0;    // batches trained: the next batch is batches + 1
+  std::int64_t bytes = 0;      // this rank's bytes written (save) or checked and read (load)
+  double seconds = 0;
+  int pruned = 0;  // older checkpoints removed after the save (keep_last)
+};
+
 // Trains a Model with the config's batch, precision, optimizer, scheduler and ZeRO settings
 // (docs/architecture.md, "One training step"): train_batch reads as its phases, forward,
 // backward, reduce, step.
@@ -73,9 +85,23 @@ class Engine {
   // The mean loss of forward passes over `inputs` (whole micro-batches), without any update.
   double evaluate(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets);
 
+  // Saves everything the run needs to continue into `dir`/`tag` (docs/checkpoints.md):
+  // collective, every rank calls it with the same arguments. The checkpoint appears whole or not
+  // at all, `dir`/latest then names it, and checkpoints beyond checkpoint.keep_last are pruned.
+  // Throws UserError naming the file and the fix for a disk error; the run can go on after one.
+  CheckpointInfo save_checkpoint(const std::filesystem::path& dir, const std::string& tag);
+  // Continues from a checkpoint saved at any stage, offload and world size: `path` is a
+  // checkpoint directory, or a save directory whose `latest` names one. Collective. Refuses,
+  // before changing anything, a checkpoint of another model or optimizer, or one whose files are
+  // missing, truncated or fail their CRC32C, naming the file (and tensor) and the fix. An error
+  // part way through the copy (a disk failing) leaves the engine refusing every later call.
+  CheckpointInfo load_checkpoint(const std::filesystem::path& path);
+
   const zero::FlatLayout& layout() const;
   MemoryUse memory_use() const;
   std::int64_t steps_taken() const;
+  // Batches trained so far (the data position), skipped steps included; a loaded checkpoint's.
+  std::int64_t batches_trained() const;
   // The fp32 master value of every parameter, in all_tensors() order, for tests and exports.
   std::vector<float> master_parameters();
 

@@ -3,9 +3,7 @@
 // the loss curves as a PNG at the end.
 #include <fmt/format.h>
 
-#include <atomic>
 #include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -26,29 +24,59 @@
 #include "tools/commands.h"
 #include "tools/demo_config.h"
 #include "tools/train_output.h"
+#include "tools/train_stop.h"
 
 namespace strata::tools {
 namespace {
 
-std::atomic<bool> interrupted{false};
-
-extern "C" void on_interrupt(int /*signal*/) {
-  interrupted.store(true);
-}
-
 struct TrainOptions {
   std::string config_path;
-  std::int64_t steps = 0;  // 0 = strata.train_steps
+  std::int64_t steps = 0;  // the last step's number; 0 = strata.train_steps
   std::string metrics_path;
   std::string out_dir = "strata-out";
   std::int64_t eval_every = 50;
+  // Override strata.checkpoint when given.
+  std::string save_dir;
+  std::optional<std::int64_t> save_every;
+  std::optional<std::int64_t> keep_last;
+  std::string resume;  // a save directory (its latest) or a checkpoint directory
 };
 
 engine::LoadedConfig load(const TrainOptions& options, int world_size) {
-  if (options.config_path.empty()) {
-    return engine::parse_config_text(demo_config_json(), "the built-in demo config", world_size);
+  engine::LoadedConfig loaded =
+      options.config_path.empty()
+          ? engine::parse_config_text(demo_config_json(), "the built-in demo config", world_size)
+          : engine::load_config_file(options.config_path, world_size);
+  engine::CheckpointConfig& checkpoint = loaded.config.checkpoint;
+  if (!options.save_dir.empty()) checkpoint.dir = options.save_dir;
+  if (options.save_every) checkpoint.every_steps = *options.save_every;
+  if (options.keep_last) checkpoint.keep_last = *options.keep_last;
+  return loaded;
+}
+
+std::string tag_for(std::int64_t step) {
+  return fmt::format("global_step{}", step);
+}
+
+// Saves into strata.checkpoint.dir (or --save-dir) and says so.
+void save(engine::Engine& engine, const engine::Config& config, std::int64_t step, bool leader) {
+  const engine::CheckpointInfo info = engine.save_checkpoint(config.checkpoint.dir, tag_for(step));
+  if (!leader) return;
+  base::logger("tools").info("saved {} (step {}): {} in {:.2f} s{}", info.path.string(), step,
+                             base::format_bytes(static_cast<double>(info.bytes)), info.seconds,
+                             info.pruned > 0 ? fmt::format(", {} older removed", info.pruned)
+                                             : std::string());
+}
+
+// --resume: the engine continues from the checkpoint; the run from the batch after it.
+std::int64_t resume(engine::Engine& engine, const std::string& from, bool leader) {
+  if (from.empty()) return 0;
+  const engine::CheckpointInfo info = engine.load_checkpoint(from);
+  if (leader) {
+    base::logger("tools").info("resumed from {}: step {}, continuing with batch {}",
+                               info.path.string(), info.step, info.batches + 1);
   }
-  return engine::load_config_file(options.config_path, world_size);
+  return info.batches;
 }
 
 // Shapes the config loader cannot judge alone: they need the tokenizer and the data.
@@ -207,9 +235,10 @@ int train_on(gpu::World& world, const TrainOptions& options) {
   models::Gpt model(shape);
   engine::Runtime runtime{*device, *ops, *comm};
   engine::Engine engine(runtime, config, model);
+  const std::int64_t done_before = resume(engine, options.resume, leader);
 
   std::filesystem::create_directories(options.out_dir);
-  MetricsWriter metrics(leader ? options.metrics_path : "");
+  MetricsWriter metrics(leader ? options.metrics_path : "", /*append=*/done_before > 0);
   TrainProgress progress(steps, config.steps_per_print, leader);
   std::int64_t accumulation = config.batch.gradient_accumulation_steps;
   std::int64_t micro_tokens = shape.rows();
@@ -230,13 +259,14 @@ int train_on(gpu::World& world, const TrainOptions& options) {
     }
   };
 
-  std::signal(SIGINT, on_interrupt);
+  const StopSignals signals;
+  const bool saving = !config.checkpoint.dir.empty();
   auto started = std::chrono::steady_clock::now();
   double last_validation = -1;
   double step_seconds = 0;  // the steps' own time, validation left out
   std::int64_t tokens_trained = 0;
-  std::int64_t step = 0;
-  for (step = 1; step <= steps && !interrupted.load(); ++step) {
+  int stopped_by = 0;
+  for (std::int64_t step = done_before + 1; step <= steps; ++step) {
     sample(data.train(), config.strata.seed, step, accumulation);
     engine::StepStats stats = engine.train_batch(inputs, targets);
     double validation = -1;
@@ -250,20 +280,24 @@ int train_on(gpu::World& world, const TrainOptions& options) {
     tokens_trained += stats.tokens;
     progress.update(stats, tokens_per_s, validation);
     metrics.write(stats, tokens_per_s, validation);
-    curve.push_back({stats.step, stats.loss, validation});
+    curve.push_back({step, stats.loss, validation});
+    stopped_by = signals.requested(*comm, *device);
+    const bool every = config.checkpoint.every_steps > 0 &&
+                       step % config.checkpoint.every_steps == 0;
+    if (saving && (every || step == steps || stopped_by != 0)) save(engine, config, step, leader);
+    if (stopped_by != 0) break;
   }
   progress.finish();
-  std::signal(SIGINT, SIG_DFL);
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  if (!leader) return 0;
+  if (!leader) return stopped_by != 0 ? StopSignals::exit_status(stopped_by) : 0;
 
   std::filesystem::path png = plot_losses(options.out_dir, curve, data.entropy_floor_nats);
   std::int64_t done = static_cast<std::int64_t>(curve.size());
   std::string validation =
       last_validation >= 0 ? fmt::format("{:.4f}", last_validation) : "not measured";
   fmt::print("{} {} steps in {:.1f} s: loss {:.4f} -> {:.4f}, validation {}{}\n",
-             interrupted.load() ? "interrupted after" : "trained", done, seconds,
+             stopped_by != 0 ? fmt::format("stopped by {} after", StopSignals::name(stopped_by)) : "trained", done, seconds,
              curve.empty() ? 0.0 : curve.front().train_loss,
              curve.empty() ? 0.0 : curve.back().train_loss, validation,
              data.entropy_floor_nats > 0 ? fmt::format(" (floor {:.4f})", data.entropy_floor_nats)
@@ -277,7 +311,7 @@ int train_on(gpu::World& world, const TrainOptions& options) {
              model.flops_per_token());
   if (!png.empty()) fmt::print("loss curves: {}\n", png.string());
   if (!options.metrics_path.empty()) fmt::print("metrics: {}\n", options.metrics_path);
-  return interrupted.load() ? 130 : 0;
+  return stopped_by != 0 ? StopSignals::exit_status(stopped_by) : 0;
 }
 
 }  // namespace
@@ -299,6 +333,18 @@ void add_train_command(CLI::App& app, CommandContext& context) {
   command->add_option("--eval-every", options->eval_every, "Validation loss every N steps")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  command->add_option("--save-dir", options->save_dir,
+                      "Save checkpoints here (strata.checkpoint.dir): every --save-every steps, "
+                      "after the last step, and on SIGTERM/SIGINT");
+  command->add_option("--save-every", options->save_every,
+                      "Save every N steps (strata.checkpoint.every_steps; 0: only at the end)")
+      ->check(CLI::NonNegativeNumber);
+  command->add_option("--keep-last", options->keep_last,
+                      "Keep the newest K checkpoints, remove older ones (0 keeps all)")
+      ->check(CLI::NonNegativeNumber);
+  command->add_option("--resume", options->resume,
+                      "Continue from a save directory's latest checkpoint, or from DIR/TAG; "
+                      "--steps stays the number of the run's last step");
   command->callback([options, &context] { context.exit_status = run_training(*options); });
 }
 

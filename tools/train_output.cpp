@@ -53,9 +53,9 @@ void TrainProgress::finish() {
   if (enabled_ && terminal_) fmt::print("\n");
 }
 
-MetricsWriter::MetricsWriter(const std::filesystem::path& path) {
+MetricsWriter::MetricsWriter(const std::filesystem::path& path, bool append) {
   if (path.empty()) return;
-  out_.open(path, std::ios::trunc);
+  out_.open(path, append ? std::ios::app : std::ios::trunc);
   if (!out_) {
     throw UserError(fmt::format("cannot write the metrics file {}", path.string()),
                     "pass --metrics a path in a writable directory");

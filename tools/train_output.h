@@ -33,10 +33,11 @@ class TrainProgress {
   bool terminal_;
 };
 
-// --metrics FILE.jsonl: one JSON object per step.
+// --metrics FILE.jsonl: one JSON object per step; a resumed run appends to the file.
 class MetricsWriter {
  public:
-  explicit MetricsWriter(const std::filesystem::path& path);  // "" writes nothing
+  // "" writes nothing.
+  explicit MetricsWriter(const std::filesystem::path& path, bool append = false);
   void write(const engine::StepStats& stats, double tokens_per_s, double validation_loss);
 
  private:

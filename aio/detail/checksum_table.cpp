@@ -1,7 +1,6 @@
 #include "aio/detail/checksum_table.h"
 
 #include <fcntl.h>
-#include <isa-l/crc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +8,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "aio/crc32c.h"
 #include "base/assert.h"
 
 namespace strata::aio::detail {
@@ -55,10 +55,9 @@ int read_all(int fd, void* data, std::size_t length) {
 }  // namespace
 
 std::uint32_t crc32c(const std::byte* data, std::int64_t length_bytes) noexcept {
-  // ISA-L takes an int length and a non-const pointer it only reads.
-  STRATA_ASSERT(length_bytes >= 0 && length_bytes <= (std::int64_t{1} << 30));
-  auto* bytes = const_cast<unsigned char*>(reinterpret_cast<const unsigned char*>(data));
-  return crc32_iscsi(bytes, static_cast<int>(length_bytes), 0xFFFFFFFFu);
+  // The sidecar format stores ISA-L's value before the final inversion.
+  STRATA_ASSERT(length_bytes >= 0);
+  return ~aio::crc32c({data, static_cast<std::size_t>(length_bytes)});
 }
 
 void ChecksumTable::grow(std::int64_t size_bytes) {

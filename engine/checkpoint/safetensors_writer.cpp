@@ -1,15 +1,19 @@
 // SafetensorsWriter (engine/checkpoint/safetensors.h): the header first, then each tensor's bytes
-// as they are appended, through plain buffered writes of the caller's pieces.
+// as they are appended, staged in aligned buffers that go to the disk through aio.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
-#include <array>
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <system_error>
+#include <utility>
 
+#include "aio/errors.h"
+#include "aio/file.h"
 #include "base/assert.h"
 #include "base/error.h"
 #include "engine/checkpoint/safetensors.h"
@@ -48,74 +52,142 @@ std::string header_text(const std::vector<SafetensorsWriter::Tensor>& tensors,
   return text;
 }
 
+// The length prefix and the header, as the file's first bytes.
+std::vector<std::byte> file_start(const std::string& header) {
+  std::vector<std::byte> bytes(8 + header.size());
+  auto length = static_cast<std::uint64_t>(header.size());
+  for (std::size_t i = 0; i < 8; ++i)
+    bytes[i] = static_cast<std::byte>((length >> (8 * i)) & 0xff);
+  std::memcpy(bytes.data() + 8, header.data(), header.size());
+  return bytes;
+}
+
+std::filesystem::path parent_or_dot(const std::filesystem::path& path) {
+  return path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+}
+
 }  // namespace
 
-SafetensorsWriter::SafetensorsWriter(std::filesystem::path path, std::vector<Tensor> tensors,
+SafetensorsWriter::SafetensorsWriter(aio::Engine& io, std::filesystem::path path,
+                                     std::vector<Tensor> tensors,
                                      std::map<std::string, std::string> metadata)
-    : path_(std::move(path)) {
-  const std::string header = header_text(tensors, metadata, total_bytes_);
-  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0)
-    throw UserError(fmt::format("{}: cannot be created ({})", path_.string(), std::strerror(errno)),
-                    "check that its directory exists and is writable", 1);
-  std::array<std::byte, 8> length{};
-  auto header_bytes = static_cast<std::uint64_t>(header.size());
-  for (std::size_t i = 0; i < length.size(); ++i)
-    length[i] = static_cast<std::byte>((header_bytes >> (8 * i)) & 0xff);
+    : io_(io), path_(std::move(path)) {
+  STRATA_ASSERT(!io.options().verify_checksums);
+  const std::vector<std::byte> start = file_start(header_text(tensors, metadata, total_bytes_));
+  header_bytes_ = static_cast<std::int64_t>(start.size());
+  aio::remove_file(path_);  // a leftover of an earlier attempt is never appended to
   try {
-    write_all(length);
-    write_all(std::as_bytes(std::span(header.data(), header.size())));
-  } catch (...) {
-    ::close(fd_);  // the destructor does not run for a constructor that throws
-    std::error_code ignored;
-    std::filesystem::remove(path_, ignored);
-    throw;
+    file_ = io_.open(path_, aio::OpenMode::create);
+  } catch (const std::exception& error) {
+    rethrow_disk_error(error);
   }
-  written_bytes_ = 0;
+  staging_[0] = aio::AlignedBuffer(kStagingBytes, file_->alignment_bytes());
+  staging_[1] = aio::AlignedBuffer(kStagingBytes, file_->alignment_bytes());
+  crc_.update(start);
+  stage(start);
 }
 
 SafetensorsWriter::~SafetensorsWriter() {
-  if (fd_ >= 0) ::close(fd_);
-  if (!finished_) {
-    std::error_code ignored;
-    std::filesystem::remove(path_, ignored);  // a partial file is never left to be read
+  if (finished_) return;
+  for (aio::Ticket& ticket : in_flight_) {
+    if (!ticket.valid()) continue;
+    try {
+      io_.wait(ticket);
+    } catch (const std::exception&) {
+      // The file is removed below: its errors no longer matter.
+    }
   }
+  file_.reset();
+  aio::remove_file(path_);  // a partial file is never left to be read
 }
 
 void SafetensorsWriter::append(std::span<const std::byte> bytes) {
   STRATA_ASSERT(!finished_);
   STRATA_ASSERT(static_cast<std::int64_t>(bytes.size()) <= bytes_left());
-  write_all(bytes);
+  crc_.update(bytes);
+  stage(bytes);
+  written_bytes_ += static_cast<std::int64_t>(bytes.size());
 }
 
-void SafetensorsWriter::finish() {
+WrittenFile SafetensorsWriter::finish() {
   STRATA_ASSERT(!finished_);
   STRATA_ASSERT(bytes_left() == 0);
-  if (::fsync(fd_) != 0 || ::close(fd_) != 0) {
-    fd_ = -1;
-    throw UserError(
-        fmt::format("{}: cannot be made durable ({})", path_.string(), std::strerror(errno)),
-        "check the disk: free space at its directory, or a failing device", 1);
+  const std::int64_t size = header_bytes_ + total_bytes_;
+  const std::int64_t alignment = file_->alignment_bytes();
+  try {
+    if (filled_ > 0) flush((filled_ + alignment - 1) / alignment * alignment);
+    wait_staged();
+    file_->sync();
+    file_.reset();
+    // The last block went out whole; the file ends where its tensors do.
+    if (::truncate(path_.c_str(), size) != 0) throw std::system_error(errno, std::generic_category());
+    const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    const bool durable = fd >= 0 && ::fsync(fd) == 0;
+    if (fd >= 0) ::close(fd);
+    if (!durable) throw std::system_error(errno, std::generic_category());
+  } catch (const std::exception& error) {
+    rethrow_disk_error(error);
   }
-  fd_ = -1;
   finished_ = true;
+  return {size, crc_.value()};
 }
 
-// Short writes continue where they stopped, EINTR retries; ENOSPC and EIO are the user's to fix.
-void SafetensorsWriter::write_all(std::span<const std::byte> bytes) {
+// Copies into the staging buffer, sending each one that fills to the disk.
+void SafetensorsWriter::stage(std::span<const std::byte> bytes) {
   while (!bytes.empty()) {
-    const ssize_t done = ::write(fd_, bytes.data(), bytes.size());
-    if (done < 0 && errno == EINTR) continue;
-    if (done <= 0) {
-      const int error = done < 0 ? errno : EIO;
-      throw UserError(fmt::format("{}: writing failed ({})", path_.string(), std::strerror(error)),
-                      error == ENOSPC ? "free space on its disk, or write it elsewhere"
-                                      : "check the disk: a failing device or a full file system",
-                      1);
-    }
-    bytes = bytes.subspan(static_cast<std::size_t>(done));
-    written_bytes_ += done;
+    const auto room = static_cast<std::size_t>(kStagingBytes - filled_);
+    const std::size_t take = std::min(room, bytes.size());
+    std::memcpy(staging_[current_].data() + filled_, bytes.data(), take);
+    filled_ += static_cast<std::int64_t>(take);
+    bytes = bytes.subspan(take);
+    if (filled_ == kStagingBytes) flush(kStagingBytes);
   }
+}
+
+// Writes the current staging buffer's first `length` bytes (a multiple of the file's alignment;
+// zeros past `filled_`) and turns to the other buffer once its own write is done.
+void SafetensorsWriter::flush(std::int64_t length) {
+  std::byte* data = staging_[current_].data();
+  std::memset(data + filled_, 0, static_cast<std::size_t>(length - filled_));
+  try {
+    in_flight_[current_] =
+        io_.submit_write(*file_, file_bytes_, {data, static_cast<std::size_t>(length)});
+    file_bytes_ += length;
+    current_ ^= 1;
+    filled_ = 0;
+    if (in_flight_[current_].valid()) {
+      aio::Ticket previous = std::exchange(in_flight_[current_], aio::Ticket());
+      io_.wait(previous);
+    }
+  } catch (const std::exception& error) {
+    rethrow_disk_error(error);
+  }
+}
+
+void SafetensorsWriter::wait_staged() {
+  for (aio::Ticket& ticket : in_flight_) {
+    if (ticket.valid()) io_.wait(std::exchange(ticket, aio::Ticket()));
+  }
+}
+
+// The disk's errors with a fix about this file's directory, not the swap path aio's own fixes
+// speak of.
+void SafetensorsWriter::rethrow_disk_error(const std::exception& error) const {
+  const auto* io_error = dynamic_cast<const aio::IoError*>(&error);
+  const auto* system_error = dynamic_cast<const std::system_error*>(&error);
+  const int code = io_error ? io_error->errno_value() : system_error ? system_error->code().value() : 0;
+  const std::string directory = parent_or_dot(path_).string();
+  std::string fix;
+  if (code == ENOSPC || code == EDQUOT) {
+    fix = fmt::format("free space at {}, or write to a disk with room", directory);
+  } else if (code == EACCES || code == EPERM || code == EROFS) {
+    fix = fmt::format("make {} writable by this user, or write elsewhere", directory);
+  } else if (code == ENOENT) {
+    fix = fmt::format("create {} first, or fix the path", directory);
+  } else {
+    fix = "check the disk (dmesg, the drive's SMART log), or write to another one";
+  }
+  throw UserError(fmt::format("{}: writing failed: {}", path_.string(), error.what()), fix, 1);
 }
 
 }  // namespace strata::engine::checkpoint

@@ -159,7 +159,7 @@ struct ZeroConfig {
   std::int64_t stage3_model_persistence_threshold = INT64_MAX;
   std::int64_t stage3_max_live_parameters = 1'000'000'000;
   std::int64_t stage3_max_reuse_distance = 1'000'000'000;
-  bool stage3_gather_16bit_weights_on_model_save = false;
+  // stage3_gather_16bit_weights_on_model_save is read into CheckpointConfig.
   std::int64_t stage3_module_granularity_threshold = 0;
   bool stage3_use_all_reduce_for_fetch_params = false;
   bool stage3_allgather_sequential = false;
@@ -234,6 +234,30 @@ struct StrataConfig {
   std::optional<double> lr;
 };
 
+// Checkpoint saving of `strata train` (strata.checkpoint) and DeepSpeed's "checkpoint" section
+// (deepspeed/runtime/config.py, get_checkpoint_*). strata's checkpoints are universal by
+// construction: tensors are stored by parameter name with shard offsets, so any checkpoint loads
+// at any ZeRO stage, offload and world size.
+struct CheckpointConfig {
+  std::string dir;  // strata.checkpoint.dir: where `strata train` saves; empty: no saving
+  // strata.checkpoint.every_steps: save every N steps (0: only after the last step, when dir is
+  // set).
+  std::int64_t every_steps = 0;
+  // strata.checkpoint.keep_last: newest tags kept, older ones pruned after a save; 0 keeps all.
+  std::int64_t keep_last = 0;
+  // checkpoint.tag_validation ("Ignore", "Warn" or "Fail", matched case-insensitively as
+  // DeepSpeed upper-cases it): whether a save checks that every rank saves under the same tag,
+  // and whether a mismatch is a warning or refuses the save.
+  enum class TagValidation { ignore, warn, fail };
+  TagValidation tag_validation = TagValidation::warn;
+  bool load_universal = false;          // checkpoint.load_universal: changes nothing (see above)
+  bool use_node_local_storage = false;  // checkpoint.use_node_local_storage: not used
+  // zero_optimization.stage3_gather_16bit_weights_on_model_save (also its short name and the
+  // deprecated stage3_gather_fp16_weights_on_model_save). strata's counterpart of DeepSpeed's
+  // save_16bit_model is `strata ckpt export`, which writes the whole model from any checkpoint.
+  bool gather_16bit_weights_on_model_save = false;
+};
+
 struct Config {
   BatchConfig batch = {};
   double gradient_clipping = 1.0;  // max global grad norm; 0 = off. "auto" = 1.0
@@ -247,6 +271,7 @@ struct Config {
   AioConfig aio = {};
   ActivationCheckpointingConfig activation_checkpointing = {};
   StrataConfig strata = {};
+  CheckpointConfig checkpoint = {};
 };
 
 struct LoadedConfig {
@@ -255,7 +280,8 @@ struct LoadedConfig {
   // sections, deprecated names).
   std::vector<std::string> warnings;
   // How what the file left open was filled: each "auto" and the value it became, and for an
-  // Accelerate config where each setting came from.
+  // Accelerate config where each setting came from; and DeepSpeed settings whose purpose strata
+  // serves another way (checkpoint.load_universal, the 16-bit gather on save).
   std::vector<std::string> notes;
 };
 
@@ -287,5 +313,6 @@ const char* to_string(OffloadDevice device);
 const char* to_string(OptimizerType type);
 const char* to_string(SchedulerType type);
 const char* to_string(WarmupType type);
+const char* to_string(CheckpointConfig::TagValidation validation);
 
 }  // namespace strata::engine

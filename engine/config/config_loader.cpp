@@ -26,7 +26,7 @@ LoadedConfig parse(const nlohmann::json& root, int world_size, const std::string
   Config& config = loaded.config;
   detail::JsonReader top(&root, "", diagnostics);
   // strata first: "auto" bucket sizes and total_num_steps derive from it.
-  detail::read_strata(top, config.strata);
+  detail::read_strata(top, config.strata, config.checkpoint);
   detail::read_batch(top, world_size, config.strata, config.batch);
   top.read("gradient_clipping", config.gradient_clipping, detail::RealRange{0, 1e300}, 1.0);
   top.read("steps_per_print", config.steps_per_print, detail::IntRange{1, INT64_MAX});
@@ -34,9 +34,10 @@ LoadedConfig parse(const nlohmann::json& root, int world_size, const std::string
   detail::read_precision(top, config.fp16, config.bf16);
   detail::read_optimizer(top, config.strata, config.optimizer);
   detail::read_scheduler(top, config.optimizer, config.strata, config.scheduler);
-  detail::read_zero(top, config.strata.model, config.zero);
+  detail::read_zero(top, config.strata.model, config.zero, config.checkpoint);
   detail::read_aio(top, config.aio);
   detail::read_activation_checkpointing(top, config.activation_checkpointing);
+  detail::read_checkpoint(top, config.checkpoint);
   detail::read_ignored_deepspeed_keys(top);
   top.finish(/*as_warnings=*/true);
   if (!diagnostics.errors.empty()) throw ConfigError(source, std::move(diagnostics.errors));

@@ -29,7 +29,7 @@ json offload_json(const OffloadConfig& offload, bool is_param) {
   return out;
 }
 
-json zero_json(const ZeroConfig& zero) {
+json zero_json(const ZeroConfig& zero, const CheckpointConfig& checkpoint) {
   return {
       {"stage", zero.stage},
       {"contiguous_gradients", zero.contiguous_gradients},
@@ -49,7 +49,7 @@ json zero_json(const ZeroConfig& zero) {
       {"stage3_model_persistence_threshold", zero.stage3_model_persistence_threshold},
       {"stage3_max_live_parameters", zero.stage3_max_live_parameters},
       {"stage3_max_reuse_distance", zero.stage3_max_reuse_distance},
-      {"stage3_gather_16bit_weights_on_model_save", zero.stage3_gather_16bit_weights_on_model_save},
+      {"stage3_gather_16bit_weights_on_model_save", checkpoint.gather_16bit_weights_on_model_save},
       {"stage3_module_granularity_threshold", zero.stage3_module_granularity_threshold},
       {"stage3_use_all_reduce_for_fetch_params", zero.stage3_use_all_reduce_for_fetch_params},
       {"stage3_allgather_sequential", zero.stage3_allgather_sequential},
@@ -138,7 +138,17 @@ json precision_json(const Config& config) {
   };
 }
 
-json strata_json(const StrataConfig& strata) {
+// DeepSpeed's "checkpoint" section. parallel_write, writer and checkpoint_serialization are left
+// out: strata reads them only to warn, and their defaults ask for nothing.
+json checkpoint_json(const CheckpointConfig& checkpoint) {
+  return {
+      {"tag_validation", to_string(checkpoint.tag_validation)},
+      {"load_universal", checkpoint.load_universal},
+      {"use_node_local_storage", checkpoint.use_node_local_storage},
+  };
+}
+
+json strata_json(const StrataConfig& strata, const CheckpointConfig& checkpoint) {
   const ModelConfig& model = strata.model;
   return {
       {"model",
@@ -157,6 +167,10 @@ json strata_json(const StrataConfig& strata) {
       {"micro_batch_size",
        strata.micro_batch_size ? json(*strata.micro_batch_size) : json(nullptr)},
       {"lr", strata.lr ? json(*strata.lr) : json(nullptr)},
+      {"checkpoint",
+       {{"dir", checkpoint.dir},
+        {"every_steps", checkpoint.every_steps},
+        {"keep_last", checkpoint.keep_last}}},
   };
 }
 
@@ -171,7 +185,7 @@ json to_json(const Config& config) {
       {"steps_per_print", config.steps_per_print},
       {"wall_clock_breakdown", config.wall_clock_breakdown},
       {"optimizer", optimizer_json(config.optimizer)},
-      {"zero_optimization", zero_json(config.zero)},
+      {"zero_optimization", zero_json(config.zero, config.checkpoint)},
       {"aio",
        {{"block_size", config.aio.block_size},
         {"queue_depth", config.aio.queue_depth},
@@ -191,7 +205,8 @@ json to_json(const Config& config) {
         {"synchronize_checkpoint_boundary",
          config.activation_checkpointing.synchronize_checkpoint_boundary},
         {"profile", config.activation_checkpointing.profile}}},
-      {"strata", strata_json(config.strata)},
+      {"checkpoint", checkpoint_json(config.checkpoint)},
+      {"strata", strata_json(config.strata, config.checkpoint)},
   };
   out.update(precision_json(config));
   if (config.scheduler.type != SchedulerType::none) {

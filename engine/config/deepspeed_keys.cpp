@@ -77,8 +77,6 @@ constexpr std::array kIgnored = {
                "nothing: strata's models have no experts"},
     IgnoredKey{"data_types", "the data types of gradient accumulation, parameters and buffers",
                "gradients accumulate in fp32; parameters are stored as the bf16/fp16 sections say"},
-    IgnoredKey{"checkpoint", "checkpoint tag validation, parallel writes, universal loading",
-               "strata does not read these settings"},
     IgnoredKey{"nebula", "saves checkpoints asynchronously through Nebula",
                "strata does not use Nebula"},
     IgnoredKey{"datastates", "saves checkpoints asynchronously through DataStates",

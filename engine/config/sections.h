@@ -9,8 +9,9 @@
 
 namespace strata::engine::detail {
 
-// strata: model, data and run settings. Read first: "auto" elsewhere derives from the model.
-void read_strata(JsonReader& top, StrataConfig& out);
+// strata: model, data and run settings, and strata.checkpoint into `checkpoint`. Read first:
+// "auto" elsewhere derives from the model.
+void read_strata(JsonReader& top, StrataConfig& out, CheckpointConfig& checkpoint);
 
 // train_batch_size, train_micro_batch_size_per_gpu, gradient_accumulation_steps; an "auto"
 // micro-batch comes from strata.micro_batch_size when given.
@@ -28,7 +29,9 @@ void read_scheduler(JsonReader& top, const OptimizerConfig& optimizer, const Str
                     SchedulerConfig& out);
 
 // zero_optimization with offload_param and offload_optimizer; "auto" sizes derive from d_model.
-void read_zero(JsonReader& top, const ModelConfig& model, ZeroConfig& out);
+// stage3_gather_16bit_weights_on_model_save goes to `checkpoint`.
+void read_zero(JsonReader& top, const ModelConfig& model, ZeroConfig& out,
+               CheckpointConfig& checkpoint);
 
 // zero_optimization.offload_param or .offload_optimizer (`key`), read from the zero reader.
 void read_offload(JsonReader& zero, std::string_view key, OffloadConfig& out);
@@ -38,5 +41,12 @@ void read_aio(JsonReader& top, AioConfig& out);
 
 // activation_checkpointing.
 void read_activation_checkpointing(JsonReader& top, ActivationCheckpointingConfig& out);
+
+// DeepSpeed's checkpoint section (tag_validation, load_universal, use_node_local_storage,
+// parallel_write, writer, checkpoint_serialization), in checkpoint_config.cpp.
+void read_checkpoint(JsonReader& top, CheckpointConfig& out);
+
+// strata.checkpoint (dir, every_steps, keep_last), read from the strata reader.
+void read_checkpoint_schedule(JsonReader& strata, CheckpointConfig& out);
 
 }  // namespace strata::engine::detail

@@ -1,4 +1,5 @@
-// strata: the settings DeepSpeed has no key for (model shape, data, run length, GPU budget).
+// strata: the settings DeepSpeed has no key for (model shape, data, run length, GPU budget);
+// strata.checkpoint is read in checkpoint_config.cpp.
 #include <fmt/format.h>
 
 #include <cctype>
@@ -53,10 +54,11 @@ void read_budget(JsonReader& strata, std::int64_t& out) {
 
 }  // namespace
 
-void read_strata(JsonReader& top, StrataConfig& out) {
+void read_strata(JsonReader& top, StrataConfig& out, CheckpointConfig& checkpoint) {
   JsonReader strata(top.find("strata"), "strata", top.diagnostics());
   read_model(strata, out.model);
   read_data(strata, out.data);
+  read_checkpoint_schedule(strata, checkpoint);
   std::int64_t seed = static_cast<std::int64_t>(out.seed);
   strata.read("seed", seed, IntRange{0, INT64_MAX});
   out.seed = static_cast<std::uint64_t>(seed);

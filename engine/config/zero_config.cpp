@@ -58,8 +58,6 @@ void read_flags(JsonReader& zero, ZeroConfig& out) {
   zero.read("overlap_comm", overlap);
   out.overlap_comm = overlap.value_or(out.stage == 3);
   zero.read("load_from_fp32_weights", out.load_from_fp32_weights);
-  zero.read("stage3_gather_16bit_weights_on_model_save",
-            out.stage3_gather_16bit_weights_on_model_save, false);
   zero.read("stage3_use_all_reduce_for_fetch_params", out.stage3_use_all_reduce_for_fetch_params);
   zero.read("stage3_allgather_sequential", out.stage3_allgather_sequential);
   zero.read("ignore_unused_parameters", out.ignore_unused_parameters);
@@ -72,6 +70,19 @@ void read_flags(JsonReader& zero, ZeroConfig& out) {
   zero.read("elastic_checkpoint", out.elastic_checkpoint);
   bool muon_in_memory = false;
   zero.read("save_muon_momentum_buffer_in_memory", muon_in_memory);
+}
+
+// DeepSpeed gathers the partitioned 16-bit weights into one file at save_16bit_model(); strata
+// writes the whole model from a checkpoint instead, after training, so the flag changes nothing
+// during the run. "auto" is false, as Accelerate fills it.
+void read_gather_on_save(JsonReader& zero, CheckpointConfig& checkpoint) {
+  constexpr std::string_view key = "stage3_gather_16bit_weights_on_model_save";
+  zero.read(key, checkpoint.gather_16bit_weights_on_model_save, false);
+  if (!checkpoint.gather_16bit_weights_on_model_save) return;
+  zero.diagnostics().notes.push_back(fmt::format(
+      "{}: true; strata gathers no 16-bit model while training: `strata ckpt export DIR --out "
+      "FILE.safetensors --dtype bf16|fp16` writes the whole model from any checkpoint, streaming",
+      zero.path_of(key)));
 }
 
 // ZeRO++, MiCS, ZenFlow and friends: DeepSpeed features strata does not implement. Their
@@ -164,7 +175,8 @@ void check_offload_stage(JsonReader& zero, const ZeroConfig& out) {
 
 }  // namespace
 
-void read_zero(JsonReader& top, const ModelConfig& model, ZeroConfig& out) {
+void read_zero(JsonReader& top, const ModelConfig& model, ZeroConfig& out,
+               CheckpointConfig& checkpoint) {
   const nlohmann::json* node = top.find("zero_optimization");
   if (node != nullptr && node->is_boolean()) {
     // DeepSpeed's oldest form: "zero_optimization": true means stage 1.
@@ -180,6 +192,7 @@ void read_zero(JsonReader& top, const ModelConfig& model, ZeroConfig& out) {
   out.stage = static_cast<int>(stage);
   read_sizes(zero, model, out);
   read_flags(zero, out);
+  read_gather_on_save(zero, checkpoint);
   refuse_unsupported(zero);
   read_deprecated_offload(zero, out);
   read_offload(zero, "offload_param", out.offload_param);

@@ -27,6 +27,28 @@ struct InFlight {
   memory::Residency::Move move;
 };
 
+// Waits for what is still in flight after an error (its buffers must not be reused under a
+// transfer); those transfers' own errors are dropped, the first one is what is rethrown.
+void drain_reads(memory::Residency& residency, std::deque<InFlight>& reads) {
+  for (InFlight& read : reads) {
+    try {
+      static_cast<void>(residency.finish_read(std::move(read.move)));
+    } catch (const std::exception&) {
+    }
+  }
+  reads.clear();
+}
+
+void drain_writes(memory::Residency& residency, std::deque<InFlight>& writes) {
+  for (InFlight& write : writes) {
+    try {
+      residency.finish_write(std::move(write.move));
+    } catch (const std::exception&) {
+    }
+  }
+  writes.clear();
+}
+
 }  // namespace
 
 OptimizerOffload::OptimizerOffload(gpu::Device& device, const Optimizer& optimizer,
@@ -159,7 +181,7 @@ void OptimizerOffload::check_consistent() const {
     throw UserError(fmt::format("the optimizer state is inconsistent since an earlier step failed "
                                 "({}); training cannot continue from this state",
                                 failure_),
-                    "resume from the last checkpoint");
+                    "training cannot continue from this state");
 }
 
 UserError OptimizerOffload::fail(const std::exception& error, const std::string& doing) {
@@ -169,7 +191,7 @@ UserError OptimizerOffload::fail(const std::exception& error, const std::string&
       fmt::format("{} failed: {}; the optimizer states of this rank are now inconsistent (some "
                   "sub-groups were updated, others not)",
                   doing, failure_),
-      "training cannot continue from this state: resume from the last checkpoint");
+      fix_of(error) + "; training cannot continue from this state");
 }
 
 void OptimizerOffload::step(const StepHyperparameters& hyper, std::span<const float> grads,
@@ -370,20 +392,8 @@ int OptimizerOffload::run_step(const StepHyperparameters& hyper, const StepIo& i
     }
     finish_writes();
   } catch (...) {
-    // Drain what is still in flight (its buffers must not be reused under a transfer); those
-    // errors are dropped, the first one is rethrown.
-    for (InFlight& read : reads) {
-      try {
-        static_cast<void>(residency_->finish_read(std::move(read.move)));
-      } catch (const std::exception&) {
-      }
-    }
-    for (InFlight& write : writes) {
-      try {
-        residency_->finish_write(std::move(write.move));
-      } catch (const std::exception&) {
-      }
-    }
+    drain_reads(*residency_, reads);
+    drain_writes(*residency_, writes);
     throw;
   }
   return stepped;
@@ -391,38 +401,95 @@ int OptimizerOffload::run_step(const StepHyperparameters& hyper, const StepIo& i
 
 void OptimizerOffload::read_states(std::span<float> params, std::span<float> exp_avg,
                                    std::span<float> exp_avg_sq) {
-  check_consistent();
-  auto copy_out = [&](int g, std::span<std::byte> bytes) {
-    const Range& range = sub_groups_[static_cast<std::size_t>(g)];
-    const auto begin = static_cast<std::size_t>(range.begin);
-    const Regions r = regions(g, bytes);
-    auto out = [&](std::span<float> target, std::span<float> source) {
+  visit_states([&](const SubGroupStates& states) {
+    const auto begin = static_cast<std::size_t>(states.range.begin);
+    auto out = [&](std::span<float> target, std::span<const float> source) {
       if (!target.empty() && !source.empty())
-        std::memcpy(target.data() + begin, source.data(), source.size() * sizeof(float));
+        std::memcpy(target.data() + begin, source.data(), source.size_bytes());
     };
-    out(params, r.params);
-    out(exp_avg, r.exp_avg);
-    out(exp_avg_sq, r.exp_avg_sq);
-  };
-  for (int g = 0; g < static_cast<int>(sub_groups_.size()); ++g) {
-    const memory::PartitionId id = partitions_[static_cast<std::size_t>(g)];
-    if (!store_) {
-      copy_out(g, residency_->view(id).bytes());
-      continue;
-    }
-    memory::PinnedPool::Lease lease = pool_->acquire();
-    try {
-      memory::Residency::CpuView view =
-          residency_->finish_read(residency_->begin_read(id, lease.bytes()));
-      copy_out(g, view.bytes());
+    out(params, states.params);
+    out(exp_avg, states.exp_avg);
+    out(exp_avg_sq, states.exp_avg_sq);
+  });
+}
+
+OptimizerOffload::SubGroupStates OptimizerOffload::states_of(int sub_group,
+                                                            std::span<std::byte> bytes) const {
+  const Regions r = regions(sub_group, bytes);
+  return {sub_groups_[static_cast<std::size_t>(sub_group)], r.params, r.exp_avg, r.exp_avg_sq};
+}
+
+void OptimizerOffload::visit_states(const StatesVisitor& visit) {
+  check_consistent();
+  const int count = static_cast<int>(sub_groups_.size());
+  if (!store_) {
+    for (int g = 0; g < count; ++g)
+      visit(states_of(g, residency_->view(partitions_[static_cast<std::size_t>(g)]).bytes()));
+    return;
+  }
+  std::deque<InFlight> reads;
+  int next = 0;
+  try {
+    for (int g = 0; g < count; ++g) {
+      // Reads ahead into every free buffer; the states are not changed, so each goes back clean.
+      while (next < count) {
+        memory::PinnedPool::Lease lease = next == g ? pool_->acquire() : pool_->try_acquire();
+        if (!lease) break;
+        memory::Residency::Move move = residency_->begin_read(
+            partitions_[static_cast<std::size_t>(next)], lease.bytes());
+        reads.push_back({next++, std::move(lease), std::move(move)});
+      }
+      memory::Residency::CpuView view = residency_->finish_read(std::move(reads.front().move));
+      visit(states_of(g, view.bytes()));
       residency_->drop_clean(std::move(view));
-    } catch (const std::exception& error) {
-      failure_ = error.what();
-      throw UserError(fmt::format("reading the optimizer states failed: {}; the optimizer states "
-                                  "of this rank are now inconsistent",
-                                  failure_),
-                      "training cannot continue from this state: resume from the last checkpoint");
+      reads.pop_front();
     }
+  } catch (const aio::IoError& error) {
+    drain_reads(*residency_, reads);
+    throw fail(error, "reading the optimizer states for a checkpoint");
+  } catch (...) {
+    drain_reads(*residency_, reads);
+    throw;
+  }
+}
+
+void OptimizerOffload::fill_states(const StatesVisitor& fill) {
+  check_consistent();
+  const int count = static_cast<int>(sub_groups_.size());
+  auto filled = [&](int g, std::span<std::byte> bytes) {
+    std::memset(bytes.data(), 0, bytes.size());
+    fill(states_of(g, bytes));
+  };
+  if (!store_) {
+    for (int g = 0; g < count; ++g)
+      filled(g, residency_->view(partitions_[static_cast<std::size_t>(g)]).bytes());
+    return;
+  }
+  std::deque<InFlight> writes;
+  try {
+    for (int g = 0; g < count; ++g) {
+      memory::PinnedPool::Lease lease = pool_->try_acquire();
+      if (!lease) {
+        residency_->finish_write(std::move(writes.front().move));
+        lease = std::move(writes.front().lease);
+        writes.pop_front();
+      }
+      const memory::PartitionId id = partitions_[static_cast<std::size_t>(g)];
+      auto bytes = lease.bytes().first(static_cast<std::size_t>(residency_->bytes(id)));
+      filled(g, bytes);
+      memory::Residency::CpuView view = residency_->replace(id, bytes);
+      writes.push_back({g, std::move(lease), residency_->begin_write(std::move(view))});
+    }
+    while (!writes.empty()) {
+      residency_->finish_write(std::move(writes.front().move));
+      writes.pop_front();
+    }
+  } catch (const aio::IoError& error) {
+    drain_writes(*residency_, writes);
+    throw fail(error, "writing the optimizer states of a checkpoint");
+  } catch (...) {
+    drain_writes(*residency_, writes);
+    throw;
   }
 }
 

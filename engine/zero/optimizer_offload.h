@@ -63,7 +63,8 @@ struct StepIo {
 // undo_kept() restores and redoes them.
 //
 // A failed transfer (aio::IoError, ChecksumError) stops the step, marks the state inconsistent,
-// and every later call throws a UserError saying to resume from the last checkpoint.
+// and every later call throws a UserError saying that training cannot continue from it (the
+// Engine adds where the run can be resumed from).
 class OptimizerOffload {
  public:
   // Takes the fp32 master parameters of the rank's partition; the states start at zero. Throws
@@ -100,8 +101,25 @@ class OptimizerOffload {
     return kept_states_.size_bytes() + kept_params_.size_bytes();
   }
 
-  // Copies the fp32 masters and states out (checkpoints, tests); empty spans are skipped.
+  // Copies the fp32 masters and states out (tests); empty spans are skipped.
   void read_states(std::span<float> params, std::span<float> exp_avg, std::span<float> exp_avg_sq);
+
+  // One sub-group's states: its range of the partition and its fp32 regions (empty for a state
+  // the optimizer does not keep: exp_avg for Adagrad, exp_avg_sq for Lion).
+  struct SubGroupStates {
+    Range range;
+    std::span<float> params, exp_avg, exp_avg_sq;
+  };
+  using StatesVisitor = std::function<void(const SubGroupStates&)>;
+  // Hands every sub-group's states to `visit`, in partition order (a checkpoint's save). On NVMe
+  // they come through the pool's buffers, read ahead while `visit` runs on the one before, so
+  // memory holds buffer_count sub-groups whatever the partition's size.
+  void visit_states(const StatesVisitor& visit);
+  // Hands every sub-group's states, zeroed, to `fill`, in partition order, and makes what it
+  // wrote the optimizer's states (a checkpoint's load). On NVMe each is written back while
+  // `fill` runs on the next, through the pool's buffers. A failed write leaves the states
+  // inconsistent (every later call refuses).
+  void fill_states(const StatesVisitor& fill);
 
   std::int64_t partition_numel() const noexcept { return numel_; }
   const std::vector<Range>& sub_groups() const noexcept { return sub_groups_; }
@@ -118,6 +136,7 @@ class OptimizerOffload {
     std::span<float> params, exp_avg, exp_avg_sq;
   };
   Regions regions(int sub_group, std::span<std::byte> bytes) const;
+  SubGroupStates states_of(int sub_group, std::span<std::byte> bytes) const;
   void check_consistent() const;
   // Marks the state inconsistent with `error` (which happened while `doing`) and returns the
   // UserError to throw.

@@ -119,7 +119,7 @@ void ParamTier::check_consistent() const {
     throw UserError(fmt::format("the parameter shards of this rank are inconsistent since an "
                                 "earlier transfer failed ({}); training cannot continue from them",
                                 failure_),
-                    "resume from the last checkpoint");
+                    "training cannot continue from this state");
 }
 
 UserError ParamTier::fail(const std::exception& error, const char* doing) {
@@ -128,7 +128,7 @@ UserError ParamTier::fail(const std::exception& error, const char* doing) {
   return UserError(fmt::format("{} failed: {}; the parameter shards of this rank are now "
                                "inconsistent",
                                doing, error.what()),
-                   "training cannot continue from this state: resume from the last checkpoint");
+                   fix_of(error) + "; training cannot continue from this state");
 }
 
 bool ParamTier::prefetch(int module) {

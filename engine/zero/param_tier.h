@@ -42,7 +42,8 @@ struct ParamTierOptions {
 // `device_partition()` (optimizer on the device).
 //
 // A failed NVMe transfer (aio::IoError, ChecksumError) leaves the tier inconsistent: the call
-// throws a UserError saying so, and so does every later one (resume from the last checkpoint).
+// throws a UserError saying so, and so does every later one (the Engine adds where the run can
+// be resumed from).
 //
 // Not thread-safe: the engine's thread drives it.
 class ParamTier {
@@ -77,6 +78,8 @@ class ParamTier {
   void store_from_host(gpu::Stream& stream);
 
   OffloadDevice device() const noexcept { return options_.device; }
+  // True once a transfer failed: the shards can no longer be trusted.
+  bool inconsistent() const noexcept { return !failure_.empty(); }
   bool on_nvme(int module) const;
   // Bytes read from and written to NVMe so far.
   std::int64_t nvme_read_bytes() const;

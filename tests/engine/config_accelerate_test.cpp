@@ -68,7 +68,7 @@ use_cpu: false
   EXPECT_EQ(c.zero.stage, 3);
   EXPECT_EQ(c.zero.offload_optimizer.device, OffloadDevice::cpu);
   EXPECT_EQ(c.zero.offload_param.device, OffloadDevice::cpu);
-  EXPECT_TRUE(c.zero.stage3_gather_16bit_weights_on_model_save);
+  EXPECT_TRUE(c.checkpoint.gather_16bit_weights_on_model_save);
   EXPECT_EQ(c.batch.gradient_accumulation_steps, 4);
   EXPECT_EQ(c.batch.train_micro_batch_size_per_gpu, 1);  // left to the script: strata's default
   EXPECT_EQ(c.batch.train_batch_size, 8);

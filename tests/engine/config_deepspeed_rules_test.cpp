@@ -229,5 +229,87 @@ TEST(ConfigIgnoredKeys, OffValuesAreSilentAndTyposKeepTheirHint) {
                     HasSubstr("did you mean \"zero_allow_untested_optimizer\"")));
 }
 
+// DeepSpeed upper-cases tag_validation before matching it (deepspeed/runtime/config.py).
+TEST(ConfigCheckpoint, TagValidationIsMatchedWithoutCase) {
+  using TagValidation = CheckpointConfig::TagValidation;
+  const std::pair<const char*, TagValidation> cases[] = {{"Ignore", TagValidation::ignore},
+                                                         {"IGNORE", TagValidation::ignore},
+                                                         {"warn", TagValidation::warn},
+                                                         {"Warn", TagValidation::warn},
+                                                         {"fAiL", TagValidation::fail}};
+  for (const auto& [written, expected] : cases) {
+    const std::string text = std::string(R"({"train_batch_size": 1, "checkpoint": )") +
+                             R"({"tag_validation": ")" + written + R"("}})";
+    LoadedConfig loaded = load(text);
+    EXPECT_EQ(loaded.config.checkpoint.tag_validation, expected) << written;
+    EXPECT_THAT(loaded.warnings, IsEmpty()) << written;
+  }
+  EXPECT_THAT(text_error(R"({"train_batch_size": 1, "checkpoint": {"tag_validation": true}})"),
+              HasSubstr("checkpoint.tag_validation: got true, expected one of \"Ignore\", "
+                        "\"Warn\", \"Fail\""));
+}
+
+TEST(ConfigCheckpoint, SettingsStrataServesOtherwiseAreNamed) {
+  LoadedConfig loaded = load(R"({
+    "train_batch_size": 1,
+    "checkpoint": {"load_universal": true, "use_node_local_storage": true,
+                   "parallel_write": {"pipeline_stage": true},
+                   "writer": {"type": "fast", "io_buffer_size": 1e8},
+                   "checkpoint_serialization": false},
+    "zero_optimization": {"stage": 3, "stage3_gather_16bit_weights_on_model_save": true}
+  })");
+  const CheckpointConfig& c = loaded.config.checkpoint;
+  EXPECT_TRUE(c.load_universal);
+  EXPECT_TRUE(c.use_node_local_storage);
+  EXPECT_TRUE(c.gather_16bit_weights_on_model_save);
+  EXPECT_THAT(loaded.warnings,
+              Contains(AllOf(HasSubstr("checkpoint.use_node_local_storage: true is not used"),
+                             HasSubstr("shared file system"))));
+  EXPECT_THAT(loaded.warnings,
+              Contains(AllOf(HasSubstr("checkpoint.parallel_write.pipeline_stage: true"),
+                             HasSubstr("no pipeline parallelism"))));
+  EXPECT_THAT(loaded.warnings, Contains(HasSubstr("checkpoint.writer: DeepSpeed's checkpoint "
+                                                  "writer (FastPersist) is not used")));
+  EXPECT_THAT(loaded.warnings,
+              Contains(HasSubstr("checkpoint.checkpoint_serialization: false is not used")));
+  EXPECT_THAT(loaded.warnings, Not(Contains(HasSubstr("a DeepSpeed feature strata ignores"))));
+  EXPECT_EQ(loaded.warnings.size(), 4u);
+  EXPECT_THAT(loaded.notes, Contains(AllOf(HasSubstr("checkpoint.load_universal: true changes "
+                                                     "nothing"),
+                                           HasSubstr("any ZeRO stage, offload and world size"))));
+  EXPECT_THAT(loaded.notes,
+              Contains(AllOf(HasSubstr("zero_optimization.stage3_gather_16bit_weights_on_model_"
+                                       "save: true"),
+                             HasSubstr("strata ckpt export DIR --out FILE.safetensors"))));
+}
+
+TEST(ConfigCheckpoint, DeepSpeedDefaultsAndNamesAreSilent) {
+  LoadedConfig loaded = load(R"({
+    "train_batch_size": 1,
+    "checkpoint": {"tag_validation": "Warn", "load_universal": false,
+                   "use_node_local_storage": false, "parallel_write": {"pipeline_stage": false},
+                   "writer": null, "checkpoint_serialization": true},
+    "zero_optimization": {"stage": 3, "gather_16bit_weights_on_model_save": false}
+  })");
+  EXPECT_THAT(loaded.warnings, IsEmpty());
+  EXPECT_THAT(loaded.notes, IsEmpty());
+  EXPECT_THAT(text_error(R"({"train_batch_size": 1,
+                             "checkpoint": {"parallel_write": {"pipeline_stages": true}}})"),
+              HasSubstr("checkpoint.parallel_write.pipeline_stages: unknown key; did you mean "
+                        "\"pipeline_stage\""));
+  EXPECT_THAT(text_error(R"({"train_batch_size": 1, "checkpoint": {"writer": {"typ": "fast"}}})"),
+              HasSubstr("checkpoint.writer.typ: unknown key"));
+}
+
+TEST(ConfigCheckpoint, AScheduleWithoutADirectoryIsAWarning) {
+  LoadedConfig loaded = load(R"({"train_batch_size": 1,
+                                 "strata": {"checkpoint": {"every_steps": 50}}})");
+  EXPECT_EQ(loaded.config.checkpoint.every_steps, 50);
+  EXPECT_THAT(loaded.warnings, Contains(AllOf(HasSubstr("strata.checkpoint: every_steps 50"),
+                                              HasSubstr("without dir; nothing is saved"))));
+  EXPECT_THAT(text_error(R"({"train_batch_size": 1, "strata": {"checkpoint": {"dirr": "x"}}})"),
+              HasSubstr("strata.checkpoint.dirr: unknown key; did you mean \"dir\""));
+}
+
 }  // namespace
 }  // namespace strata::engine

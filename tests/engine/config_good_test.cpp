@@ -8,6 +8,7 @@
 namespace strata::engine {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::Contains;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -51,7 +52,7 @@ TEST(ConfigGood, HuggingFaceZero3TemplateDerivesSizesFromDModel) {
   EXPECT_EQ(c.zero.stage3_max_live_parameters, 1'000'000'000);
   EXPECT_EQ(c.zero.stage3_max_reuse_distance, 1'000'000'000);
   EXPECT_EQ(c.zero.sub_group_size, 1'000'000'000);
-  EXPECT_TRUE(c.zero.stage3_gather_16bit_weights_on_model_save);
+  EXPECT_TRUE(c.checkpoint.gather_16bit_weights_on_model_save);
   EXPECT_EQ(c.zero.offload_param.device, OffloadDevice::cpu);
   EXPECT_EQ(c.zero.offload_optimizer.device, OffloadDevice::cpu);
   EXPECT_FALSE(c.fp16.enabled);
@@ -169,7 +170,7 @@ TEST(ConfigGood, ShortAliasesAndOldNames) {
   EXPECT_EQ(c.zero.stage3_prefetch_bucket_size, 40'000'000);
   EXPECT_EQ(c.zero.stage3_param_persistence_threshold, 50'000);
   EXPECT_EQ(c.zero.stage3_model_persistence_threshold, 10'000'000'000);
-  EXPECT_TRUE(c.zero.stage3_gather_16bit_weights_on_model_save);
+  EXPECT_TRUE(c.checkpoint.gather_16bit_weights_on_model_save);
   EXPECT_EQ(c.aio.intra_op_parallelism, 4);
   EXPECT_EQ(c.aio.queue_depth, 64);
   EXPECT_EQ(c.aio.block_size, 8'388'608);
@@ -241,6 +242,36 @@ TEST(ConfigGood, StrataSection) {
   EXPECT_EQ(c.aio.intra_op_parallelism, 2);
 }
 
+TEST(ConfigGood, CheckpointSections) {
+  LoadedConfig loaded = load_good("checkpoint_sections.json");
+  const CheckpointConfig& c = loaded.config.checkpoint;
+  EXPECT_EQ(c.dir, "checkpoints/run1");
+  EXPECT_EQ(c.every_steps, 100);
+  EXPECT_EQ(c.keep_last, 3);
+  EXPECT_EQ(c.tag_validation, CheckpointConfig::TagValidation::fail);  // written "fail"
+  EXPECT_TRUE(c.load_universal);
+  EXPECT_FALSE(c.use_node_local_storage);
+  EXPECT_TRUE(c.gather_16bit_weights_on_model_save);  // from the deprecated fp16 name
+  EXPECT_THAT(loaded.warnings, IsEmpty());
+  EXPECT_THAT(loaded.notes, Contains(HasSubstr("checkpoint.load_universal: true changes nothing")));
+  EXPECT_THAT(
+      loaded.notes,
+      Contains(AllOf(HasSubstr("zero_optimization.stage3_gather_fp16_weights_on_model_save: "
+                               "true"),
+                     HasSubstr("strata ckpt export"))));
+}
+
+TEST(ConfigGood, CheckpointDefaultsSaveNothingAndWarnOnTagMismatch) {
+  const CheckpointConfig c = default_config().checkpoint;
+  EXPECT_EQ(c.dir, "");
+  EXPECT_EQ(c.every_steps, 0);
+  EXPECT_EQ(c.keep_last, 0);
+  EXPECT_EQ(c.tag_validation, CheckpointConfig::TagValidation::warn);  // DeepSpeed's default
+  EXPECT_FALSE(c.load_universal);
+  EXPECT_FALSE(c.use_node_local_storage);
+  EXPECT_FALSE(c.gather_16bit_weights_on_model_save);
+}
+
 TEST(ConfigGood, NumbersWrittenAsStringsAndFloats) {
   const Config c = load_good("number_strings.json", 2).config;
   EXPECT_EQ(c.batch.train_batch_size, 64);
@@ -297,7 +328,7 @@ TEST(ConfigGood, EveryConfigRoundTripsThroughToJson) {
       ++count;
     }
   }
-  EXPECT_GE(count, 18);
+  EXPECT_GE(count, 19);
 }
 
 TEST(ConfigGood, DefaultConfigIsWhatAMinimalFileGives) {

@@ -83,7 +83,7 @@ TEST(RealDeepSpeedConfig, AtLeastTenOfThemAndTheyKeepTheirAuthorsMeaning) {
       load_config_file(testing::fixture("real", "axolotl_ai_cloud_axolotl_zero3_bf16.json")).config;
   EXPECT_EQ(axolotl.zero.sub_group_size, 0);
   EXPECT_EQ(axolotl.zero.stage3_max_live_parameters, 0);
-  EXPECT_TRUE(axolotl.zero.stage3_gather_16bit_weights_on_model_save);
+  EXPECT_TRUE(axolotl.checkpoint.gather_16bit_weights_on_model_save);
   // LLaMA-Factory: DeepSpeed features strata ignores are warned about by name.
   LoadedConfig factory =
       load_config_file(testing::fixture("real", "hiyouga_llama_factory_ds_z3_offload_config.json"));
@@ -95,7 +95,7 @@ TEST(RealDeepSpeedConfig, AtLeastTenOfThemAndTheyKeepTheirAuthorsMeaning) {
   const Config hf =
       load_config_file(testing::fixture("real", "huggingface_transformers_ds_config_zero3.json"))
           .config;
-  EXPECT_TRUE(hf.zero.stage3_gather_16bit_weights_on_model_save);
+  EXPECT_TRUE(hf.checkpoint.gather_16bit_weights_on_model_save);
   EXPECT_FALSE(hf.fp16.enabled);
 }
 
@@ -128,7 +128,7 @@ TEST(RealAccelerateConfig, TheyMapAsAccelerateMapsThem) {
   EXPECT_EQ(handbook.zero.offload_optimizer.device, OffloadDevice::cpu);
   EXPECT_EQ(handbook.zero.offload_param.device, OffloadDevice::cpu);
   EXPECT_TRUE(handbook.bf16.enabled);
-  EXPECT_TRUE(handbook.zero.stage3_gather_16bit_weights_on_model_save);
+  EXPECT_TRUE(handbook.checkpoint.gather_16bit_weights_on_model_save);
   const Config trl =
       load_config_file(testing::fixture("accelerate", "huggingface_trl_deepspeed_zero3.yaml"), 8)
           .config;

@@ -132,9 +132,11 @@ TEST_F(OffloadTest, BufferCountBoundsTheSubGroupsInFlight) {
 }
 
 // An injected fault during a step: the step throws naming the swap file, the state is marked
-// inconsistent, and every later step refuses, saying to resume from the last checkpoint.
+// inconsistent, and every later step refuses. The fix keeps the cause's own (free space, check
+// the drive) and says that the run cannot go on from this state.
 void expect_fault_marks_inconsistent(gpu::Device& device, OptimizerOffloadOptions o,
-                                     const std::string& expected_in_message) {
+                                     const std::string& expected_in_message,
+                                     const std::string& expected_fix) {
   OptimizerConfig config;
   const Optimizer optimizer(config);
   const std::int64_t n = 40000;  // 20 sub-groups of 2048: init writes are completions 0..19
@@ -150,7 +152,9 @@ void expect_fault_marks_inconsistent(gpu::Device& device, OptimizerOffloadOption
     EXPECT_NE(what.find(offload.store()->swap_file().string()), std::string::npos) << what;
     EXPECT_NE(what.find(expected_in_message), std::string::npos) << what;
     EXPECT_NE(what.find("offset"), std::string::npos) << what;
-    EXPECT_NE(error.fix().find("resume from the last checkpoint"), std::string::npos);
+    // The cause's own fix, then what it means for the run.
+    EXPECT_NE(error.fix().find(expected_fix), std::string::npos) << error.fix();
+    EXPECT_NE(error.fix().find("training cannot continue from this state"), std::string::npos);
   }
   EXPECT_TRUE(offload.inconsistent());
   EXPECT_EQ(offload.pool()->in_use(), 0);
@@ -159,7 +163,7 @@ void expect_fault_marks_inconsistent(gpu::Device& device, OptimizerOffloadOption
     FAIL() << "expected the later step to refuse";
   } catch (const UserError& error) {
     EXPECT_NE(std::string(error.what()).find("cannot continue"), std::string::npos);
-    EXPECT_NE(error.fix().find("resume from the last checkpoint"), std::string::npos);
+    EXPECT_NE(error.fix().find("training cannot continue from this state"), std::string::npos);
   }
 }
 
@@ -167,7 +171,7 @@ TEST_F(OffloadTest, EioMidStepMarksTheStateInconsistent) {
   for (bool pipelined : {false, true}) {
     OptimizerOffloadOptions o = options(OffloadDevice::nvme, 2048, pipelined, pipelined);
     o.nvme.faults.fail(27, EIO);
-    expect_fault_marks_inconsistent(*device_, o, strerror(EIO));
+    expect_fault_marks_inconsistent(*device_, o, strerror(EIO), "SMART log");
   }
 }
 
@@ -175,14 +179,14 @@ TEST_F(OffloadTest, EnospcMidStepMarksTheStateInconsistent) {
   OptimizerOffloadOptions o = options(OffloadDevice::nvme, 2048, true, true);
   for (int index = 20; index < 60; ++index)
     o.nvme.faults.fail(index, ENOSPC);
-  expect_fault_marks_inconsistent(*device_, o, strerror(ENOSPC));
+  expect_fault_marks_inconsistent(*device_, o, strerror(ENOSPC), "free space on that disk");
 }
 
 TEST_F(OffloadTest, AFlippedBitMidStepIsAChecksumErrorAndMarksInconsistent) {
   OptimizerOffloadOptions o = options(OffloadDevice::nvme, 2048, true, false);
   for (int index = 20; index < 60; ++index)
     o.nvme.faults.flip_bit(index);
-  expect_fault_marks_inconsistent(*device_, o, "checksum");
+  expect_fault_marks_inconsistent(*device_, o, "checksum", "do not trust this file");
 }
 
 TEST_F(OffloadTest, ShortTransfersAreRetriedAndTheStepIsExact) {

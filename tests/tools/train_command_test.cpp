@@ -150,7 +150,7 @@ TEST(TrainCommand, InterruptStopsBetweenStepsWithSummaryAndCurves) {
   RunResult result = child.wait(std::chrono::seconds(120));
   EXPECT_EQ(result.exit_status, 130) << result.err;
   std::smatch match;
-  std::regex summary("interrupted after ([0-9]+) steps");
+  std::regex summary("stopped by SIGINT after ([0-9]+) steps");
   ASSERT_TRUE(std::regex_search(result.out, match, summary)) << result.out;
   std::int64_t done = std::stoll(match[1].str());
   EXPECT_GE(done, 1);

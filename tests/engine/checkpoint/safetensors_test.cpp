@@ -41,8 +41,15 @@ class Safetensors : public ::testing::Test {
     return "";
   }
 
+  static aio::EngineOptions io_options() {
+    aio::EngineOptions options;
+    options.verify_checksums = false;  // the writer's callers keep one CRC32C per file
+    return options;
+  }
+
   aio::testing::TempDir temp_;
   const std::filesystem::path& dir_ = temp_.path();
+  aio::Engine io_{io_options()};
 };
 
 TEST_F(Safetensors, WrittenInPiecesReadsBackTheSameBytes) {
@@ -51,7 +58,7 @@ TEST_F(Safetensors, WrittenInPiecesReadsBackTheSameBytes) {
   std::vector<std::uint16_t> bias = {1, 2, 3, 4, 5};
   const auto path = dir_ / "model.safetensors";
   {
-    SafetensorsWriter writer(path,
+    SafetensorsWriter writer(io_, path,
                              {{"h.0.weight", Dtype::f32, {2, 3}},
                               {"h.0.bias", Dtype::bf16, {5}},
                               {"empty", Dtype::i64, {0, 4}}},
@@ -143,13 +150,13 @@ TEST_F(Safetensors, DamagedFilesAreRefusedNamingTheFileAndTheTensor) {
 TEST_F(Safetensors, AWriterThatDoesNotFinishLeavesNoFile) {
   const auto path = dir_ / "partial.safetensors";
   {
-    SafetensorsWriter writer(path, {{"w", Dtype::f32, {4}}});
+    SafetensorsWriter writer(io_, path, {{"w", Dtype::f32, {4}}});
     std::array<float, 2> half = {1, 2};
     writer.append(std::as_bytes(std::span(half)));
     EXPECT_TRUE(std::filesystem::exists(path));
   }
   EXPECT_FALSE(std::filesystem::exists(path));
-  EXPECT_THROW(SafetensorsWriter(dir_ / "no/such/dir/x.safetensors", {}), UserError);
+  EXPECT_THROW(SafetensorsWriter(io_, dir_ / "no/such/dir/x.safetensors", {}), UserError);
 }
 
 }  // namespace

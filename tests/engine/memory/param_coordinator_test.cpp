@@ -197,7 +197,8 @@ TEST(ParamCoordinator, AFailedShardReadMakesTheTierInconsistent) {
   } catch (const UserError& error) {
     EXPECT_THAT(error.what(), HasSubstr("checksum"));
     EXPECT_THAT(error.what(), HasSubstr("inconsistent"));
-    EXPECT_THAT(error.fix(), HasSubstr("resume from the last checkpoint"));
+    EXPECT_THAT(error.fix(), HasSubstr("do not trust this file"));
+    EXPECT_THAT(error.fix(), HasSubstr("training cannot continue from this state"));
   }
   try {
     f.coordinator->acquire(1);

@@ -158,7 +158,8 @@ std::int64_t parameter_count(const TinyModel& shape) {
   return count;
 }
 
-TrainedRun train(const nlohmann::json& config_json, Ranks ranks, int steps, int eval_every) {
+TrainedRun train(const nlohmann::json& config_json, Ranks ranks, int steps, int eval_every,
+                 const CheckpointPlan& checkpoints) {
   const int world_size = ranks == Ranks::local ? 1 : test_world().world_size();
   const Config config = parse_config(config_json, world_size).config;
   gpu::DeviceOptions options;
@@ -182,7 +183,12 @@ TrainedRun train(const nlohmann::json& config_json, Ranks ranks, int steps, int 
     std::vector<std::int32_t> inputs(
         static_cast<std::size_t>(model.tokens_per_micro_batch() * accumulation));
     std::vector<std::int32_t> targets(inputs.size());
-    for (int step = 1; step <= steps; ++step) {
+    int first = 1;
+    if (!checkpoints.resume_from.empty()) {
+      engine.load_checkpoint(checkpoints.resume_from);
+      first = static_cast<int>(engine.batches_trained()) + 1;
+    }
+    for (int step = first; step <= steps; ++step) {
       fill_batch(step, micro_batch, accumulation, comm->rank(), comm->world_size(), m.seq_len,
                  inputs, targets);
       if (eval_every > 0 && (step - 1) % eval_every == 0)
@@ -192,6 +198,8 @@ TrainedRun train(const nlohmann::json& config_json, Ranks ranks, int steps, int 
       run.traffic.push_back(difference(comm->counters(), before));
       run.losses.push_back(stats.loss);
       run.steps.push_back(stats);
+      if (step == checkpoints.save_at)
+        engine.save_checkpoint(checkpoints.save_dir, "global_step" + std::to_string(step));
     }
     run.params = engine.master_parameters();
   }

@@ -72,7 +72,16 @@ struct TrainedRun {
 // and micro-batches is the reference's one batch of the same rows. With `eval_every` > 0,
 // evaluate() runs over the step's batch before every eval_every-th step (an order of modules,
 // forward only, that differs from a training step's).
-TrainedRun train(const nlohmann::json& config, Ranks ranks, int steps, int eval_every = 0);
+//
+// With `checkpoints`, the run saves after step save_at into save_dir (tag global_step<N>), and/or
+// first loads resume_from and then trains from the step after the checkpoint's to `steps`.
+struct CheckpointPlan {
+  std::filesystem::path save_dir;
+  int save_at = 0;
+  std::filesystem::path resume_from;
+};
+TrainedRun train(const nlohmann::json& config, Ranks ranks, int steps, int eval_every = 0,
+                 const CheckpointPlan& checkpoints = {});
 
 // train(config, Ranks::local, steps): computed once per process for each config and shared by
 // the tests that compare against it.

@@ -1,0 +1,129 @@
+#pragma once
+
+// The Engine's state (engine/engine.h), shared by the files that implement it: engine.cpp (the
+// step) and engine_checkpoint.cpp (save and load). Not installed, not for other code.
+
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/checkpoint/manifest.h"
+#include "engine/checkpoint/shard_pieces.h"
+#include "engine/checkpoint/shard_reader.h"
+#include "engine/engine.h"
+#include "engine/memory/stream_ordered_memory.h"
+#include "engine/optim/loss_scaler.h"
+#include "engine/optim/lr_schedule.h"
+#include "engine/optimizer.h"
+#include "engine/zero/grad_reducer.h"
+#include "engine/zero/optimizer_offload.h"
+#include "engine/zero/overlapped_step.h"
+#include "engine/zero/param_coordinator.h"
+#include "engine/zero/param_tier.h"
+#include "gpu/comm.h"
+#include "gpu/stream.h"
+
+namespace strata::engine {
+
+// Every module's parameters, in module order.
+std::vector<std::vector<ParamSpec>> declared_parameters(Model& model);
+// The 16-bit copy the config asks for (bf16, fp16), or none for fp32.
+ParamCopy storage_type(const Config& config);
+gpu::DataType to_data_type(ParamCopy copy);
+// `values` in the storage type of `copy` (fp32 as they are), at `out`.
+void to_storage(ParamCopy copy, std::span<const float> values, std::byte* out);
+
+// One rank's share of ZeRO (docs/architecture.md, "One training step"): the parameter tier holds
+// the rank's 16-bit shards, the coordinator gathers whole modules for compute, the reducer turns
+// module gradients into the rank's fp32 gradient partition, and the optimizer (on the device, or
+// offloaded to CPU/NVMe) updates the partition and writes the new shards back to the tier.
+// Stage 0 is the same machinery over an unsharded layout with every module kept gathered.
+struct Engine::State {
+  State(Runtime& runtime_in, const Config& config_in, Model& model_in)
+      : runtime(runtime_in),
+        config(config_in),
+        model(model_in),
+        layout(declared_parameters(model_in),
+               config_in.zero.stage == 0 ? 1 : runtime_in.comm.world_size()),
+        optimizer(config_in.optimizer),
+        schedule(config_in.scheduler, config_in.optimizer),
+        loss_scaler(config_in.fp16),
+        copy_type(storage_type(config_in)),
+        storage(to_data_type(copy_type)),
+        memory(runtime_in.device) {}
+
+  Runtime& runtime;
+  Config config;
+  Model& model;
+  zero::FlatLayout layout;
+  Optimizer optimizer;
+  optim::LrSchedule schedule;
+  optim::LossScaler loss_scaler;
+  ParamCopy copy_type;
+  gpu::DataType storage;
+  memory::StreamOrderedMemory memory;
+
+  std::unique_ptr<zero::ParamTier> tier;
+  std::unique_ptr<zero::ParamCoordinator> coordinator;
+  std::unique_ptr<zero::GradReducer> reducer;
+  // The optimizer on the device (offload_optimizer none) ...
+  gpu::DeviceBuffer master;
+  gpu::DeviceBuffer exp_avg;
+  gpu::DeviceBuffer exp_avg_sq;
+  // ... or offloaded to CPU memory or NVMe, its step overlapped with backward when asked.
+  std::unique_ptr<zero::OptimizerOffload> offload;
+  std::unique_ptr<zero::OverlappedStep> overlap;
+
+  gpu::DeviceBuffer losses;  // one per micro-batch, averaged over ranks
+  gpu::PinnedBuffer losses_host;
+  std::int64_t steps_taken = 0;      // optimizer steps applied
+  std::int64_t batches_trained = 0;  // train_batch calls that finished, skipped steps included
+  std::int64_t device_peak = 0;
+  // Set when a checkpoint load failed part way: the states are neither the old nor the new ones,
+  // and every later call refuses with this.
+  std::string unusable;
+  // The checkpoint this run last saved or loaded, for the resume advice of a failed step.
+  std::filesystem::path last_checkpoint;
+
+  gpu::Stream& stream() { return runtime.device.compute_stream(); }
+  int shard_rank() const { return layout.world_size() > 1 ? runtime.comm.rank() : 0; }
+
+  void build();
+  std::int64_t overlap_window(const zero::OptimizerOffloadOptions& options) const;
+  std::vector<float> initial_master() const;
+  void run_forward(std::int64_t micro_batch);
+  void run_backward(std::int64_t micro_batch, bool last_micro);
+  void average_losses(std::int64_t count);
+  StepHyperparameters hyperparameters(float grad_scale) const;
+  StepHyperparameters guess_step() const;
+  StepHyperparameters plan_step(StepStats& stats);
+  zero::StepIo step_io();
+  void apply_step(const StepHyperparameters& hyper);
+  void finish_overlapped_step(const StepHyperparameters& hyper, StepStats& stats);
+  std::int64_t nvme_read_bytes() const;
+  std::int64_t nvme_write_bytes() const;
+  std::int64_t host_bytes() const;
+
+  // engine_checkpoint.cpp
+  void check_usable() const;
+  bool inconsistent() const;
+  std::string resume_advice() const;
+  std::vector<std::string> state_names() const;
+  checkpoint::Manifest manifest_for(const std::string& tag) const;
+  std::string agree_on_tag(const std::string& tag);
+  std::vector<std::int64_t> gather_file_records(const std::vector<checkpoint::ManifestFile>& files,
+                                                bool failed);
+  std::vector<checkpoint::ManifestFile> files_from_records(
+      const std::vector<std::int64_t>& records) const;
+  std::vector<checkpoint::ManifestFile> write_states(const std::filesystem::path& directory);
+  void read_states(const checkpoint::ShardReader& reader);
+  void read_device_states(const checkpoint::ShardReader& reader,
+                          std::span<const checkpoint::Piece> pieces);
+  void read_offloaded_states(const checkpoint::ShardReader& reader,
+                             std::span<const checkpoint::Piece> pieces);
+};
+
+}  // namespace strata::engine

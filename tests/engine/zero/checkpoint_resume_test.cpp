@@ -1,0 +1,122 @@
+// Checkpoints through the real Engine (docs/checkpoints.md): a run saved after step 10 and
+// resumed to step 20 is the uninterrupted 20-step run bit for bit (every loss and every final
+// master parameter) at stage 0, stage 2 with CPU offload, stage 3 with parameters and optimizer
+// on NVMe, with strata.overlap_optimizer, and with fp16 loss scaling; under mpirun the same on 2
+// and 4 ranks. Resumed at another stage, offload or world size, its losses are those of the
+// uninterrupted run within the ZeRO equivalence tolerance (zero_equivalence_test.cpp says why
+// they are not the same bits: the sums run in another order).
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "tests/engine/zero/zero_test_util.h"
+
+namespace strata::engine::zero_testing {
+namespace {
+
+constexpr int kSteps = 20;
+constexpr int kSaveAt = 10;
+constexpr std::int64_t kMicroBatch = 2;
+
+nlohmann::json config_for(int stage, const std::string& param_device,
+                          const std::string& optimizer_device, const std::string& nvme_path = "",
+                          std::int64_t micro_batch = kMicroBatch) {
+  nlohmann::json config = base_config(micro_batch);
+  nlohmann::json zero = {{"stage", stage},
+                         {"reduce_bucket_size", 5000},
+                         {"sub_group_size", 8192},
+                         {"stage3_param_persistence_threshold", 0}};
+  if (param_device != "none")
+    zero["offload_param"] = offload_section(param_device, nvme_path, true);
+  if (optimizer_device != "none")
+    zero["offload_optimizer"] = offload_section(optimizer_device, nvme_path, false);
+  config["zero_optimization"] = zero;
+  config["strata"]["job_name"] = job_name_for_test();
+  return config;
+}
+
+// Saved at step 10 and resumed: the second half of the uninterrupted run, to the bit.
+void expect_resumes_exactly(const nlohmann::json& config) {
+  const TrainedRun whole = train(config, Ranks::world, kSteps);
+  TempDirectory saves(/*shared=*/true);
+  const TrainedRun first = train(config, Ranks::world, kSaveAt, 0, {saves.path(), kSaveAt, {}});
+  const TrainedRun second = train(config, Ranks::world, kSteps, 0, {{}, 0, saves.path()});
+  ASSERT_EQ(first.losses.size(), static_cast<std::size_t>(kSaveAt));
+  ASSERT_EQ(second.losses.size(), static_cast<std::size_t>(kSteps - kSaveAt));
+  for (int i = 0; i < kSaveAt; ++i)
+    EXPECT_EQ(first.losses[i], whole.losses[i]) << "step " << i + 1;
+  for (int i = kSaveAt; i < kSteps; ++i) {
+    EXPECT_EQ(second.losses[i - kSaveAt], whole.losses[i]) << "step " << i + 1;
+    EXPECT_EQ(second.steps[i - kSaveAt].grad_norm, whole.steps[i].grad_norm) << "step " << i + 1;
+    EXPECT_EQ(second.steps[i - kSaveAt].step, whole.steps[i].step) << "step " << i + 1;
+  }
+  ASSERT_EQ(second.params.size(), whole.params.size());
+  std::size_t differing = 0;
+  for (std::size_t i = 0; i < whole.params.size(); ++i)
+    differing += second.params[i] != whole.params[i] ? 1 : 0;
+  EXPECT_EQ(differing, 0u) << "final master parameters that differ from the uninterrupted run";
+}
+
+TEST(CheckpointResume, Stage0ResumesBitForBit) {
+  expect_resumes_exactly(config_for(0, "none", "none"));
+}
+
+TEST(CheckpointResume, Stage2WithCpuOffloadResumesBitForBit) {
+  expect_resumes_exactly(config_for(2, "none", "cpu"));
+}
+
+TEST(CheckpointResume, Stage3WithEverythingOnNvmeResumesBitForBit) {
+  TempDirectory swap;
+  expect_resumes_exactly(config_for(3, "nvme", "nvme", swap.string()));
+  EXPECT_TRUE(files_under(swap.path()).empty()) << "swap files left behind";
+}
+
+TEST(CheckpointResume, OverlappedOptimizerResumesBitForBit) {
+  nlohmann::json config = config_for(2, "none", "cpu");
+  config["strata"]["overlap_optimizer"] = true;
+  expect_resumes_exactly(config);
+}
+
+TEST(CheckpointResume, Fp16LossScalingResumesBitForBit) {
+  nlohmann::json config = config_for(2, "none", "cpu");
+  config.erase("bf16");
+  // A small window, so that the scale changes (and its counters matter) within 20 steps.
+  config["fp16"] = {{"enabled", true}, {"initial_scale_power", 16}, {"loss_scale_window", 4}};
+  expect_resumes_exactly(config);
+}
+
+// Saved by every rank of the job at stage 3 with NVMe, resumed by one rank at stage 1 with the
+// optimizer in CPU memory and the whole job's rows in its micro-batch.
+TEST(CheckpointResume, ResumesAtAnotherStageOffloadAndWorldSize) {
+  const int world = test_world().world_size();
+  TempDirectory swap;
+  const nlohmann::json saved_config = config_for(3, "nvme", "nvme", swap.string());
+  const TrainedRun whole = train(saved_config, Ranks::world, kSteps);
+  TempDirectory saves(/*shared=*/true);
+  train(saved_config, Ranks::world, kSaveAt, 0, {saves.path(), kSaveAt, {}});
+  const nlohmann::json resumed_config = config_for(1, "none", "cpu", "", kMicroBatch * world);
+  const TrainedRun resumed = train(resumed_config, Ranks::local, kSteps, 0, {{}, 0, saves.path()});
+  ASSERT_EQ(resumed.losses.size(), static_cast<std::size_t>(kSteps - kSaveAt));
+  const double tolerance = world == 1 ? 1e-5 : 1e-4;
+  for (int i = kSaveAt; i < kSteps; ++i) {
+    EXPECT_NEAR(resumed.losses[i - kSaveAt], whole.losses[i], tolerance * whole.losses[i])
+        << "step " << i + 1;
+  }
+  // And back the other way: saved by one rank at stage 0, resumed by every rank at stage 3.
+  TempDirectory local_saves;
+  const nlohmann::json local_config = config_for(0, "none", "none", "", kMicroBatch * world);
+  const TrainedRun local_whole = train(local_config, Ranks::local, kSteps);
+  train(local_config, Ranks::local, kSaveAt, 0, {local_saves.path(), kSaveAt, {}});
+  const TrainedRun spread =
+      train(config_for(3, "none", "cpu"), Ranks::world, kSteps, 0, {{}, 0, local_saves.path()});
+  for (int i = kSaveAt; i < kSteps; ++i) {
+    EXPECT_NEAR(spread.losses[i - kSaveAt], local_whole.losses[i],
+                tolerance * local_whole.losses[i])
+        << "step " << i + 1;
+  }
+}
+
+}  // namespace
+}  // namespace strata::engine::zero_testing
