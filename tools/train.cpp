@@ -62,10 +62,10 @@ std::string tag_for(std::int64_t step) {
 void save(engine::Engine& engine, const engine::Config& config, std::int64_t step, bool leader) {
   const engine::CheckpointInfo info = engine.save_checkpoint(config.checkpoint.dir, tag_for(step));
   if (!leader) return;
-  base::logger("tools").info("saved {} (step {}): {} in {:.2f} s{}", info.path.string(), step,
-                             base::format_bytes(static_cast<double>(info.bytes)), info.seconds,
-                             info.pruned > 0 ? fmt::format(", {} older removed", info.pruned)
-                                             : std::string());
+  base::logger("tools").info(
+      "saved {} (step {}): {} in {:.2f} s{}", info.path.string(), step,
+      base::format_bytes(static_cast<double>(info.bytes)), info.seconds,
+      info.pruned > 0 ? fmt::format(", {} older removed", info.pruned) : std::string());
 }
 
 // --resume: the engine continues from the checkpoint; the run from the batch after it.
@@ -73,8 +73,11 @@ std::int64_t resume(engine::Engine& engine, const std::string& from, bool leader
   if (from.empty()) return 0;
   const engine::CheckpointInfo info = engine.load_checkpoint(from);
   if (leader) {
-    base::logger("tools").info("resumed from {}: step {}, continuing with batch {}",
-                               info.path.string(), info.step, info.batches + 1);
+    base::logger("tools").info(
+        "resumed from {} (step {}): {} verified and read in {:.2f} s; "
+        "continuing with batch {}",
+        info.path.string(), info.step, base::format_bytes(static_cast<double>(info.bytes)),
+        info.seconds, info.batches + 1);
   }
   return info.batches;
 }
@@ -282,8 +285,8 @@ int train_on(gpu::World& world, const TrainOptions& options) {
     metrics.write(stats, tokens_per_s, validation);
     curve.push_back({step, stats.loss, validation});
     stopped_by = signals.requested(*comm, *device);
-    const bool every = config.checkpoint.every_steps > 0 &&
-                       step % config.checkpoint.every_steps == 0;
+    const bool every =
+        config.checkpoint.every_steps > 0 && step % config.checkpoint.every_steps == 0;
     if (saving && (every || step == steps || stopped_by != 0)) save(engine, config, step, leader);
     if (stopped_by != 0) break;
   }
@@ -297,8 +300,9 @@ int train_on(gpu::World& world, const TrainOptions& options) {
   std::string validation =
       last_validation >= 0 ? fmt::format("{:.4f}", last_validation) : "not measured";
   fmt::print("{} {} steps in {:.1f} s: loss {:.4f} -> {:.4f}, validation {}{}\n",
-             stopped_by != 0 ? fmt::format("stopped by {} after", StopSignals::name(stopped_by)) : "trained", done, seconds,
-             curve.empty() ? 0.0 : curve.front().train_loss,
+             stopped_by != 0 ? fmt::format("stopped by {} after", StopSignals::name(stopped_by))
+                             : "trained",
+             done, seconds, curve.empty() ? 0.0 : curve.front().train_loss,
              curve.empty() ? 0.0 : curve.back().train_loss, validation,
              data.entropy_floor_nats > 0 ? fmt::format(" (floor {:.4f})", data.entropy_floor_nats)
                                          : std::string());
@@ -336,11 +340,13 @@ void add_train_command(CLI::App& app, CommandContext& context) {
   command->add_option("--save-dir", options->save_dir,
                       "Save checkpoints here (strata.checkpoint.dir): every --save-every steps, "
                       "after the last step, and on SIGTERM/SIGINT");
-  command->add_option("--save-every", options->save_every,
-                      "Save every N steps (strata.checkpoint.every_steps; 0: only at the end)")
+  command
+      ->add_option("--save-every", options->save_every,
+                   "Save every N steps (strata.checkpoint.every_steps; 0: only at the end)")
       ->check(CLI::NonNegativeNumber);
-  command->add_option("--keep-last", options->keep_last,
-                      "Keep the newest K checkpoints, remove older ones (0 keeps all)")
+  command
+      ->add_option("--keep-last", options->keep_last,
+                   "Keep the newest K checkpoints, remove older ones (0 keeps all)")
       ->check(CLI::NonNegativeNumber);
   command->add_option("--resume", options->resume,
                       "Continue from a save directory's latest checkpoint, or from DIR/TAG; "
