@@ -164,12 +164,14 @@ void Engine::State::build() {
   // The parameter tier starts from the master weights in the storage type.
   std::vector<std::byte> shards(static_cast<std::size_t>(partition * element));
   to_storage(copy_type, master_values, shards.data());
-  tier = std::make_unique<zero::ParamTier>(device, layout,
-                                           zero::param_tier_options(config, rank, element), shards);
+  zero::ParamTierOptions tier_options = zero::param_tier_options(config, rank, element);
+  tier_options.nvme.faults = runtime.faults.swap;
+  tier = std::make_unique<zero::ParamTier>(device, layout, tier_options, shards);
   shards = {};
 
   if (offloaded(config.zero.offload_optimizer.device)) {
     zero::OptimizerOffloadOptions options = zero::optimizer_offload_options(config, rank);
+    options.nvme.faults = runtime.faults.swap;
     options.sub_groups = zero::make_sub_groups(layout, config.zero.sub_group_size);
     if (config.strata.overlap_optimizer) {
       options.keep_capacity = overlap_window(options);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "aio/fault_plan.h"
 #include "engine/config/config.h"
 #include "engine/model.h"
 #include "engine/zero/flat_layout.h"
@@ -19,11 +20,20 @@ class Ops;
 
 namespace strata::engine {
 
+// Seeded I/O faults (aio/fault_plan.h) for tests that drive the whole engine through failing
+// disks: `swap` in every NVMe swap file's aio engine, `checkpoint` in the aio engine of each save
+// and load. Off unless a test plants them.
+struct IoFaults {
+  aio::FaultPlan swap;
+  aio::FaultPlan checkpoint;
+};
+
 // What the engine runs on: the device, its ops and the collectives between ranks.
 struct Runtime {
   gpu::Device& device;
   gpu::Ops& ops;
   gpu::Comm& comm;
+  IoFaults faults = {};
 };
 
 // One optimizer step, for the progress line and the metrics file.

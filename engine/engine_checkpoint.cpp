@@ -16,6 +16,7 @@
 #include "base/log.h"
 #include "engine/checkpoint/save_directory.h"
 #include "engine/checkpoint/shard_writer.h"
+#include "engine/checkpoint/state_stream.h"
 #include "engine/engine_state.h"
 #include "engine/zero/offload_options.h"
 
@@ -41,23 +42,25 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-aio::EngineOptions checkpoint_io_options(const Config& config) {
+// The aio engine of a save or a load: the run's aio settings, without sidecar checksums (the
+// manifest's CRC32C of each file stands for them), with the faults a test planted.
+aio::Engine checkpoint_io(const Config& config, const aio::FaultPlan& faults) {
   aio::EngineOptions options = zero::aio_options(config.aio);
-  options.verify_checksums = false;  // the manifest's CRC32C of each file stands for them
-  return options;
+  options.verify_checksums = false;
+  return aio::Engine(options, faults);
 }
 
-// Fills `out` with elements [range.begin, range.end) of the partition in `state`: each piece of
-// it from the checkpoint, the padding between pieces zero.
-void fill_range(const checkpoint::ShardReader& reader, checkpoint::PieceCursor& cursor,
-                zero::Range range, const std::string& state, std::span<float> out) {
+// Fills `out` with elements [range.begin, range.end) of the partition: each piece of it from the
+// checkpoint's stream of the state, the padding between pieces zero.
+void fill_range(checkpoint::StateStream& stream, checkpoint::PieceCursor& cursor, zero::Range range,
+                std::span<float> out) {
   std::fill(out.begin(), out.end(), 0.0f);
-  cursor.for_each_in(range, [&](const checkpoint::Piece& piece, std::int64_t begin,
-                                std::int64_t end) {
-    reader.read(state, piece.tensor->name, piece.param_offset + (begin - piece.partition_offset),
-                out.subspan(static_cast<std::size_t>(begin - range.begin),
-                            static_cast<std::size_t>(end - begin)));
-  });
+  cursor.for_each_in(
+      range, [&](const checkpoint::Piece& piece, std::int64_t begin, std::int64_t end) {
+        stream.read(piece.tensor->name, piece.param_offset + (begin - piece.partition_offset),
+                    out.subspan(static_cast<std::size_t>(begin - range.begin),
+                                static_cast<std::size_t>(end - begin)));
+      });
 }
 
 }  // namespace
@@ -149,9 +152,11 @@ std::string Engine::State::agree_on_tag(const std::string& tag) {
                     "pass every rank the same tag, or set checkpoint.tag_validation to Warn", 2);
   }
   if (config.checkpoint.tag_validation == Validation::warn && comm.rank() == 0) {
-    base::logger("checkpoint").warn("the ranks asked to save under different tags; every rank "
-                                    "saves under rank 0's \"{}\"",
-                                    leader_tag);
+    base::logger("checkpoint")
+        .warn(
+            "the ranks asked to save under different tags; every rank "
+            "saves under rank 0's \"{}\"",
+            leader_tag);
   }
   return leader_tag;
 }
@@ -201,7 +206,7 @@ std::vector<ManifestFile> Engine::State::files_from_records(
 // This rank's partition, state by state, from CPU or NVMe (sub-group by sub-group) or from the
 // device (chunk by chunk through host memory).
 std::vector<ManifestFile> Engine::State::write_states(const fs::path& directory) {
-  aio::Engine io(checkpoint_io_options(config));
+  aio::Engine io = checkpoint_io(config, runtime.faults.checkpoint);
   checkpoint::ShardWriter writer(io, directory, checkpoint::shard_pieces(layout, shard_rank()),
                                  shard_rank(), layout.world_size(), state_names());
   if (offload) {
@@ -283,32 +288,34 @@ CheckpointInfo Engine::load_checkpoint(const fs::path& path) {
   const auto started = std::chrono::steady_clock::now();
   s.stream().synchronize();
   const fs::path where = checkpoint::resolve_checkpoint(path);
+  // Everything that can be judged without reading the states is, before anything changes: the
+  // manifest, every file's presence, size and header, the model and the optimizer.
   const checkpoint::ShardReader reader(where);
   const checkpoint::Manifest& manifest = reader.manifest();
   reader.check_model(s.layout.all_tensors());
   const std::string optimizer = to_string(s.config.optimizer.type);
   if (manifest.optimizer != optimizer) {
-    throw UserError(fmt::format("{}: the checkpoint holds {} states, but the config's optimizer "
-                                "is {}",
-                                (where / checkpoint::kManifestName).string(), manifest.optimizer,
-                                optimizer),
-                    fmt::format("set optimizer.type to {} to resume this run, or start a new run "
-                                "without --resume",
-                                manifest.optimizer),
-                    2);
+    throw UserError(
+        fmt::format("{}: the checkpoint holds {} states, but the config's optimizer "
+                    "is {}",
+                    (where / checkpoint::kManifestName).string(), manifest.optimizer, optimizer),
+        fmt::format("set optimizer.type to {} to resume this run, or start a new run "
+                    "without --resume",
+                    manifest.optimizer),
+        2);
   }
-  const std::vector<checkpoint::Piece> pieces = checkpoint::shard_pieces(s.layout, s.shard_rank());
   CheckpointInfo info;
-  info.bytes = reader.verify(pieces);  // nothing is changed before every file needed checks out
   try {
-    s.read_states(reader);
+    info.bytes = s.read_states(reader);
   } catch (const std::exception& error) {
+    // The states are partly the checkpoint's now: this engine must not train on them.
     s.unusable = fmt::format("loading {} failed part way: {}", where.string(), error.what());
     throw UserError(s.unusable, fix_of(error, "check the disk, then load it into a new run"), 1);
   }
   s.steps_taken = manifest.step;
   s.batches_trained = manifest.batches;
-  if (s.config.fp16.enabled && manifest.precision == "fp16") s.loss_scaler.restore(manifest.loss_scaler);
+  if (s.config.fp16.enabled && manifest.precision == "fp16")
+    s.loss_scaler.restore(manifest.loss_scaler);
   s.last_checkpoint = where;
   info.path = where;
   info.step = manifest.step;
@@ -317,37 +324,50 @@ CheckpointInfo Engine::load_checkpoint(const fs::path& path) {
   return info;
 }
 
-// The new partition's states, piece by piece, and the parameter tier made from its masters.
-void Engine::State::read_states(const checkpoint::ShardReader& reader) {
+// The new partition's states, piece by piece, each file read once and its CRC32C checked at the
+// end; the parameter tier is made from the masters. Returns the bytes read.
+std::int64_t Engine::State::read_states(const checkpoint::ShardReader& reader) {
   const std::vector<checkpoint::Piece> pieces = checkpoint::shard_pieces(layout, shard_rank());
+  aio::Engine io = checkpoint_io(config, runtime.faults.checkpoint);
+  StateStreams streams;
+  for (const std::string& name : state_names())
+    streams.emplace(name, std::make_unique<checkpoint::StateStream>(io, reader, name));
   if (offload) {
-    read_offloaded_states(reader, pieces);
+    read_offloaded_states(streams, pieces);
   } else {
-    read_device_states(reader, pieces);
+    read_device_states(streams, pieces);
+  }
+  std::int64_t bytes = 0;
+  for (auto& [name, stream] : streams) {
+    stream->finish();
+    bytes += stream->bytes_read();
   }
   coordinator->invalidate();
+  return bytes;
 }
 
-void Engine::State::read_offloaded_states(const checkpoint::ShardReader& reader,
+void Engine::State::read_offloaded_states(StateStreams& streams,
                                           std::span<const checkpoint::Piece> pieces) {
-  checkpoint::PieceCursor cursor(pieces);
+  std::map<std::string, checkpoint::PieceCursor> cursors;
+  for (auto& [name, stream] : streams)
+    cursors.emplace(name, checkpoint::PieceCursor(pieces));
+  auto fill = [&](const char* state, zero::Range range, std::span<float> out) {
+    if (!out.empty()) fill_range(*streams.at(state), cursors.at(state), range, out);
+  };
   std::span<std::byte> shards = tier->host_partition();
   const std::int64_t element = gpu::size_bytes(storage);
   offload->fill_states([&](const zero::OptimizerOffload::SubGroupStates& states) {
-    fill_range(reader, cursor, states.range, checkpoint::kMasterState, states.params);
-    if (!states.exp_avg.empty())
-      fill_range(reader, cursor, states.range, checkpoint::kExpAvgState, states.exp_avg);
-    if (!states.exp_avg_sq.empty())
-      fill_range(reader, cursor, states.range, checkpoint::kExpAvgSqState, states.exp_avg_sq);
+    fill(checkpoint::kMasterState, states.range, states.params);
+    fill(checkpoint::kExpAvgState, states.range, states.exp_avg);
+    fill(checkpoint::kExpAvgSqState, states.range, states.exp_avg_sq);
     to_storage(copy_type, states.params, shards.data() + states.range.begin * element);
   });
   tier->store_from_host(stream());
   stream().synchronize();
 }
 
-void Engine::State::read_device_states(const checkpoint::ShardReader& reader,
+void Engine::State::read_device_states(StateStreams& streams,
                                        std::span<const checkpoint::Piece> pieces) {
-  checkpoint::PieceCursor cursor(pieces);
   const std::int64_t n = layout.partition_numel();
   const std::int64_t element = gpu::size_bytes(storage);
   std::vector<float> values(static_cast<std::size_t>(std::min(n, kChunk)));
@@ -356,12 +376,15 @@ void Engine::State::read_device_states(const checkpoint::ShardReader& reader,
       {{&master, checkpoint::kMasterState},
        {&exp_avg, checkpoint::kExpAvgState},
        {&exp_avg_sq, checkpoint::kExpAvgSqState}}};
+  std::map<std::string, checkpoint::PieceCursor> cursors;
+  for (auto& [name, stream] : streams)
+    cursors.emplace(name, checkpoint::PieceCursor(pieces));
   for (std::int64_t begin = 0; begin < n; begin += kChunk) {
     const zero::Range range{begin, std::min(n, begin + kChunk)};
     std::span<float> chunk = std::span(values).first(static_cast<std::size_t>(range.size()));
     for (const auto& [buffer, state] : targets) {
       if (!*buffer) continue;
-      fill_range(reader, cursor, range, state, chunk);
+      fill_range(*streams.at(state), cursors.at(state), range, chunk);
       stream().copy(buffer->as<float>() + begin, chunk.data(), chunk.size_bytes(),
                     gpu::CopyKind::host_to_device);
       if (buffer == &master) {

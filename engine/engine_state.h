@@ -5,14 +5,16 @@
 
 #include <cstdint>
 #include <filesystem>
-#include <span>
+#include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "engine/checkpoint/manifest.h"
 #include "engine/checkpoint/shard_pieces.h"
 #include "engine/checkpoint/shard_reader.h"
+#include "engine/checkpoint/state_stream.h"
 #include "engine/engine.h"
 #include "engine/memory/stream_ordered_memory.h"
 #include "engine/optim/loss_scaler.h"
@@ -119,11 +121,11 @@ struct Engine::State {
   std::vector<checkpoint::ManifestFile> files_from_records(
       const std::vector<std::int64_t>& records) const;
   std::vector<checkpoint::ManifestFile> write_states(const std::filesystem::path& directory);
-  void read_states(const checkpoint::ShardReader& reader);
-  void read_device_states(const checkpoint::ShardReader& reader,
-                          std::span<const checkpoint::Piece> pieces);
-  void read_offloaded_states(const checkpoint::ShardReader& reader,
-                             std::span<const checkpoint::Piece> pieces);
+  // A load's stream of each state the optimizer keeps, by state name.
+  using StateStreams = std::map<std::string, std::unique_ptr<checkpoint::StateStream>>;
+  std::int64_t read_states(const checkpoint::ShardReader& reader);
+  void read_device_states(StateStreams& streams, std::span<const checkpoint::Piece> pieces);
+  void read_offloaded_states(StateStreams& streams, std::span<const checkpoint::Piece> pieces);
 };
 
 }  // namespace strata::engine

@@ -18,6 +18,7 @@
 #include "engine/checkpoint/safetensors.h"
 #include "engine/checkpoint/save_directory.h"
 #include "engine/checkpoint/shard_reader.h"
+#include "engine/checkpoint/state_stream.h"
 #include "tools/commands.h"
 
 namespace strata::tools {
@@ -45,12 +46,12 @@ void print_manifest(const std::filesystem::path& where, const ckpt::Manifest& m)
   fmt::print("  tag        {} (format {})\n", m.tag, m.format);
   fmt::print("  step       {} optimizer steps, {} batches trained (the next is {})\n", m.step,
              m.batches, m.batches + 1);
-  fmt::print("  run        {} rank(s), ZeRO stage {}, states written by {} rank(s)\n",
-             m.world_size, m.stage, m.shard_ranks);
+  fmt::print("  run        {} rank(s), ZeRO stage {}, states written by {} rank(s)\n", m.world_size,
+             m.stage, m.shard_ranks);
   fmt::print("  tiers      parameters {}, optimizer states {}\n", m.offload_param,
              m.offload_optimizer);
-  fmt::print("  optimizer  {} ({}), precision {}, seed {}\n", m.optimizer, fmt::join(m.states, ", "),
-             m.precision, m.seed);
+  fmt::print("  optimizer  {} ({}), precision {}, seed {}\n", m.optimizer,
+             fmt::join(m.states, ", "), m.precision, m.seed);
   if (m.precision == "fp16")
     fmt::print("  loss scale {} ({} steps skipped)\n", m.loss_scaler.scale,
                m.loss_scaler.skipped_steps);
@@ -106,18 +107,21 @@ void append_as(ckpt::SafetensorsWriter& writer, ckpt::Dtype dtype, std::span<con
   writer.append(std::as_bytes(std::span(half)));
 }
 
+// The master weights stream from the checkpoint's files in flat order, which is the order of
+// the model's tensors, so each file is read once, front to back, and verified as it passes; the
+// output is removed when a file turns out damaged.
 int export_weights(const ExportOptions& options) {
   const ckpt::Dtype dtype = export_dtype(options.dtype);
   const std::filesystem::path where = ckpt::resolve_checkpoint(options.path);
   const ckpt::ShardReader reader(where);
   const ckpt::Manifest& m = reader.manifest();
-  reader.verify();
   std::vector<ckpt::SafetensorsWriter::Tensor> tensors;
   for (const ckpt::ManifestTensor& tensor : m.tensors)
     tensors.push_back({tensor.name, dtype, tensor.shape});
   aio::EngineOptions io_options;
-  io_options.verify_checksums = false;
+  io_options.verify_checksums = false;  // the manifest's CRC32C stands for them
   aio::Engine io(io_options);
+  ckpt::StateStream masters(io, reader, ckpt::kMasterState);
   ckpt::SafetensorsWriter writer(
       io, options.out, tensors,
       {{"format", "pt"}, {"strata_checkpoint", m.tag}, {"step", std::to_string(m.step)}});
@@ -127,10 +131,11 @@ int export_weights(const ExportOptions& options) {
     for (std::int64_t at = 0; at < tensor.numel(); at += kExportChunk) {
       const auto count = static_cast<std::size_t>(std::min(kExportChunk, tensor.numel() - at));
       std::span<float> values = std::span(chunk).first(count);
-      reader.read(ckpt::kMasterState, tensor.name, at, values);
+      masters.read(tensor.name, at, values);
       append_as(writer, dtype, values, half);
     }
   }
+  masters.finish();  // before finish(): a damaged checkpoint leaves no output behind
   const ckpt::WrittenFile written = writer.finish();
   fmt::print("exported {} parameters ({} tensors, {}) of {} at step {} to {}: {}\n",
              base::format_count(static_cast<double>(m.parameter_count())), m.tensors.size(),
@@ -159,8 +164,7 @@ void add_ckpt_command(CLI::App& app, CommandContext& context) {
   auto export_options = std::make_shared<ExportOptions>();
   auto* export_command = ckpt_command->add_subcommand(
       "export", "The whole model's weights in one safetensors file, written streaming");
-  export_command->add_option("path", export_options->path, "Save directory or DIR/TAG")
-      ->required();
+  export_command->add_option("path", export_options->path, "Save directory or DIR/TAG")->required();
   export_command->add_option("--out", export_options->out, "The .safetensors file to write")
       ->required();
   export_command->add_option("--dtype", export_options->dtype, "fp32, bf16 or fp16")

@@ -166,7 +166,8 @@ Manifest manifest_from_json(const json& root, const std::filesystem::path& path)
     } catch (const std::exception&) {
       used = 0;
     }
-    if (used != crc.size() || crc.size() != 8) f.refuse(fmt::format("crc32c \"{}\" is not 8 hex digits", crc));
+    if (used != crc.size() || crc.size() != 8)
+      f.refuse(fmt::format("crc32c \"{}\" is not 8 hex digits", crc));
     if (file.name.empty() || file.name.find('/') != std::string::npos || file.name[0] == '.')
       f.refuse(fmt::format("name \"{}\" is not a file of the checkpoint directory", file.name));
     m.files.push_back(std::move(file));

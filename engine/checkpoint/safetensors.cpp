@@ -239,17 +239,6 @@ SafetensorsFile::~SafetensorsFile() {
   if (mapping_ != nullptr) ::munmap(const_cast<std::byte*>(mapping_), mapping_bytes_);
 }
 
-void SafetensorsFile::release(std::span<const std::byte> bytes) const {
-  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const auto begin = reinterpret_cast<std::uintptr_t>(bytes.data());
-  const auto first = (begin + page - 1) / page * page;  // whole pages inside the span only
-  const auto last = (begin + bytes.size()) / page * page;
-  if (first < last) {
-    // A hint: a failure leaves the pages mapped, which costs memory, not correctness.
-    static_cast<void>(::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED));
-  }
-}
-
 const TensorEntry* SafetensorsFile::find(std::string_view name) const {
   for (const TensorEntry& tensor : tensors_)
     if (tensor.name == name) return &tensor;

@@ -67,10 +67,8 @@ class SafetensorsFile {
   // nullptr when the file has no tensor of that name.
   const TensorEntry* find(std::string_view name) const;
   std::span<const std::byte> data(const TensorEntry& tensor) const;
-  // Lets the pages of `bytes` (a span of data()) that were read go from this process's memory
-  // (they stay in the page cache), so that reading a file front to back holds a few pages, not
-  // the file: what keeps `strata ckpt export` and a load of a large checkpoint small.
-  void release(std::span<const std::byte> bytes) const;
+  // Where the data section starts in the file: a tensor's bytes are at data_offset() + begin.
+  std::int64_t data_offset() const noexcept { return data_offset_; }
   // The header's "__metadata__" (string to string), empty when absent.
   const std::map<std::string, std::string>& metadata() const noexcept { return metadata_; }
 
@@ -138,9 +136,9 @@ class SafetensorsWriter {
   std::optional<aio::File> file_;  // optional: aio::File() is not usable outside aio
   aio::AlignedBuffer staging_[2];
   aio::Ticket in_flight_[2];
-  int current_ = 0;             // the staging buffer being filled
-  std::int64_t filled_ = 0;     // bytes in it
-  std::int64_t file_bytes_ = 0; // bytes handed to the disk so far (whole staging buffers)
+  int current_ = 0;              // the staging buffer being filled
+  std::int64_t filled_ = 0;      // bytes in it
+  std::int64_t file_bytes_ = 0;  // bytes handed to the disk so far (whole staging buffers)
   aio::Crc32c crc_;
   std::int64_t total_bytes_ = 0;    // the tensors' bytes, header not counted
   std::int64_t written_bytes_ = 0;  // of those, appended so far

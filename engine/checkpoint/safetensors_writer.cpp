@@ -120,7 +120,8 @@ WrittenFile SafetensorsWriter::finish() {
     file_->sync();
     file_.reset();
     // The last block went out whole; the file ends where its tensors do.
-    if (::truncate(path_.c_str(), size) != 0) throw std::system_error(errno, std::generic_category());
+    if (::truncate(path_.c_str(), size) != 0)
+      throw std::system_error(errno, std::generic_category());
     const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
     const bool durable = fd >= 0 && ::fsync(fd) == 0;
     if (fd >= 0) ::close(fd);
@@ -175,7 +176,9 @@ void SafetensorsWriter::wait_staged() {
 void SafetensorsWriter::rethrow_disk_error(const std::exception& error) const {
   const auto* io_error = dynamic_cast<const aio::IoError*>(&error);
   const auto* system_error = dynamic_cast<const std::system_error*>(&error);
-  const int code = io_error ? io_error->errno_value() : system_error ? system_error->code().value() : 0;
+  const int code = io_error       ? io_error->errno_value()
+                   : system_error ? system_error->code().value()
+                                  : 0;
   const std::string directory = parent_or_dot(path_).string();
   std::string fix;
   if (code == ENOSPC || code == EDQUOT) {

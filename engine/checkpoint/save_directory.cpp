@@ -67,7 +67,8 @@ fs::path resolve_checkpoint(const fs::path& path) {
   const std::optional<std::string> tag = latest_tag(path);
   if (!tag) {
     throw UserError(
-        fmt::format("no checkpoint at {}: it holds neither `latest` nor manifest.json", path.string()),
+        fmt::format("no checkpoint at {}: it holds neither `latest` nor manifest.json",
+                    path.string()),
         "give the directory a run saved into (strata train --save-dir), or one of its tag "
         "directories",
         2);
@@ -75,11 +76,11 @@ fs::path resolve_checkpoint(const fs::path& path) {
   check_tag(*tag);
   const fs::path checkpoint = path / *tag;
   if (!fs::exists(checkpoint / kManifestName, error)) {
-    throw UserError(fmt::format("{}/latest names {}, which holds no manifest.json", path.string(),
-                                *tag),
-                    fmt::format("give one of the complete checkpoints in {} (ls it), or save anew",
-                                path.string()),
-                    1);
+    throw UserError(
+        fmt::format("{}/latest names {}, which holds no manifest.json", path.string(), *tag),
+        fmt::format("give one of the complete checkpoints in {} (ls it), or save anew",
+                    path.string()),
+        1);
   }
   return checkpoint;
 }
@@ -130,8 +131,7 @@ int prune(const fs::path& directory, std::int64_t keep_last) {
   std::vector<Complete> complete;
   for (const fs::directory_entry& entry : fs::directory_iterator(directory)) {
     const std::string tag = entry.path().filename().string();
-    if (!entry.is_directory() || tag.starts_with(".") ||
-        !fs::exists(entry.path() / kManifestName))
+    if (!entry.is_directory() || tag.starts_with(".") || !fs::exists(entry.path() / kManifestName))
       continue;
     try {
       complete.push_back({read_manifest(entry.path()).step, tag});
@@ -148,8 +148,9 @@ int prune(const fs::path& directory, std::int64_t keep_last) {
     std::error_code error;
     fs::remove_all(directory / complete[i].tag, error);
     if (error) {
-      base::logger("checkpoint").warn("could not remove old checkpoint {}: {}",
-                                      (directory / complete[i].tag).string(), error.message());
+      base::logger("checkpoint")
+          .warn("could not remove old checkpoint {}: {}", (directory / complete[i].tag).string(),
+                error.message());
       continue;
     }
     ++removed;

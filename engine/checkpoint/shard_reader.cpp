@@ -19,9 +19,10 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string damaged_fix(const fs::path& checkpoint) {
-  return fmt::format("resume from another checkpoint of {} (ls it; `strata ckpt inspect DIR "
-                     "--verify` checks one), or train anew",
-                     checkpoint.parent_path().string());
+  return fmt::format(
+      "resume from another checkpoint of {} (ls it; `strata ckpt inspect DIR "
+      "--verify` checks one), or train anew",
+      checkpoint.parent_path().string());
 }
 
 [[noreturn]] void refuse(const fs::path& checkpoint, const std::string& cause) {
@@ -37,11 +38,15 @@ ShardReader::ShardReader(fs::path checkpoint)
     const fs::path path = path_ / file.name;
     std::error_code error;
     const auto size = fs::file_size(path, error);
-    if (error) refuse(path_, fmt::format("{}: missing ({}), but the manifest lists it", path.string(), error.message()));
+    if (error)
+      refuse(path_, fmt::format("{}: missing ({}), but the manifest lists it", path.string(),
+                                error.message()));
     if (static_cast<std::int64_t>(size) != file.bytes) {
-      refuse(path_, fmt::format("{}: holds {} bytes, but the manifest says {}: the file is {}",
-                                path.string(), size, file.bytes,
-                                static_cast<std::int64_t>(size) < file.bytes ? "truncated" : "not the one saved"));
+      refuse(path_,
+             fmt::format(
+                 "{}: holds {} bytes, but the manifest says {}: the file is {}", path.string(),
+                 size, file.bytes,
+                 static_cast<std::int64_t>(size) < file.bytes ? "truncated" : "not the one saved"));
     }
     files_.push_back(SafetensorsFile::open(path));
     index_file(f);
@@ -60,7 +65,8 @@ void ShardReader::index_file(std::size_t f) {
   const std::string where = st.path().string();
   const auto state = st.metadata().find("state");
   if (state == st.metadata().end() || state->second != file.state)
-    refuse(path_, fmt::format("{}: its metadata does not name state \"{}\" as the manifest does", where, file.state));
+    refuse(path_, fmt::format("{}: its metadata does not name state \"{}\" as the manifest does",
+                              where, file.state));
   std::map<std::string, std::int64_t> numel;
   for (const ManifestTensor& tensor : manifest_.tensors)
     numel[tensor.name] = tensor.numel();
@@ -68,7 +74,8 @@ void ShardReader::index_file(std::size_t f) {
     const auto offset = st.metadata().find("offset:" + entry.name);
     const auto total = numel.find(entry.name);
     if (total == numel.end())
-      refuse(path_, fmt::format("{}: tensor \"{}\" is not one the manifest lists", where, entry.name));
+      refuse(path_,
+             fmt::format("{}: tensor \"{}\" is not one the manifest lists", where, entry.name));
     std::int64_t start = -1;
     if (offset != st.metadata().end()) {
       try {
@@ -104,11 +111,12 @@ void ShardReader::check_model(std::span<const zero::TensorSlot> tensors) const {
                       fix, 2);
     }
     if (found->second->shape != slot.shape) {
-      throw UserError(fmt::format("{}: tensor \"{}\" is [{}] in the checkpoint but [{}] in this "
-                                  "model",
-                                  manifest.string(), slot.name,
-                                  fmt::join(found->second->shape, ", "), fmt::join(slot.shape, ", ")),
-                      fix, 2);
+      throw UserError(
+          fmt::format("{}: tensor \"{}\" is [{}] in the checkpoint but [{}] in this "
+                      "model",
+                      manifest.string(), slot.name, fmt::join(found->second->shape, ", "),
+                      fmt::join(slot.shape, ", ")),
+          fix, 2);
     }
     saved.erase(found);
   }
@@ -120,25 +128,9 @@ void ShardReader::check_model(std::span<const zero::TensorSlot> tensors) const {
   }
 }
 
-std::int64_t ShardReader::verify(std::span<const Piece> pieces) const {
-  std::set<std::size_t> needed;
-  if (pieces.empty()) {
-    for (std::size_t f = 0; f < files_.size(); ++f)
-      needed.insert(f);
-  }
-  for (const Piece& piece : pieces) {
-    for (const std::string& state : manifest_.states) {
-      const std::vector<Source>* list = sources(state, piece.tensor->name);
-      if (list == nullptr) continue;
-      for (const Source& source : *list) {
-        if (source.param_offset < piece.param_offset + piece.numel &&
-            piece.param_offset < source.param_offset + source.numel)
-          needed.insert(source.file);
-      }
-    }
-  }
+std::int64_t ShardReader::verify() const {
   std::int64_t bytes = 0;
-  for (std::size_t f : needed) {
+  for (std::size_t f = 0; f < files_.size(); ++f) {
     verify_file(f);
     bytes += manifest_.files[f].bytes;
   }
@@ -150,7 +142,8 @@ void ShardReader::verify_file(std::size_t f) const {
   const ManifestFile& file = manifest_.files[f];
   const fs::path path = path_ / file.name;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) refuse(path_, fmt::format("{}: cannot be opened ({})", path.string(), std::strerror(errno)));
+  if (fd < 0)
+    refuse(path_, fmt::format("{}: cannot be opened ({})", path.string(), std::strerror(errno)));
   ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   std::vector<std::byte> buffer(std::size_t{8} << 20);
   aio::Crc32c crc;
@@ -168,43 +161,29 @@ void ShardReader::verify_file(std::size_t f) const {
     total += n;
   }
   ::close(fd);
-  if (total != file.bytes || crc.value() != file.crc32c) {
-    refuse(path_, fmt::format("{}: CRC32C {:08x} ({} bytes), but the manifest says {:08x} ({} "
-                              "bytes): the file is damaged",
-                              path.string(), crc.value(), total, file.crc32c, file.bytes));
-  }
+  check_crc(f, crc.value(), total);
+}
+
+std::filesystem::path ShardReader::file_path(std::size_t index) const {
+  return path_ / manifest_.files[index].name;
+}
+
+void ShardReader::check_crc(std::size_t f, std::uint32_t crc32c, std::int64_t bytes) const {
+  const ManifestFile& file = manifest_.files[f];
+  if (bytes == file.bytes && crc32c == file.crc32c) return;
+  refuse(path_, fmt::format("{}: CRC32C {:08x} ({} bytes), but the manifest says {:08x} ({} "
+                            "bytes): the file is damaged",
+                            file_path(f).string(), crc32c, bytes, file.crc32c, file.bytes));
+}
+
+void ShardReader::refuse_damaged(const std::string& cause) const {
+  refuse(path_, cause);
 }
 
 const std::vector<ShardReader::Source>* ShardReader::sources(const std::string& state,
-                                                              const std::string& tensor) const {
+                                                             const std::string& tensor) const {
   const auto found = index_.find({state, tensor});
   return found == index_.end() ? nullptr : &found->second;
-}
-
-void ShardReader::read(const std::string& state, const std::string& tensor,
-                       std::int64_t param_offset, std::span<float> out) const {
-  const std::int64_t end = param_offset + static_cast<std::int64_t>(out.size());
-  std::int64_t covered = 0;
-  if (const std::vector<Source>* list = sources(state, tensor)) {
-    for (const Source& source : *list) {
-      const std::int64_t begin = std::max(param_offset, source.param_offset);
-      const std::int64_t stop = std::min(end, source.param_offset + source.numel);
-      if (begin >= stop) continue;
-      const SafetensorsFile& file = files_[source.file];
-      const std::span<const std::byte> bytes =
-          file.data(*source.entry)
-              .subspan(static_cast<std::size_t>(begin - source.param_offset) * sizeof(float),
-                       static_cast<std::size_t>(stop - begin) * sizeof(float));
-      std::memcpy(out.data() + (begin - param_offset), bytes.data(), bytes.size());
-      file.release(bytes);
-      covered += stop - begin;
-    }
-  }
-  if (covered != static_cast<std::int64_t>(out.size())) {
-    refuse(path_, fmt::format("{}: no file holds {} of elements [{}, {}) of tensor \"{}\" (the "
-                              "files are incomplete or overlap)",
-                              path_.string(), state, param_offset, end, tensor));
-  }
 }
 
 }  // namespace strata::engine::checkpoint

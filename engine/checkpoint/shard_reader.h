@@ -14,9 +14,10 @@
 
 namespace strata::engine::checkpoint {
 
-// Reads a checkpoint's states by parameter name and offset, whatever layout wrote them: a
-// partition of any world size and stage asks for its pieces and gets them from whichever
-// files hold them. Files are mapped (SafetensorsFile), so memory holds what is being copied.
+// A checkpoint opened for reading: its manifest, and every state file's header checked against
+// it and indexed by parameter name and offset, so that a partition of any world size and stage
+// finds its pieces in whichever files hold them. The data itself is read by StateStream
+// (state_stream.h), through aio, or checked whole by verify().
 class ShardReader {
  public:
   // Reads the manifest and opens every file it lists. Throws UserError naming the file for a
@@ -31,24 +32,31 @@ class ShardReader {
   // otherwise, with the fix.
   void check_model(std::span<const zero::TensorSlot> tensors) const;
 
-  // Checks the CRC32C of every file holding a state of `pieces` (all files when `pieces` is
-  // empty); throws UserError naming the first file that differs. Returns the bytes checked.
-  std::int64_t verify(std::span<const Piece> pieces = {}) const;
+  // Reads every file and checks its CRC32C (`strata ckpt inspect --verify`); throws UserError
+  // naming the first file that differs. Returns the bytes checked.
+  std::int64_t verify() const;
 
-  // Elements [param_offset, param_offset + out.size()) of `tensor` in state `state`. Throws
-  // UserError naming the checkpoint, the tensor and the elements no file holds.
-  void read(const std::string& state, const std::string& tensor, std::int64_t param_offset,
-            std::span<float> out) const;
-
- private:
+  // A piece of a parameter that one file holds: its entry there and where it starts in the
+  // flattened parameter.
   struct Source {
-    std::size_t file = 0;  // index into files_ and manifest_.files
+    std::size_t file = 0;  // index into manifest().files and file()
     const TensorEntry* entry = nullptr;
     std::int64_t param_offset = 0;
     std::int64_t numel = 0;
   };
-  void index_file(std::size_t file);
+  // The pieces of `tensor` in state `state`, by param_offset; nullptr when no file holds one.
   const std::vector<Source>* sources(const std::string& state, const std::string& tensor) const;
+  const SafetensorsFile& file(std::size_t index) const { return files_[index]; }
+  std::filesystem::path file_path(std::size_t index) const;
+
+  // Throws UserError naming the file when `crc32c` and `bytes` (what was read of it) are not
+  // what the manifest says.
+  void check_crc(std::size_t file, std::uint32_t crc32c, std::int64_t bytes) const;
+  // Throws UserError with `cause` and the fix for a damaged checkpoint (resume from another).
+  [[noreturn]] void refuse_damaged(const std::string& cause) const;
+
+ private:
+  void index_file(std::size_t file);
   void verify_file(std::size_t file) const;
 
   std::filesystem::path path_;

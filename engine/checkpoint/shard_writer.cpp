@@ -36,9 +36,8 @@ void ShardWriter::write(zero::Range range, std::span<const std::span<const float
   STRATA_ASSERT(values.size() == writers_.size());
   cursor_.for_each_in(range, [&](const Piece&, std::int64_t begin, std::int64_t end) {
     for (std::size_t s = 0; s < writers_.size(); ++s) {
-      std::span<const float> part =
-          values[s].subspan(static_cast<std::size_t>(begin - range.begin),
-                            static_cast<std::size_t>(end - begin));
+      std::span<const float> part = values[s].subspan(static_cast<std::size_t>(begin - range.begin),
+                                                      static_cast<std::size_t>(end - begin));
       writers_[s]->append(std::as_bytes(part));
     }
   });

@@ -22,9 +22,8 @@ std::string state_file_name(const std::string& state, int shard_rank);
 // starts in the flattened parameter (so Python's `safetensors` reads them as they are).
 class ShardWriter {
  public:
-  ShardWriter(aio::Engine& io, const std::filesystem::path& directory,
-              std::vector<Piece> pieces, int shard_rank, int shard_ranks,
-              std::vector<std::string> states);
+  ShardWriter(aio::Engine& io, const std::filesystem::path& directory, std::vector<Piece> pieces,
+              int shard_rank, int shard_ranks, std::vector<std::string> states);
 
   // Elements [range.begin, range.end) of the partition for each state, values[i] for states[i].
   // Ranges come in order and cover the partition.
