@@ -429,8 +429,10 @@ void OptimizerOffload::visit_states(const StatesVisitor& visit) {
   }
   std::deque<InFlight> reads;
   int next = 0;
-  try {
-    for (int g = 0; g < count; ++g) {
+  for (int g = 0; g < count; ++g) {
+    InFlight read;
+    memory::Residency::CpuView view;
+    try {
       // Reads ahead into every free buffer; the states are not changed, so each goes back clean.
       while (next < count) {
         memory::PinnedPool::Lease lease = next == g ? pool_->acquire() : pool_->try_acquire();
@@ -439,17 +441,22 @@ void OptimizerOffload::visit_states(const StatesVisitor& visit) {
             partitions_[static_cast<std::size_t>(next)], lease.bytes());
         reads.push_back({next++, std::move(lease), std::move(move)});
       }
-      memory::Residency::CpuView view = residency_->finish_read(std::move(reads.front().move));
-      visit(states_of(g, view.bytes()));
-      residency_->drop_clean(std::move(view));
+      read = std::move(reads.front());
       reads.pop_front();
+      view = residency_->finish_read(std::move(read.move));
+    } catch (const aio::IoError& error) {
+      drain_reads(*residency_, reads);
+      throw fail(error, "reading the optimizer states for a checkpoint");
     }
-  } catch (const aio::IoError& error) {
-    drain_reads(*residency_, reads);
-    throw fail(error, "reading the optimizer states for a checkpoint");
-  } catch (...) {
-    drain_reads(*residency_, reads);
-    throw;
+    try {
+      visit(states_of(g, view.bytes()));
+    } catch (...) {
+      // The visitor's own failure (the checkpoint's disk): the states are intact.
+      residency_->drop_clean(std::move(view));
+      drain_reads(*residency_, reads);
+      throw;
+    }
+    residency_->drop_clean(std::move(view));
   }
 }
 

@@ -11,6 +11,7 @@
 #include <span>
 #include <sstream>
 
+#include "base/error.h"
 #include "engine/config/config.h"
 #include "gpu/open_device.h"
 #include "gpu/ops.h"
@@ -173,11 +174,11 @@ TrainedRun train(const nlohmann::json& config_json, Ranks ranks, int steps, int 
   const ModelConfig& m = config.strata.model;
   const std::int64_t micro_batch = config.batch.train_micro_batch_size_per_gpu;
   const std::int64_t accumulation = config.batch.gradient_accumulation_steps;
-  models::Gpt model({m.n_layer, m.n_head, m.d_model, m.seq_len, m.vocab, micro_batch});
   TrainedRun run;
   run.world_size = comm->world_size();
-  {
-    Runtime runtime{*device, *ops, *comm};
+  try {
+    models::Gpt model({m.n_layer, m.n_head, m.d_model, m.seq_len, m.vocab, micro_batch});
+    Runtime runtime{*device, *ops, *comm, checkpoints.faults};
     Engine engine(runtime, config, model);
     record_layout(engine, model, run);
     std::vector<std::int32_t> inputs(
@@ -198,11 +199,19 @@ TrainedRun train(const nlohmann::json& config_json, Ranks ranks, int steps, int 
       run.traffic.push_back(difference(comm->counters(), before));
       run.losses.push_back(stats.loss);
       run.steps.push_back(stats);
-      if (step == checkpoints.save_at)
+      const bool every = checkpoints.save_every > 0 && step % checkpoints.save_every == 0;
+      if (step == checkpoints.save_at || every)
         engine.save_checkpoint(checkpoints.save_dir, "global_step" + std::to_string(step));
     }
     run.params = engine.master_parameters();
+  } catch (const UserError& error) {
+    if (!checkpoints.stop_on_error) throw;
+    run.error = error.what();
+    if (run.error.empty()) run.error = "(a UserError without a message)";
+    run.error_fix = error.fix();
   }
+  run.device_bytes_left = device->bytes_in_use();
+  run.pinned_bytes_left = device->pinned_bytes_in_use();
   return run;
 }
 

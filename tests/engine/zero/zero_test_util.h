@@ -63,6 +63,12 @@ struct TrainedRun {
   std::vector<int> borrowers;              // per module: how many other modules borrow it
   std::int64_t parameter_count = 0;
   int world_size = 1;
+  // With CheckpointPlan::stop_on_error: the UserError that stopped the run ("" when none did),
+  // and the device and pinned bytes still held once the engine was gone.
+  std::string error;
+  std::string error_fix;
+  std::int64_t device_bytes_left = 0;
+  std::int64_t pinned_bytes_left = 0;
 };
 
 // Builds the device (budget: strata.device_memory_budget, else 256 MiB), the Comm, the model and
@@ -73,12 +79,17 @@ struct TrainedRun {
 // evaluate() runs over the step's batch before every eval_every-th step (an order of modules,
 // forward only, that differs from a training step's).
 //
-// With `checkpoints`, the run saves after step save_at into save_dir (tag global_step<N>), and/or
-// first loads resume_from and then trains from the step after the checkpoint's to `steps`.
+// With `checkpoints`, the run saves after step save_at (and every save_every steps) into save_dir
+// (tag global_step<N>), and/or first loads resume_from and then trains from the step after the
+// checkpoint's to `steps`. `faults` are planted in the engine's swap and checkpoint I/O; with
+// stop_on_error a UserError ends the run and is returned in TrainedRun::error instead of thrown.
 struct CheckpointPlan {
   std::filesystem::path save_dir;
   int save_at = 0;
   std::filesystem::path resume_from;
+  int save_every = 0;
+  IoFaults faults = {};
+  bool stop_on_error = false;
 };
 TrainedRun train(const nlohmann::json& config, Ranks ranks, int steps, int eval_every = 0,
                  const CheckpointPlan& checkpoints = {});
