@@ -100,12 +100,13 @@ class Engine {
   // at all, `dir`/latest then names it, and checkpoints beyond checkpoint.keep_last are pruned.
   // Throws UserError naming the file and the fix for a disk error; the run can go on after one.
   CheckpointInfo save_checkpoint(const std::filesystem::path& dir, const std::string& tag);
-  // Continues from a checkpoint saved at any stage, offload and world size: `path` is a
-  // checkpoint directory, or a save directory whose `latest` names one. Collective. Refuses,
+  // Continues from a checkpoint saved at any stage, offload and world size: `dir`/`tag`, or with
+  // no tag the checkpoint `dir`/latest names (`dir` may also be a checkpoint directory itself).
+  // Collective. Refuses,
   // before changing anything, a checkpoint of another model or optimizer, or one whose files are
   // missing, truncated or fail their CRC32C, naming the file (and tensor) and the fix. An error
   // part way through the copy (a disk failing) leaves the engine refusing every later call.
-  CheckpointInfo load_checkpoint(const std::filesystem::path& path);
+  CheckpointInfo load_checkpoint(const std::filesystem::path& dir, const std::string& tag = "");
 
   const zero::FlatLayout& layout() const;
   MemoryUse memory_use() const;

@@ -282,12 +282,13 @@ CheckpointInfo Engine::save_checkpoint(const fs::path& dir, const std::string& t
   return info;
 }
 
-CheckpointInfo Engine::load_checkpoint(const fs::path& path) {
+CheckpointInfo Engine::load_checkpoint(const fs::path& dir, const std::string& tag) {
   State& s = *state_;
   s.check_usable();
   const auto started = std::chrono::steady_clock::now();
   s.stream().synchronize();
-  const fs::path where = checkpoint::resolve_checkpoint(path);
+  if (!tag.empty()) checkpoint::check_tag(tag);
+  const fs::path where = checkpoint::resolve_checkpoint(tag.empty() ? dir : dir / tag);
   // Everything that can be judged without reading the states is, before anything changes: the
   // manifest, every file's presence, size and header, the model and the optimizer.
   const checkpoint::ShardReader reader(where);

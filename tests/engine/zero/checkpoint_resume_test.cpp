@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,34 @@ TEST(CheckpointResume, Fp16LossScalingResumesBitForBit) {
   // A small window, so that the scale changes (and its counters matter) within 20 steps.
   config["fp16"] = {{"enabled", true}, {"initial_scale_power", 16}, {"loss_scale_window", 4}};
   expect_resumes_exactly(config);
+}
+
+// Saves every 4 steps with keep_last 2: the two newest tags stay, `latest` names the newest, and
+// resuming from the older one by its tag gives the uninterrupted run's bits from there on.
+TEST(CheckpointResume, KeepsTheNewestAndResumesFromAnOlderTag) {
+  nlohmann::json config = config_for(2, "none", "cpu");
+  config["strata"]["checkpoint"] = {{"keep_last", 2}};
+  const TrainedRun whole = train(config, Ranks::world, 12);
+  TempDirectory saves(/*shared=*/true);
+  config["strata"]["checkpoint"]["dir"] = saves.string();
+  CheckpointPlan plan;
+  plan.save_dir = saves.path();
+  plan.save_every = 4;
+  train(config, Ranks::world, 12, 0, plan);
+  std::vector<std::string> tags;
+  for (const auto& entry : std::filesystem::directory_iterator(saves.path()))
+    tags.push_back(entry.path().filename().string());
+  std::sort(tags.begin(), tags.end());
+  EXPECT_EQ(tags, (std::vector<std::string>{"global_step12", "global_step8", "latest"}));
+  CheckpointPlan older;
+  older.resume_from = saves.path();
+  older.resume_tag = "global_step8";
+  const TrainedRun resumed = train(config, Ranks::world, 12, 0, older);
+  ASSERT_EQ(resumed.losses.size(), 4u);
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(resumed.losses[static_cast<std::size_t>(i)],
+              whole.losses[static_cast<std::size_t>(8 + i)]);
+  EXPECT_TRUE(resumed.params == whole.params);
 }
 
 // Saved by every rank of the job at stage 3 with NVMe, resumed by one rank at stage 1 with the

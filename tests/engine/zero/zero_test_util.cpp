@@ -186,7 +186,7 @@ TrainedRun train(const nlohmann::json& config_json, Ranks ranks, int steps, int 
     std::vector<std::int32_t> targets(inputs.size());
     int first = 1;
     if (!checkpoints.resume_from.empty()) {
-      engine.load_checkpoint(checkpoints.resume_from);
+      engine.load_checkpoint(checkpoints.resume_from, checkpoints.resume_tag);
       first = static_cast<int>(engine.batches_trained()) + 1;
     }
     for (int step = first; step <= steps; ++step) {

@@ -87,6 +87,7 @@ struct CheckpointPlan {
   std::filesystem::path save_dir;
   int save_at = 0;
   std::filesystem::path resume_from;
+  std::string resume_tag = {};  // with resume_from: that tag, not the one `latest` names
   int save_every = 0;
   IoFaults faults = {};
   bool stop_on_error = false;
