@@ -317,6 +317,15 @@ CheckpointInfo Engine::load_checkpoint(const fs::path& dir, const std::string& t
   s.batches_trained = manifest.batches;
   if (s.config.fp16.enabled && manifest.precision == "fp16")
     s.loss_scaler.restore(manifest.loss_scaler);
+  if (manifest.seed != s.config.strata.seed && s.runtime.comm.rank() == 0) {
+    base::logger("checkpoint")
+        .warn(
+            "{} was saved by a run with strata.seed {}, this run's is {}: the batches from here on "
+            "are not the ones the saved run would have trained (set strata.seed to {} to continue "
+            "its "
+            "data order)",
+            where.string(), manifest.seed, s.config.strata.seed, manifest.seed);
+  }
   s.last_checkpoint = where;
   info.path = where;
   info.step = manifest.step;

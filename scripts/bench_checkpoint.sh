@@ -4,16 +4,19 @@
 # export` beside the model's size (docs/benchmarks.md, "Checkpoints").
 #
 #   scripts/bench_checkpoint.sh --path DIR [--strata build/release/tools/strata]
-#       [--layers 18] [--d-model 1536] [--runs 3]
+#       [--layers 18] [--d-model 1536] [--runs 3] [--optimizer nvme|cpu]
 #
 # DIR is on the disk under test and needs about 24 bytes per parameter free (swap files, the
 # checkpoint, the export). The model: a GPT of --layers x --d-model (18 x 1536: 511M parameters)
-# under ZeRO-3 with parameters and optimizer states on NVMe in DIR. One `strata train` step, then
-# a save (`--save-dir`); a second `strata train --resume` only loads (it starts at the step after
-# the checkpoint, which is the last). The save and load times are the engine's own, from its log
+# under ZeRO-3 with parameters and optimizer states on NVMe in DIR (--optimizer cpu: the states
+# in CPU memory, so that a save only writes and a load only reads the disk). One `strata train`
+# step, then a save (`--save-dir`); a second `strata train --resume` only loads (it starts at the
+# step after the checkpoint, which is the last). The save and load times are the engine's own, from its log
 # lines. fio (ioengine=io_uring, O_DIRECT) then writes and reads as many bytes as the checkpoint
 # holds, in 1 MiB blocks at queue depth 32 (the config's aio block_size and queue_depth), one file
-# per state as the checkpoint has. Each figure is the median of --runs alternating runs.
+# per state as the checkpoint has, and "copies" them: reads one set of files while writing
+# another, which is the disk traffic of a save whose states live in swap files on the same disk
+# (and of a load into them). Each figure is the median of --runs alternating runs.
 set -euo pipefail
 
 path=""
@@ -21,8 +24,9 @@ strata=""
 layers=18
 d_model=1536
 runs=3
+optimizer=nvme
 
-usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --path) path="$2"; shift 2 ;;
@@ -30,6 +34,7 @@ while [[ $# -gt 0 ]]; do
     --layers) layers="$2"; shift 2 ;;
     --d-model) d_model="$2"; shift 2 ;;
     --runs) runs="$2"; shift 2 ;;
+    --optimizer) optimizer="$2"; shift 2 ;;
     -h|--help) usage ;;
     *) echo "bench_checkpoint.sh: unknown argument $1" >&2; usage ;;
   esac
@@ -40,6 +45,7 @@ here="$(cd "$(dirname "$0")/.." && pwd)"
 [[ -n "$path" ]] || { echo "bench_checkpoint.sh: --path DIR is required" >&2; usage; }
 [[ -x "$strata" ]] || { echo "bench_checkpoint.sh: no strata binary at $strata; build it first or pass --strata" >&2; exit 2; }
 command -v fio > /dev/null || { echo "bench_checkpoint.sh: fio is not installed (apt-get install fio)" >&2; exit 2; }
+[[ "$optimizer" == nvme || "$optimizer" == cpu ]] || { echo "bench_checkpoint.sh: --optimizer is nvme or cpu" >&2; exit 2; }
 [[ -x /usr/bin/time ]] || { echo "bench_checkpoint.sh: /usr/bin/time is missing (apt-get install time)" >&2; exit 2; }
 
 work="$(mktemp -d "$path/strata-bench-ckpt.XXXXXX")"
@@ -59,7 +65,7 @@ cat > "$config" << EOF
     "stage3_param_persistence_threshold": 1e4,
     "offload_param": {"device": "nvme", "nvme_path": "$work/swap", "pin_memory": false,
                       "buffer_count": 4, "buffer_size": 1e8},
-    "offload_optimizer": {"device": "nvme", "nvme_path": "$work/swap", "pin_memory": false,
+    "offload_optimizer": {"device": "$optimizer", "nvme_path": "$work/swap", "pin_memory": false,
                           "buffer_count": 4}
   },
   "aio": {"block_size": 1048576, "queue_depth": 32},
@@ -78,7 +84,7 @@ seconds_of() { grep "$1" "$2" | sed -E 's/.* in ([0-9.]+) s.*/\1/' | tail -1; }
 median() { sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 
 ckpt="$work/ckpt"
-echo "== one step and a save: $layers layers x $d_model"
+echo "== one step and a save: $layers layers x $d_model, optimizer states on $optimizer"
 "$strata" train --config "$config" --steps 1 --save-dir "$ckpt" --out "$work/out" 2> "$work/save.log" > /dev/null
 bytes=$(du -sb "$ckpt"/global_step1 | cut -f1)
 files=$(ls "$ckpt"/global_step1/*.safetensors | wc -l)
@@ -87,36 +93,54 @@ import json,sys; m=json.load(sys.stdin)['manifest']
 import math; print(sum(math.prod(t['shape']) for t in m['tensors']))")
 echo "checkpoint: $params parameters, $bytes bytes in $files state files"
 
-fio_gbs() {  # rw, directory, bytes per file
-  fio --name=ckpt --directory="$2" --rw="$1" --bs=1M --iodepth=32 --ioengine=io_uring \
-    --direct=1 --numjobs="$files" --size="$3" --group_reporting --output-format=json \
-    | python3 -c "
-import json,sys; j=json.load(sys.stdin)['jobs'][0]
-side=j['$([[ $1 == write ]] && echo write || echo read)']
-print(side['io_bytes']/(side['runtime']/1000)/1e9)"
+# fio (io_uring, O_DIRECT, 1 MiB x QD32, one job per state file of `per_file` bytes) in `dir`:
+# write, read, or copy (reading one set of files while writing another, concurrently: the disk
+# traffic of a save whose states are in swap files on the same disk, and of a load into them).
+# Prints GB/s of the bytes moved one way: bytes / the longer side's runtime.
+fio_gbs() {
+  local common="--bs=1M --iodepth=32 --ioengine=io_uring --direct=1 --numjobs=$files --size=$per_file"
+  local jobs
+  case "$1" in
+    write) jobs="--name=w --rw=write --directory=$2/w $common" ;;
+    read) jobs="--name=r --rw=read --directory=$2/w $common" ;;
+    copy) jobs="--name=r --rw=read --directory=$2/w $common --name=c --rw=write --directory=$2/c $common" ;;
+  esac
+  mkdir -p "$2/w" "$2/c"
+  # shellcheck disable=SC2086
+  fio $jobs --group_reporting --output-format=json | python3 -c "
+import json,sys
+text = sys.stdin.read()
+jobs = json.loads(text[text.index('{'):])['jobs']  # fio prints a line per job name before it
+seconds = max(j[side]['runtime'] for j in jobs for side in ('read','write') if j[side]['io_bytes'])
+moved = max(sum(j[side]['io_bytes'] for j in jobs) for side in ('read','write'))
+print(moved/(seconds/1000)/1e9)"
 }
 
+drop_caches() { sync; echo 1 > /proc/sys/vm/drop_caches 2> /dev/null || true; }
+
 per_file=$((bytes / files))
-save_s=(); load_s=(); fio_w=(); fio_r=()
+save_s=(); load_s=(); fio_w=(); fio_r=(); fio_c=()
 for ((run = 1; run <= runs; ++run)); do
   rm -rf "$ckpt"
   "$strata" train --config "$config" --steps 1 --save-dir "$ckpt" --out "$work/out" 2> "$work/save.log" > /dev/null
   save_s+=("$(seconds_of 'saved ' "$work/save.log")")
-  sync; echo 1 > /proc/sys/vm/drop_caches 2> /dev/null || true
+  drop_caches
   "$strata" train --config "$config" --steps 1 --resume "$ckpt" --out "$work/out" 2> "$work/load.log" > /dev/null
   load_s+=("$(seconds_of 'resumed from' "$work/load.log")")
-  mkdir -p "$work/fio"
-  fio_w+=("$(fio_gbs write "$work/fio" "$per_file")")
-  sync; echo 1 > /proc/sys/vm/drop_caches 2> /dev/null || true
-  fio_r+=("$(fio_gbs read "$work/fio" "$per_file")")
+  fio_w+=("$(fio_gbs write "$work/fio")")
+  drop_caches
+  fio_r+=("$(fio_gbs read "$work/fio")")
+  drop_caches
+  fio_c+=("$(fio_gbs copy "$work/fio")")
   rm -rf "$work/fio"
-  echo "run $run: save ${save_s[-1]} s, load ${load_s[-1]} s, fio write ${fio_w[-1]} GB/s, read ${fio_r[-1]} GB/s"
+  echo "run $run: save ${save_s[-1]} s, load ${load_s[-1]} s; fio GB/s: write ${fio_w[-1]}, read ${fio_r[-1]}, copy ${fio_c[-1]}"
 done
 
 save=$(printf '%s\n' "${save_s[@]}" | median)
 load=$(printf '%s\n' "${load_s[@]}" | median)
 fw=$(printf '%s\n' "${fio_w[@]}" | median)
 fr=$(printf '%s\n' "${fio_r[@]}" | median)
+fc=$(printf '%s\n' "${fio_c[@]}" | median)
 
 echo "== export to bf16 safetensors"
 /usr/bin/time -v "$strata" ckpt export "$ckpt" --out "$work/model.safetensors" --dtype bf16 \
@@ -125,14 +149,16 @@ rss_kb=$(grep 'Maximum resident set size' "$work/export.time" | awk '{print $NF}
 export_s=$(grep 'Elapsed (wall clock)' "$work/export.time" | awk '{print $NF}')
 out_bytes=$(stat -c %s "$work/model.safetensors")
 
-python3 - "$bytes" "$save" "$load" "$fw" "$fr" "$params" "$rss_kb" "$export_s" "$out_bytes" << 'EOF'
+python3 - "$bytes" "$save" "$load" "$fw" "$fr" "$fc" "$params" "$rss_kb" "$export_s" "$out_bytes" << 'EOF'
 import sys
-b, save, load, fw, fr = int(sys.argv[1]), *map(float, sys.argv[2:6])
-params, rss_kb, export_s, out_bytes = int(sys.argv[6]), int(sys.argv[7]), sys.argv[8], int(sys.argv[9])
+b, save, load, fw, fr, fc = int(sys.argv[1]), *map(float, sys.argv[2:7])
+params, rss_kb, export_s, out_bytes = int(sys.argv[7]), int(sys.argv[8]), sys.argv[9], int(sys.argv[10])
 sw, lr = b / save / 1e9, b / load / 1e9
 print(f"checkpoint {b/1e9:.2f} GB ({params/1e6:.0f}M parameters, fp32 master + exp_avg + exp_avg_sq)")
-print(f"save  {save:.2f} s  {sw:.3f} GB/s   fio write {fw:.3f} GB/s   ratio {sw/fw:.3f}")
-print(f"load  {load:.2f} s  {lr:.3f} GB/s   fio read  {fr:.3f} GB/s   ratio {lr/fr:.3f}")
+print(f"save  {save:.2f} s  {sw:.3f} GB/s   fio write {fw:.3f} GB/s (ratio {sw/fw:.3f})   "
+      f"fio copy {fc:.3f} GB/s (ratio {sw/fc:.3f})")
+print(f"load  {load:.2f} s  {lr:.3f} GB/s   fio read  {fr:.3f} GB/s (ratio {lr/fr:.3f})   "
+      f"fio copy {fc:.3f} GB/s (ratio {lr/fc:.3f})")
 print(f"export bf16: {out_bytes/1e9:.2f} GB written in {export_s}, peak RSS {rss_kb/1024:.1f} MiB "
       f"({rss_kb*1024/(params*4)*100:.2f}% of the fp32 model's {params*4/1e9:.2f} GB)")
 EOF

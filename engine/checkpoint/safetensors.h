@@ -92,9 +92,10 @@ struct WrittenFile {
 
 // Writes a safetensors file in one pass, so that memory holds one piece of a tensor at a time: the
 // header from the declared tensors, then their bytes in declaration order through append(), in
-// pieces of any size. The bytes gather in two staging buffers of kStagingBytes, 4 KiB aligned,
-// that go to the disk through `io` (io_uring, O_DIRECT where the file system allows it) while the
-// other fills: a checkpoint's states leave at the disk's speed without a copy in the page cache.
+// pieces of any size. The bytes gather in kStagingBuffers staging buffers of kStagingBytes, 4 KiB
+// aligned, that go to the disk through `io` (io_uring, O_DIRECT where the file system allows it)
+// while the next fills, so that up to kStagingBuffers - 1 of them are in flight (queue depth for
+// the disk): a checkpoint's states leave at the disk's speed without a copy in the page cache.
 // finish() checks that every declared byte came, cuts the file to its size and makes it durable
 // (fdatasync, fsync). A writer destroyed before finish() removes its partial file. Errors of the
 // disk (ENOSPC, EIO) are UserErrors naming the file and the fix.
@@ -104,6 +105,7 @@ struct WrittenFile {
 class SafetensorsWriter {
  public:
   static constexpr std::int64_t kStagingBytes = std::int64_t{8} << 20;
+  static constexpr int kStagingBuffers = 4;
 
   struct Tensor {
     std::string name;
@@ -134,8 +136,8 @@ class SafetensorsWriter {
   aio::Engine& io_;
   std::filesystem::path path_;
   std::optional<aio::File> file_;  // optional: aio::File() is not usable outside aio
-  aio::AlignedBuffer staging_[2];
-  aio::Ticket in_flight_[2];
+  aio::AlignedBuffer staging_[kStagingBuffers];
+  aio::Ticket in_flight_[kStagingBuffers];
   int current_ = 0;              // the staging buffer being filled
   std::int64_t filled_ = 0;      // bytes in it
   std::int64_t file_bytes_ = 0;  // bytes handed to the disk so far (whole staging buffers)

@@ -81,8 +81,8 @@ SafetensorsWriter::SafetensorsWriter(aio::Engine& io, std::filesystem::path path
   } catch (const std::exception& error) {
     rethrow_disk_error(error);
   }
-  staging_[0] = aio::AlignedBuffer(kStagingBytes, file_->alignment_bytes());
-  staging_[1] = aio::AlignedBuffer(kStagingBytes, file_->alignment_bytes());
+  for (aio::AlignedBuffer& buffer : staging_)
+    buffer = aio::AlignedBuffer(kStagingBytes, file_->alignment_bytes());
   crc_.update(start);
   stage(start);
 }
@@ -146,7 +146,7 @@ void SafetensorsWriter::stage(std::span<const std::byte> bytes) {
 }
 
 // Writes the current staging buffer's first `length` bytes (a multiple of the file's alignment;
-// zeros past `filled_`) and turns to the other buffer once its own write is done.
+// zeros past `filled_`) and turns to the next buffer once its own earlier write is done.
 void SafetensorsWriter::flush(std::int64_t length) {
   std::byte* data = staging_[current_].data();
   std::memset(data + filled_, 0, static_cast<std::size_t>(length - filled_));
@@ -154,7 +154,7 @@ void SafetensorsWriter::flush(std::int64_t length) {
     in_flight_[current_] =
         io_.submit_write(*file_, file_bytes_, {data, static_cast<std::size_t>(length)});
     file_bytes_ += length;
-    current_ ^= 1;
+    current_ = (current_ + 1) % kStagingBuffers;
     filled_ = 0;
     if (in_flight_[current_].valid()) {
       aio::Ticket previous = std::exchange(in_flight_[current_], aio::Ticket());

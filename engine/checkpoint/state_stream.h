@@ -34,8 +34,8 @@ class FileStream;
 // (engine/engine.h, load_checkpoint).
 class StateStream {
  public:
-  static constexpr std::int64_t kChunkBytes = std::int64_t{4} << 20;
-  static constexpr int kChunks = 3;
+  static constexpr std::int64_t kChunkBytes = std::int64_t{8} << 20;
+  static constexpr int kChunks = 4;
 
   StateStream(aio::Engine& io, const ShardReader& reader, std::string state);
   ~StateStream();
