@@ -39,15 +39,11 @@ constexpr int kSaveEvery = 4;
 constexpr int kSeeds = 32;
 
 nlohmann::json nvme_config(const std::string& swap) {
-  nlohmann::json config = base_config(2);
-  config["zero_optimization"] = {{"stage", 3},
-                                 {"reduce_bucket_size", 5000},
-                                 {"sub_group_size", 8192},
-                                 {"stage3_param_persistence_threshold", 0},
-                                 {"offload_param", offload_section("nvme", swap, true)},
-                                 {"offload_optimizer", offload_section("nvme", swap, false)}};
-  config["strata"]["job_name"] = job_name_for_test();
-  return config;
+  const nlohmann::json zero = {{"stage", 3},
+                               {"reduce_bucket_size", 5000},
+                               {"sub_group_size", 8192},
+                               {"stage3_param_persistence_threshold", 0}};
+  return with_zero(base_config(2), zero, "nvme", "nvme", swap);
 }
 
 // What seed `seed` does: which I/O it hits and how.
@@ -67,21 +63,22 @@ SeededFault fault_for(std::uint64_t seed) {
   const auto index = [&] {
     return static_cast<std::int64_t>(random() % (in_checkpoint ? 8 : 400));
   };
+  // An error at one completion of a save or load (numbered from 0 in each), or at random in the
+  // swap I/O.
+  const auto fail = [&](int errno_value) {
+    if (in_checkpoint) {
+      plan.fail(index(), errno_value);
+    } else {
+      plan.fail_randomly(0.01, errno_value);
+    }
+  };
   switch (random() % 4) {
     case 0:
-      if (in_checkpoint) {
-        plan.fail(index(), EIO);
-      } else {
-        plan.fail_randomly(0.01, EIO);
-      }
+      fail(EIO);
       kind = "EIO";
       break;
     case 1:
-      if (in_checkpoint) {
-        plan.fail(index(), ENOSPC);
-      } else {
-        plan.fail_randomly(0.01, ENOSPC);
-      }
+      fail(ENOSPC);
       kind = "ENOSPC";
       break;
     case 2:

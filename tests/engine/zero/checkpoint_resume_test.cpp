@@ -24,18 +24,11 @@ constexpr std::int64_t kMicroBatch = 2;
 nlohmann::json config_for(int stage, const std::string& param_device,
                           const std::string& optimizer_device, const std::string& nvme_path = "",
                           std::int64_t micro_batch = kMicroBatch) {
-  nlohmann::json config = base_config(micro_batch);
-  nlohmann::json zero = {{"stage", stage},
-                         {"reduce_bucket_size", 5000},
-                         {"sub_group_size", 8192},
-                         {"stage3_param_persistence_threshold", 0}};
-  if (param_device != "none")
-    zero["offload_param"] = offload_section(param_device, nvme_path, true);
-  if (optimizer_device != "none")
-    zero["offload_optimizer"] = offload_section(optimizer_device, nvme_path, false);
-  config["zero_optimization"] = zero;
-  config["strata"]["job_name"] = job_name_for_test();
-  return config;
+  const nlohmann::json zero = {{"stage", stage},
+                               {"reduce_bucket_size", 5000},
+                               {"sub_group_size", 8192},
+                               {"stage3_param_persistence_threshold", 0}};
+  return with_zero(base_config(micro_batch), zero, param_device, optimizer_device, nvme_path);
 }
 
 // Saved at step 10 and resumed: the second half of the uninterrupted run, to the bit.

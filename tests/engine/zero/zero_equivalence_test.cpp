@@ -64,15 +64,8 @@ nlohmann::json zero_section(int stage) {
 
 nlohmann::json config_for(int stage, const std::string& param_device,
                           const std::string& optimizer_device, const std::string& nvme_path = "") {
-  nlohmann::json config = base_config(kMicroBatch);
-  nlohmann::json zero = zero_section(stage);
-  if (param_device != "none")
-    zero["offload_param"] = offload_section(param_device, nvme_path, true);
-  if (optimizer_device != "none")
-    zero["offload_optimizer"] = offload_section(optimizer_device, nvme_path, false);
-  config["zero_optimization"] = zero;
-  config["strata"]["job_name"] = job_name_for_test();
-  return config;
+  return with_zero(base_config(kMicroBatch), zero_section(stage), param_device, optimizer_device,
+                   nvme_path);
 }
 
 void expect_matches(const TrainedRun& run, const nlohmann::json& expected_config) {

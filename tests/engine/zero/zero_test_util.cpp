@@ -301,6 +301,18 @@ std::vector<std::filesystem::path> files_under(const std::filesystem::path& dire
   return files;
 }
 
+nlohmann::json with_zero(nlohmann::json config, nlohmann::json zero,
+                         const std::string& param_device, const std::string& optimizer_device,
+                         const std::string& nvme_path) {
+  if (param_device != "none")
+    zero["offload_param"] = offload_section(param_device, nvme_path, true);
+  if (optimizer_device != "none")
+    zero["offload_optimizer"] = offload_section(optimizer_device, nvme_path, false);
+  config["zero_optimization"] = std::move(zero);
+  config["strata"]["job_name"] = job_name_for_test();
+  return config;
+}
+
 nlohmann::json offload_section(const std::string& device, const std::string& nvme_path,
                                bool is_param) {
   nlohmann::json section = {{"device", device}, {"pin_memory", false}};

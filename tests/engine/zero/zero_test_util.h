@@ -137,6 +137,12 @@ std::vector<std::filesystem::path> files_under(const std::filesystem::path& dire
 nlohmann::json offload_section(const std::string& device, const std::string& nvme_path,
                                bool is_param);
 
+// `config` with "zero_optimization" set to `zero` plus the offload sections of `param_device` and
+// `optimizer_device` ("none", "cpu", "nvme"; offload_section), and the test's job name.
+nlohmann::json with_zero(nlohmann::json config, nlohmann::json zero,
+                         const std::string& param_device, const std::string& optimizer_device,
+                         const std::string& nvme_path);
+
 // The test's name and this rank, for job names and messages.
 std::string job_name_for_test();
 
