@@ -239,6 +239,13 @@ int train_on(gpu::World& world, const TrainOptions& options) {
   engine::Runtime runtime{*device, *ops, *comm};
   engine::Engine engine(runtime, config, model);
   const std::int64_t done_before = resume(engine, options.resume, leader);
+  if (done_before >= steps && leader) {
+    base::logger("tools").warn(
+        "nothing to train: the checkpoint has trained {} batches and --steps "
+        "(or strata.train_steps) is {}, the number of the run's last step, "
+        "not a count; pass --steps {} or more to go on",
+        done_before, steps, done_before + 1);
+  }
 
   std::filesystem::create_directories(options.out_dir);
   MetricsWriter metrics(leader ? options.metrics_path : "", /*append=*/done_before > 0);
