@@ -89,13 +89,26 @@ fs::path partial_directory(const fs::path& directory, const std::string& tag) {
   return directory / fmt::format(".{}.partial", tag);
 }
 
+// Removes what an interrupted save or prune left: `.TAG.partial` directories (nothing reads them)
+// and `.TAG.pruning` ones (a checkpoint already taken out of the list).
+void sweep_leftovers(const fs::path& directory) {
+  std::error_code error;
+  for (const fs::directory_entry& entry : fs::directory_iterator(directory, error)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with(".") || !entry.is_directory()) continue;
+    if (!name.ends_with(".partial") && !name.ends_with(".pruning")) continue;
+    std::error_code ignored;
+    fs::remove_all(entry.path(), ignored);
+  }
+}
+
 void begin_save(const fs::path& directory, const std::string& tag) {
   check_tag(tag);
   std::error_code error;
   fs::create_directories(directory, error);
   if (error) refuse_io("creating the save directory", directory, error.value());
+  sweep_leftovers(directory);
   const fs::path partial = partial_directory(directory, tag);
-  fs::remove_all(partial, error);
   fs::create_directory(partial, error);
   if (error) refuse_io("creating", partial, error.value());
 }
@@ -145,8 +158,12 @@ int prune(const fs::path& directory, std::int64_t keep_last) {
   int removed = 0;
   for (std::size_t i = static_cast<std::size_t>(keep_last); i < complete.size(); ++i) {
     if (latest && complete[i].tag == *latest) continue;
+    // Out of the list in one rename first, so that a crash part way through the removal leaves a
+    // directory the next save sweeps away, not a checkpoint without its manifest.
+    const fs::path doomed = directory / fmt::format(".{}.pruning", complete[i].tag);
     std::error_code error;
-    fs::remove_all(directory / complete[i].tag, error);
+    fs::rename(directory / complete[i].tag, doomed, error);
+    if (!error) fs::remove_all(doomed, error);
     if (error) {
       base::logger("checkpoint")
           .warn("could not remove old checkpoint {}: {}", (directory / complete[i].tag).string(),

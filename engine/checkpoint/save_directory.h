@@ -5,8 +5,10 @@
 //
 //   D/latest            the tag of the newest complete checkpoint, one line, replaced by rename
 //   D/<tag>/            a complete checkpoint: manifest.json and the state files
-//   D/.<tag>.partial/   a save in progress; a crash leaves it, the next save of that tag
-//                       removes it, and nothing ever reads it
+//   D/.<tag>.partial/   a save in progress; a crash leaves it, the next save removes it,
+//                       and nothing ever reads it
+//   D/.<tag>.pruning/   an old checkpoint being removed (renamed out of the list first); a
+//                       crash leaves it, the next save removes it
 //
 // A save writes and fsyncs every file in the partial directory, fsyncs it, renames it to
 // D/<tag> (exchanging it with an older D/<tag> atomically), fsyncs D, then writes D/.latest.new,
@@ -33,7 +35,8 @@ std::filesystem::path resolve_checkpoint(const std::filesystem::path& path);
 std::filesystem::path partial_directory(const std::filesystem::path& directory,
                                         const std::string& tag);
 
-// Creates D when missing and an empty partial directory for `tag` (removing one a crash left).
+// Creates D when missing and an empty partial directory for `tag`, after removing every partial
+// and pruning directory an interrupted save or prune left.
 void begin_save(const std::filesystem::path& directory, const std::string& tag);
 
 // Moves the complete partial directory of `tag` into place and points D/latest at it.

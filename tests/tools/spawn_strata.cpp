@@ -116,6 +116,10 @@ void SpawnedStrata::interrupt() {
   if (pid_ > 0) ::kill(pid_, SIGINT);
 }
 
+void SpawnedStrata::signal(int sig) {
+  if (pid_ > 0) ::kill(pid_, sig);
+}
+
 RunResult SpawnedStrata::wait(std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   bool open = true;

@@ -26,6 +26,8 @@ class SpawnedStrata {
   bool wait_for_output(const std::string& text, std::chrono::milliseconds timeout);
   // Sends SIGINT, as Ctrl-C on a terminal does.
   void interrupt();
+  // Sends `sig` to the child while it runs (SIGTERM as a scheduler does, SIGKILL as a crash).
+  void signal(int sig);
   // Reads the rest of the output and reaps the child; a child still running after `timeout` is
   // killed (exit_status 128 + SIGKILL).
   RunResult wait(std::chrono::milliseconds timeout);
