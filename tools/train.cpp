@@ -235,6 +235,9 @@ int train_on(gpu::World& world, const TrainOptions& options) {
   std::unique_ptr<gpu::Comm> comm = gpu::create_comm(world, *device);
   if (leader) print_setup(config, shape, data, *device, world.world_size(), steps);
 
+  // From here on SIGTERM and SIGINT stop the run between steps; one that comes while the engine
+  // starts or loads is honoured before the first step.
+  const StopSignals signals;
   models::Gpt model(shape);
   engine::Runtime runtime{*device, *ops, *comm};
   engine::Engine engine(runtime, config, model);
@@ -269,14 +272,13 @@ int train_on(gpu::World& world, const TrainOptions& options) {
     }
   };
 
-  const StopSignals signals;
   const bool saving = !config.checkpoint.dir.empty();
   auto started = std::chrono::steady_clock::now();
   double last_validation = -1;
   double step_seconds = 0;  // the steps' own time, validation left out
   std::int64_t tokens_trained = 0;
-  int stopped_by = 0;
-  for (std::int64_t step = done_before + 1; step <= steps; ++step) {
+  int stopped_by = signals.requested(*comm, *device);
+  for (std::int64_t step = done_before + 1; step <= steps && stopped_by == 0; ++step) {
     sample(data.train(), config.strata.seed, step, accumulation);
     engine::StepStats stats = engine.train_batch(inputs, targets);
     double validation = -1;
