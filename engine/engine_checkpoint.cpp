@@ -54,13 +54,19 @@ aio::Engine checkpoint_io(const Config& config, const aio::FaultPlan& faults) {
 // checkpoint's stream of the state, the padding between pieces zero.
 void fill_range(checkpoint::StateStream& stream, checkpoint::PieceCursor& cursor, zero::Range range,
                 std::span<float> out) {
-  std::fill(out.begin(), out.end(), 0.0f);
+  std::int64_t filled = range.begin;  // out holds the partition's elements up to here
+  auto zero_up_to = [&](std::int64_t end) {
+    std::fill(out.begin() + (filled - range.begin), out.begin() + (end - range.begin), 0.0f);
+  };
   cursor.for_each_in(
       range, [&](const checkpoint::Piece& piece, std::int64_t begin, std::int64_t end) {
+        zero_up_to(begin);
         stream.read(piece.tensor->name, piece.param_offset + (begin - piece.partition_offset),
                     out.subspan(static_cast<std::size_t>(begin - range.begin),
                                 static_cast<std::size_t>(end - begin)));
+        filled = end;
       });
+  zero_up_to(range.end);
 }
 
 }  // namespace

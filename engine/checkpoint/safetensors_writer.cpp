@@ -78,6 +78,10 @@ SafetensorsWriter::SafetensorsWriter(aio::Engine& io, std::filesystem::path path
   aio::remove_file(path_);  // a leftover of an earlier attempt is never appended to
   try {
     file_ = io_.open(path_, aio::OpenMode::create);
+    // The whole file at once, as fio lays out its files: no write then extends it (one fallocate
+    // each), and a disk too full for the file says so before anything is written.
+    const std::int64_t alignment = file_->alignment_bytes();
+    file_->allocate((header_bytes_ + total_bytes_ + alignment - 1) / alignment * alignment);
   } catch (const std::exception& error) {
     rethrow_disk_error(error);
   }

@@ -414,7 +414,7 @@ void OptimizerOffload::read_states(std::span<float> params, std::span<float> exp
 }
 
 OptimizerOffload::SubGroupStates OptimizerOffload::states_of(int sub_group,
-                                                            std::span<std::byte> bytes) const {
+                                                             std::span<std::byte> bytes) const {
   const Regions r = regions(sub_group, bytes);
   return {sub_groups_[static_cast<std::size_t>(sub_group)], r.params, r.exp_avg, r.exp_avg_sq};
 }
@@ -437,8 +437,8 @@ void OptimizerOffload::visit_states(const StatesVisitor& visit) {
       while (next < count) {
         memory::PinnedPool::Lease lease = next == g ? pool_->acquire() : pool_->try_acquire();
         if (!lease) break;
-        memory::Residency::Move move = residency_->begin_read(
-            partitions_[static_cast<std::size_t>(next)], lease.bytes());
+        memory::Residency::Move move =
+            residency_->begin_read(partitions_[static_cast<std::size_t>(next)], lease.bytes());
         reads.push_back({next++, std::move(lease), std::move(move)});
       }
       read = std::move(reads.front());
@@ -463,9 +463,19 @@ void OptimizerOffload::visit_states(const StatesVisitor& visit) {
 void OptimizerOffload::fill_states(const StatesVisitor& fill) {
   check_consistent();
   const int count = static_cast<int>(sub_groups_.size());
+  // `fill` writes every element of the regions; only the padding after each region is zeroed
+  // here, so that the swap file holds no stale bytes of another sub-group.
   auto filled = [&](int g, std::span<std::byte> bytes) {
-    std::memset(bytes.data(), 0, bytes.size());
-    fill(states_of(g, bytes));
+    const SubGroupStates states = states_of(g, bytes);
+    const auto region = static_cast<std::size_t>(region_bytes_[static_cast<std::size_t>(g)]);
+    for (std::span<float> values : {states.params, states.exp_avg, states.exp_avg_sq}) {
+      if (values.empty()) continue;
+      const auto begin =
+          static_cast<std::size_t>(reinterpret_cast<std::byte*>(values.data()) - bytes.data());
+      const std::size_t end = std::min(bytes.size(), begin - begin % region + region);
+      std::memset(bytes.data() + begin + values.size_bytes(), 0, end - begin - values.size_bytes());
+    }
+    fill(states);
   };
   if (!store_) {
     for (int g = 0; g < count; ++g)
