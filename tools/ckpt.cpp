@@ -38,6 +38,14 @@ struct ExportOptions {
   std::string dtype = "fp32";
 };
 
+// The aio engine a checkpoint is read and written through: no sidecar checksums, the manifest's
+// CRC32C of each file stands for them.
+aio::Engine checkpoint_io() {
+  aio::EngineOptions options;
+  options.verify_checksums = false;
+  return aio::Engine(options);
+}
+
 // Elements an export converts at a time.
 constexpr std::int64_t kExportChunk = std::int64_t{1} << 20;
 
@@ -70,7 +78,10 @@ int inspect(const InspectOptions& options) {
   const std::filesystem::path where = ckpt::resolve_checkpoint(options.path);
   const ckpt::Manifest manifest = ckpt::read_manifest(where);
   std::int64_t verified = -1;
-  if (options.verify) verified = ckpt::ShardReader(where).verify();
+  if (options.verify) {
+    aio::Engine io = checkpoint_io();
+    verified = ckpt::verify_files(io, ckpt::ShardReader(where));
+  }
   if (options.json) {
     nlohmann::json out = {{"path", where.string()}, {"manifest", ckpt::to_json(manifest)}};
     if (options.verify) out["verified_bytes"] = verified;
@@ -118,9 +129,7 @@ int export_weights(const ExportOptions& options) {
   std::vector<ckpt::SafetensorsWriter::Tensor> tensors;
   for (const ckpt::ManifestTensor& tensor : m.tensors)
     tensors.push_back({tensor.name, dtype, tensor.shape});
-  aio::EngineOptions io_options;
-  io_options.verify_checksums = false;  // the manifest's CRC32C stands for them
-  aio::Engine io(io_options);
+  aio::Engine io = checkpoint_io();
   ckpt::StateStream masters(io, reader, ckpt::kMasterState);
   ckpt::SafetensorsWriter writer(
       io, options.out, tensors,

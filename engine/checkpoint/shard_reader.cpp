@@ -1,16 +1,10 @@
 #include "engine/checkpoint/shard_reader.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <set>
 #include <vector>
 
-#include "aio/crc32c.h"
 #include "base/error.h"
 
 namespace strata::engine::checkpoint {
@@ -126,42 +120,6 @@ void ShardReader::check_model(std::span<const zero::TensorSlot> tensors) const {
                                 manifest.string(), saved.begin()->first),
                     fix, 2);
   }
-}
-
-std::int64_t ShardReader::verify() const {
-  std::int64_t bytes = 0;
-  for (std::size_t f = 0; f < files_.size(); ++f) {
-    verify_file(f);
-    bytes += manifest_.files[f].bytes;
-  }
-  return bytes;
-}
-
-// Reads the file once, front to back, in pieces a few MiB long.
-void ShardReader::verify_file(std::size_t f) const {
-  const ManifestFile& file = manifest_.files[f];
-  const fs::path path = path_ / file.name;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    refuse(path_, fmt::format("{}: cannot be opened ({})", path.string(), std::strerror(errno)));
-  ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-  std::vector<std::byte> buffer(std::size_t{8} << 20);
-  aio::Crc32c crc;
-  std::int64_t total = 0;
-  for (;;) {
-    const ssize_t n = ::read(fd, buffer.data(), buffer.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int error = errno;
-      ::close(fd);
-      refuse(path_, fmt::format("{}: reading failed ({})", path.string(), std::strerror(error)));
-    }
-    if (n == 0) break;
-    crc.update(std::span(buffer).first(static_cast<std::size_t>(n)));
-    total += n;
-  }
-  ::close(fd);
-  check_crc(f, crc.value(), total);
 }
 
 std::filesystem::path ShardReader::file_path(std::size_t index) const {

@@ -17,7 +17,7 @@ namespace strata::engine::checkpoint {
 // A checkpoint opened for reading: its manifest, and every state file's header checked against
 // it and indexed by parameter name and offset, so that a partition of any world size and stage
 // finds its pieces in whichever files hold them. The data itself is read by StateStream
-// (state_stream.h), through aio, or checked whole by verify().
+// (state_stream.h), through aio, which also checks whole files (verify_files).
 class ShardReader {
  public:
   // Reads the manifest and opens every file it lists. Throws UserError naming the file for a
@@ -31,10 +31,6 @@ class ShardReader {
   // Refuses a checkpoint of another model: names the first tensor missing, extra, or shaped
   // otherwise, with the fix.
   void check_model(std::span<const zero::TensorSlot> tensors) const;
-
-  // Reads every file and checks its CRC32C (`strata ckpt inspect --verify`); throws UserError
-  // naming the first file that differs. Returns the bytes checked.
-  std::int64_t verify() const;
 
   // A piece of a parameter that one file holds: its entry there and where it starts in the
   // flattened parameter.
@@ -57,7 +53,6 @@ class ShardReader {
 
  private:
   void index_file(std::size_t file);
-  void verify_file(std::size_t file) const;
 
   std::filesystem::path path_;
   Manifest manifest_;

@@ -26,9 +26,11 @@ namespace detail {
 class FileStream {
  public:
   FileStream(aio::Engine& io, const ShardReader& reader, std::size_t file)
-      : io_(io), reader_(reader), file_(file), path_(reader.file_path(file)) {
-    size_bytes_ = reader.manifest().files[file].bytes;
-    file_ = file;
+      : io_(io),
+        reader_(reader),
+        file_(file),
+        path_(reader.file_path(file)),
+        size_bytes_(reader.manifest().files[file].bytes) {
     open_.emplace(io_.open(path_, aio::OpenMode::read));
     if (size_bytes_ % open_->alignment_bytes() != 0) {
       // The last bytes past the alignment are read with pread: an O_DIRECT read of the block
@@ -216,6 +218,17 @@ std::int64_t StateStream::bytes_read() const noexcept {
   std::int64_t bytes = 0;
   for (const auto& [index, stream] : files_)
     bytes += stream->bytes_read();
+  return bytes;
+}
+
+std::int64_t verify_files(aio::Engine& io, const ShardReader& reader) {
+  STRATA_ASSERT(!io.options().verify_checksums);
+  std::int64_t bytes = 0;
+  for (std::size_t f = 0; f < reader.manifest().files.size(); ++f) {
+    detail::FileStream stream(io, reader, f);
+    stream.finish();
+    bytes += stream.bytes_read();
+  }
   return bytes;
 }
 

@@ -62,4 +62,9 @@ class StateStream {
   std::map<std::size_t, std::unique_ptr<detail::FileStream>> files_;  // by manifest file
 };
 
+// Reads every file of the checkpoint front to back through `io` and checks its CRC32C (`strata
+// ckpt inspect --verify`); throws UserError naming the first file that differs. Returns the
+// bytes checked. `io` verifies no checksums of its own.
+std::int64_t verify_files(aio::Engine& io, const ShardReader& reader);
+
 }  // namespace strata::engine::checkpoint
