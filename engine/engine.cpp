@@ -116,28 +116,6 @@ void check_supported(const Runtime& runtime, const Config& config, Model& model)
 
 }  // namespace
 
-// The rank's partition of fp32 master weights: each module initialised whole (the values depend
-// only on the seed and the tensor, never on the layout) and this rank's shard kept.
-std::vector<float> Engine::State::initial_master() const {
-  std::vector<std::vector<ParamSpec>> specs = declared_parameters(model);
-  std::vector<float> partition(static_cast<std::size_t>(layout.partition_numel()), 0.0f);
-  std::vector<float> whole;
-  std::int64_t tensor_index = 0;
-  for (int m = 0; m < layout.module_count(); ++m) {
-    const zero::ModuleSlice& slice = layout.module(m);
-    whole.assign(static_cast<std::size_t>(slice.padded_numel), 0.0f);
-    std::span<const zero::TensorSlot> slots = layout.tensors(m);
-    for (std::size_t t = 0; t < slots.size(); ++t, ++tensor_index) {
-      init_tensor(specs[static_cast<std::size_t>(m)][t], config.strata.seed, tensor_index, 0,
-                  std::span(whole).subspan(static_cast<std::size_t>(slots[t].offset),
-                                           static_cast<std::size_t>(slots[t].numel)));
-    }
-    const float* own = whole.data() + shard_rank() * slice.shard_numel;
-    std::copy(own, own + slice.shard_numel, partition.begin() + slice.partition_offset);
-  }
-  return partition;
-}
-
 // The rollback window of an overlapped step: as many sub-groups as the swap buffers hold, at
 // most all of them. A partition of one sub-group is final only when backward ends, so nothing
 // can overlap: said once, with the key that fixes it.
@@ -159,15 +137,10 @@ void Engine::State::build() {
   const int rank = runtime.comm.rank();
   const std::int64_t partition = layout.partition_numel();
   const std::int64_t element = gpu::size_bytes(storage);
-  std::vector<float> master_values = initial_master();
 
-  // The parameter tier starts from the master weights in the storage type.
-  std::vector<std::byte> shards(static_cast<std::size_t>(partition * element));
-  to_storage(copy_type, master_values, shards.data());
   zero::ParamTierOptions tier_options = zero::param_tier_options(config, rank, element);
   tier_options.nvme.faults = runtime.faults.swap;
-  tier = std::make_unique<zero::ParamTier>(device, layout, tier_options, shards);
-  shards = {};
+  tier = std::make_unique<zero::ParamTier>(device, layout, tier_options);
 
   if (offloaded(config.zero.offload_optimizer.device)) {
     zero::OptimizerOffloadOptions options = zero::optimizer_offload_options(config, rank);
@@ -177,7 +150,7 @@ void Engine::State::build() {
       options.keep_capacity = overlap_window(options);
       options.keep_param_bytes_per_element = element;  // step_io() hands one copy, the storage's
     }
-    offload = std::make_unique<zero::OptimizerOffload>(device, optimizer, master_values, options);
+    offload = std::make_unique<zero::OptimizerOffload>(device, optimizer, partition, options);
     if (config.strata.overlap_optimizer) {
       overlap =
           std::make_unique<zero::OverlappedStep>(device, layout, *offload, options.keep_capacity);
@@ -188,11 +161,6 @@ void Engine::State::build() {
       exp_avg = device.allocate(partition * kFloat, "optimizer exp_avg");
     if (optimizer.type() != OptimizerType::lion)
       exp_avg_sq = device.allocate(partition * kFloat, "optimizer exp_avg_sq");
-    gpu::Stream& s = stream();
-    s.copy(master.data(), master_values.data(), partition * kFloat, gpu::CopyKind::host_to_device);
-    if (exp_avg) s.fill_zero(exp_avg.data(), exp_avg.bytes());
-    if (exp_avg_sq) s.fill_zero(exp_avg_sq.data(), exp_avg_sq.bytes());
-    s.synchronize();  // master_values goes on return
   }
 
   const ZeroConfig& settings = config.zero;
@@ -220,6 +188,7 @@ void Engine::State::build() {
   const std::int64_t accumulation = config.batch.gradient_accumulation_steps;
   losses = device.allocate(accumulation * kFloat, "losses");
   losses_host = device.allocate_pinned(accumulation * kFloat);
+  initialise_states();
 }
 
 }  // namespace strata::engine
@@ -323,20 +292,10 @@ StepHyperparameters Engine::State::plan_step(StepStats& stats) {
   return hyper;
 }
 
-// What the offloaded optimizer reads (the host gradient partition) and writes (the parameter
-// tier's host partition, in the storage type).
+// What the offloaded optimizer reads (the host gradient partition) and where its new parameters
+// go (the parameter tier, sub-group by sub-group, in the storage type).
 zero::StepIo Engine::State::step_io() {
-  const auto n = static_cast<std::size_t>(layout.partition_numel());
-  std::span<std::byte> shards = tier->host_partition();
-  zero::StepIo io;
-  io.grads = reducer->host_partition();
-  io.copy_type = copy_type;
-  if (copy_type == ParamCopy::none) {
-    io.params_fp32 = {reinterpret_cast<float*>(shards.data()), n};
-  } else {
-    io.copy = {reinterpret_cast<std::uint16_t*>(shards.data()), n};
-  }
-  return io;
+  return zero::StepIo{reducer->host_partition(), copy_type, tier.get()};
 }
 
 // The optimizer over the rank's partition; the new parameters land in the parameter tier and
@@ -344,9 +303,7 @@ zero::StepIo Engine::State::step_io() {
 void Engine::State::apply_step(const StepHyperparameters& hyper) {
   const auto n = static_cast<std::size_t>(layout.partition_numel());
   if (offload) {
-    const zero::StepIo io = step_io();
-    offload->step(hyper, io.grads, io.copy_type, io.copy, io.params_fp32);
-    tier->store_from_host(stream());
+    offload->step(hyper, step_io());
   } else {
     // On the host backend device memory is host memory and the step runs in stream order as a
     // host task, as a GPU Adam kernel would (the CUDA backend brings its own kernel).
@@ -376,8 +333,7 @@ void Engine::State::finish_overlapped_step(const StepHyperparameters& hyper, Ste
   const zero::OverlapOutcome outcome = overlap->finish(stats.skipped ? nullptr : &hyper);
   stats.early_sub_groups = outcome.early_sub_groups;
   stats.undone_sub_groups = outcome.undone ? outcome.early_sub_groups : 0;
-  if (stats.skipped) return;  // the tier's host partition is back as it was
-  tier->store_from_host(stream());
+  if (stats.skipped) return;  // the parameter tier was not changed
   coordinator->invalidate();
 }
 

@@ -26,7 +26,7 @@ namespace {
 namespace fs = std::filesystem;
 using checkpoint::ManifestFile;
 
-// The device optimizer's states go to and from the host in chunks of this many elements.
+// The device optimizer's states go down to the host in chunks of this many elements.
 constexpr std::int64_t kChunk = std::int64_t{1} << 20;
 // Tags travel between ranks in a buffer of this size (check_tag keeps them shorter).
 constexpr std::int64_t kTagBytes = 256;
@@ -345,72 +345,21 @@ CheckpointInfo Engine::load_checkpoint(const fs::path& dir, const std::string& t
 std::int64_t Engine::State::read_states(const checkpoint::ShardReader& reader) {
   const std::vector<checkpoint::Piece> pieces = checkpoint::shard_pieces(layout, shard_rank());
   aio::Engine io = checkpoint_io(config, runtime.faults.checkpoint);
-  StateStreams streams;
-  for (const std::string& name : state_names())
+  std::map<std::string, std::unique_ptr<checkpoint::StateStream>> streams;
+  std::map<std::string, checkpoint::PieceCursor> cursors;
+  for (const std::string& name : state_names()) {
     streams.emplace(name, std::make_unique<checkpoint::StateStream>(io, reader, name));
-  if (offload) {
-    read_offloaded_states(streams, pieces);
-  } else {
-    read_device_states(streams, pieces);
+    cursors.emplace(name, checkpoint::PieceCursor(pieces));
   }
+  load_states([&](const std::string& state, zero::Range range, std::span<float> out) {
+    fill_range(*streams.at(state), cursors.at(state), range, out);
+  });
   std::int64_t bytes = 0;
   for (auto& [name, stream] : streams) {
     stream->finish();
     bytes += stream->bytes_read();
   }
-  coordinator->invalidate();
   return bytes;
-}
-
-void Engine::State::read_offloaded_states(StateStreams& streams,
-                                          std::span<const checkpoint::Piece> pieces) {
-  std::map<std::string, checkpoint::PieceCursor> cursors;
-  for (auto& [name, stream] : streams)
-    cursors.emplace(name, checkpoint::PieceCursor(pieces));
-  auto fill = [&](const char* state, zero::Range range, std::span<float> out) {
-    if (!out.empty()) fill_range(*streams.at(state), cursors.at(state), range, out);
-  };
-  std::span<std::byte> shards = tier->host_partition();
-  const std::int64_t element = gpu::size_bytes(storage);
-  offload->fill_states([&](const zero::OptimizerOffload::SubGroupStates& states) {
-    fill(checkpoint::kMasterState, states.range, states.params);
-    fill(checkpoint::kExpAvgState, states.range, states.exp_avg);
-    fill(checkpoint::kExpAvgSqState, states.range, states.exp_avg_sq);
-    to_storage(copy_type, states.params, shards.data() + states.range.begin * element);
-  });
-  tier->store_from_host(stream());
-  stream().synchronize();
-}
-
-void Engine::State::read_device_states(StateStreams& streams,
-                                       std::span<const checkpoint::Piece> pieces) {
-  const std::int64_t n = layout.partition_numel();
-  const std::int64_t element = gpu::size_bytes(storage);
-  std::vector<float> values(static_cast<std::size_t>(std::min(n, kChunk)));
-  std::vector<std::byte> shards(values.size() * static_cast<std::size_t>(element));
-  const std::array<std::pair<gpu::DeviceBuffer*, const char*>, 3> targets = {
-      {{&master, checkpoint::kMasterState},
-       {&exp_avg, checkpoint::kExpAvgState},
-       {&exp_avg_sq, checkpoint::kExpAvgSqState}}};
-  std::map<std::string, checkpoint::PieceCursor> cursors;
-  for (auto& [name, stream] : streams)
-    cursors.emplace(name, checkpoint::PieceCursor(pieces));
-  for (std::int64_t begin = 0; begin < n; begin += kChunk) {
-    const zero::Range range{begin, std::min(n, begin + kChunk)};
-    std::span<float> chunk = std::span(values).first(static_cast<std::size_t>(range.size()));
-    for (const auto& [buffer, state] : targets) {
-      if (!*buffer) continue;
-      fill_range(*streams.at(state), cursors.at(state), range, chunk);
-      stream().copy(buffer->as<float>() + begin, chunk.data(), chunk.size_bytes(),
-                    gpu::CopyKind::host_to_device);
-      if (buffer == &master) {
-        to_storage(copy_type, chunk, shards.data());
-        stream().copy(tier->device_partition() + begin * element, shards.data(),
-                      range.size() * element, gpu::CopyKind::host_to_device);
-      }
-      stream().synchronize();  // the host buffers are refilled next
-    }
-  }
 }
 
 }  // namespace strata::engine

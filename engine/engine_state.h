@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -95,7 +96,12 @@ struct Engine::State {
 
   void build();
   std::int64_t overlap_window(const zero::OptimizerOffloadOptions& options) const;
-  std::vector<float> initial_master() const;
+  // Where each state's values come from, range by range in partition order: the seed's initial
+  // values, or a checkpoint. `state` is one of state_names().
+  using StateSource =
+      std::function<void(const std::string& state, zero::Range range, std::span<float> out)>;
+  void load_states(const StateSource& source);
+  void initialise_states();
   void run_forward(std::int64_t micro_batch);
   void run_backward(std::int64_t micro_batch, bool last_micro);
   void average_losses(std::int64_t count);
@@ -121,11 +127,7 @@ struct Engine::State {
   std::vector<checkpoint::ManifestFile> files_from_records(
       const std::vector<std::int64_t>& records) const;
   std::vector<checkpoint::ManifestFile> write_states(const std::filesystem::path& directory);
-  // A load's stream of each state the optimizer keeps, by state name.
-  using StateStreams = std::map<std::string, std::unique_ptr<checkpoint::StateStream>>;
   std::int64_t read_states(const checkpoint::ShardReader& reader);
-  void read_device_states(StateStreams& streams, std::span<const checkpoint::Piece> pieces);
-  void read_offloaded_states(StateStreams& streams, std::span<const checkpoint::Piece> pieces);
 };
 
 }  // namespace strata::engine

@@ -411,17 +411,23 @@ void add_device_step_peak(RowBuilder& builder, const EstimateInputs& inputs, con
               "larger than the bucket, packed)");
 }
 
-// The parameter tier's CPU copy, its NVMe pool and its swap file (engine/zero/param_tier.cpp).
+// The parameter tier's CPU memory, its NVMe pool and its swap file (engine/zero/param_tier.cpp).
 void add_param_tier(RowBuilder& builder, const EstimateInputs& inputs, const Choice& choice,
                     const zero::FlatLayout& layout) {
   const std::int64_t storage = inputs.storage_bytes;
   const std::int64_t part = layout.partition_numel();
-  if (choice.offload_param != OffloadDevice::none || choice.optimizer_offloaded()) {
+  if (choice.offload_param == OffloadDevice::cpu) {
     builder.add("param_host_partition", Tier::cpu, host_buffer(storage * part),
-                fmt::format("{} x part{}", storage,
-                            choice.offload_param == OffloadDevice::none
-                                ? " (where the offloaded optimizer writes the new shards)"
-                                : ""));
+                fmt::format("{} x part (the tier)", storage));
+  } else if (choice.optimizer_offloaded()) {
+    // The offloaded optimizer hands the tier its new parameters one sub-group at a time.
+    std::int64_t largest_group = 0;
+    for (const zero::Range& group : zero::make_sub_groups(layout, inputs.sub_group_size))
+      largest_group = std::max(largest_group, group.size());
+    builder.add("param_staging", Tier::cpu, round_up(storage * largest_group, kBlock),
+                fmt::format("round_up({} x largest sub-group, 4 KiB) (a sub-group's new "
+                            "parameters on their way to the tier)",
+                            storage));
   }
   if (choice.offload_param != OffloadDevice::nvme) return;
   // Modules stay in CPU memory, in module order, while their shards total at most max_in_cpu
@@ -437,6 +443,12 @@ void add_param_tier(RowBuilder& builder, const EstimateInputs& inputs, const Cho
     }
     on_nvme += round_up(storage * shard, kBlock);
     largest = std::max(largest, storage * shard);
+  }
+  if (in_cpu > 0) {
+    builder.add("param_cpu_modules", Tier::cpu, round_up(storage * in_cpu, kBlock),
+                fmt::format("round_up({} x {} elements, 4 KiB) (the modules offload_param."
+                            "max_in_cpu keeps in CPU memory)",
+                            storage, grouped(in_cpu)));
   }
   if (on_nvme == 0) return;
   builder.add(

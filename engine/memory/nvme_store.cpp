@@ -218,6 +218,14 @@ aio::Ticket NvmeStore::submit_write(int partition, std::span<const std::byte> so
   return engine_->submit_write(*file_, offsets_[static_cast<std::size_t>(partition)], source);
 }
 
+aio::Ticket NvmeStore::submit_write(int partition, std::int64_t offset,
+                                    std::span<const std::byte> source) {
+  STRATA_ASSERT(offset >= 0 && offset % 4096 == 0 && source.size() % 4096 == 0);
+  check_partition(partition, offset + static_cast<std::int64_t>(source.size()));
+  return engine_->submit_write(*file_, offsets_[static_cast<std::size_t>(partition)] + offset,
+                               source);
+}
+
 aio::Ticket NvmeStore::submit_read(int partition, std::span<std::byte> target) {
   check_partition(partition, static_cast<std::int64_t>(target.size()));
   return engine_->submit_read(*file_, offsets_[static_cast<std::size_t>(partition)], target);

@@ -48,6 +48,9 @@ class NvmeStore {
   // Writes `source` (at most the extent's size, a multiple of 4 KiB, 4 KiB-aligned memory) to
   // the start of partition `partition`'s extent.
   aio::Ticket submit_write(int partition, std::span<const std::byte> source);
+  // Writes `source` (a multiple of 4 KiB) at `offset` (a multiple of 4 KiB) into the extent, the
+  // rest of the extent unchanged.
+  aio::Ticket submit_write(int partition, std::int64_t offset, std::span<const std::byte> source);
   // Reads the first `target.size()` bytes of partition `partition`'s extent.
   aio::Ticket submit_read(int partition, std::span<std::byte> target);
   // Throws aio::IoError / aio::ChecksumError (they name the swap file, under nvme_path, and the

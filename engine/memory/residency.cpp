@@ -9,12 +9,15 @@
 namespace strata::engine::memory {
 namespace {
 
+constexpr std::int64_t kBlockBytes = 4096;  // the swap file's unit of O_DIRECT and checksums
+
 // The tiers whose memory a partition in `state` holds.
 std::array<bool, kTierCount> tiers_held(State state) {
   std::array<bool, kTierCount> held{};
   auto hold = [&](Tier tier) { held[static_cast<std::size_t>(tier)] = true; };
   switch (state) {
     case State::on_nvme:
+    case State::patching:  // the CPU memory it writes from is the caller's, counted there
       hold(Tier::nvme);
       break;
     case State::reading:
@@ -63,6 +66,8 @@ std::string_view to_string(State state) {
       return "downloading";
     case State::writing_back:
       return "writing_back";
+    case State::patching:
+      return "patching";
     case State::lost:
       return "lost";
   }
@@ -284,6 +289,24 @@ Residency::Move Residency::begin_write(CpuView view) {
   return Move(view.partition_, store_->submit_write(extent, source), view.bytes_);
 }
 
+Residency::Move Residency::begin_patch(PartitionId partition, std::int64_t offset,
+                                       std::span<const std::byte> source) {
+  STRATA_ASSERT(offset >= 0 && offset % kBlockBytes == 0);
+  STRATA_ASSERT(source.size() % kBlockBytes == 0);
+  int extent = 0;
+  {
+    std::lock_guard lock(mutex_);
+    Partition& p = at(partition);
+    STRATA_ASSERT(p.state == State::on_nvme && p.extent >= 0);
+    STRATA_ASSERT(offset + static_cast<std::int64_t>(source.size()) <= p.bytes);
+    extent = p.extent;
+    enter(p, State::patching);
+  }
+  // The move's bytes are only read by finish_write's accounting.
+  std::span<std::byte> bytes(const_cast<std::byte*>(source.data()), source.size());
+  return Move(partition, store_->submit_write(extent, offset, source), bytes);
+}
+
 void Residency::finish_write(Move move) {
   STRATA_ASSERT(move);
   try {
@@ -297,10 +320,11 @@ void Residency::finish_write(Move move) {
   }
   std::lock_guard lock(mutex_);
   Partition& p = at(move.partition_);
-  STRATA_ASSERT(p.state == State::writing_back);
+  STRATA_ASSERT(p.state == State::writing_back || p.state == State::patching);
   p.memory = {};
   enter(p, State::on_nvme);
-  counters_.moved_bytes[static_cast<std::size_t>(Direction::nvme_write)] += p.bytes;
+  counters_.moved_bytes[static_cast<std::size_t>(Direction::nvme_write)] +=
+      static_cast<std::int64_t>(move.bytes_.size());
 }
 
 Residency::Move Residency::begin_upload(CpuView view, gpu::Device& device, gpu::Stream& stream,

@@ -29,6 +29,7 @@ enum class State {
   on_gpu,        // in device memory
   downloading,   // GPU -> CPU in flight
   writing_back,  // CPU -> NVMe in flight
+  patching,      // a piece of its NVMe extent is being overwritten; the rest stays as it was
   lost,          // a move failed: no tier holds bytes known to be good
 };
 std::string_view to_string(State state);
@@ -142,8 +143,13 @@ class Residency {
   CpuView finish_read(Move move);
   // in_cpu -> writing_back (the view is given up).
   Move begin_write(CpuView view);
-  // writing_back -> on_nvme; a failure leaves the partition lost and rethrows.
+  // writing_back or patching -> on_nvme; a failure leaves the partition lost and rethrows.
   void finish_write(Move move);
+  // on_nvme -> patching: writes `source` (4 KiB aligned memory, a multiple of 4 KiB) over bytes
+  // [offset, offset + source.size()) of the partition's extent (offset a multiple of 4 KiB), the
+  // rest of the extent unchanged: the piece of a parameter shard that one optimizer sub-group
+  // covers. `source` must stay untouched until finish_write, which redeems it.
+  Move begin_patch(PartitionId partition, std::int64_t offset, std::span<const std::byte> source);
   // in_cpu -> on_nvme without writing: only for a partition read from NVMe and not changed since
   // (a checkpoint's read), so its extent still holds the same bytes.
   void drop_clean(CpuView view);

@@ -54,9 +54,21 @@ void drain_writes(memory::Residency& residency, std::deque<InFlight>& writes) {
 OptimizerOffload::OptimizerOffload(gpu::Device& device, const Optimizer& optimizer,
                                    std::span<const float> master_params,
                                    OptimizerOffloadOptions options)
+    : OptimizerOffload(device, optimizer, static_cast<std::int64_t>(master_params.size()),
+                       std::move(options)) {
+  fill_states([&](const SubGroupStates& states) {
+    std::memcpy(states.params.data(), master_params.data() + states.range.begin,
+                states.params.size_bytes());
+    for (std::span<float> state : {states.exp_avg, states.exp_avg_sq})
+      std::fill(state.begin(), state.end(), 0.0f);
+  });
+}
+
+OptimizerOffload::OptimizerOffload(gpu::Device& device, const Optimizer& optimizer,
+                                   std::int64_t partition_numel, OptimizerOffloadOptions options)
     : optimizer_(optimizer),
       options_(std::move(options)),
-      numel_(static_cast<std::int64_t>(master_params.size())),
+      numel_(partition_numel),
       has_exp_avg_(optimizer.type() != OptimizerType::adagrad),
       has_exp_avg_sq_(optimizer.type() != OptimizerType::lion) {
   if (options_.device == OffloadDevice::none)
@@ -88,14 +100,6 @@ OptimizerOffload::OptimizerOffload(gpu::Device& device, const Optimizer& optimiz
     largest = std::max(largest, extents.back());
   }
 
-  // Fills one sub-group's extent: master params, zero states.
-  auto fill = [&](int g, std::span<std::byte> bytes) {
-    std::memset(bytes.data(), 0, bytes.size());
-    const Range& range = sub_groups_[static_cast<std::size_t>(g)];
-    std::memcpy(bytes.data(), master_params.data() + range.begin,
-                static_cast<std::size_t>(range.size()) * sizeof(float));
-  };
-
   if (options_.keep_capacity < 0)
     throw UserError(fmt::format("the optimizer's rollback window is {} sub-groups; it must not be "
                                 "negative",
@@ -121,7 +125,6 @@ OptimizerOffload::OptimizerOffload(gpu::Device& device, const Optimizer& optimiz
     for (std::size_t g = 0; g < sub_groups_.size(); ++g) {
       auto bytes = cpu_states_.span().subspan(static_cast<std::size_t>(offset),
                                               static_cast<std::size_t>(extents[g]));
-      fill(static_cast<int>(g), bytes);
       partitions_.push_back(residency_->add_in_cpu(fmt::format("optimizer states {}", g), bytes));
       offset += extents[g];
     }
@@ -135,26 +138,10 @@ OptimizerOffload::OptimizerOffload(gpu::Device& device, const Optimizer& optimiz
   if (pool_->pinned()) store_options.registered = pool_->arena();
   store_ = std::make_unique<memory::NvmeStore>(std::move(store_options), extents);
   residency_ = std::make_unique<memory::Residency>(store_.get());
-  // Write every sub-group's initial extent, up to buffer_count in flight.
-  std::deque<InFlight> writes;
+  // The extents hold nothing until fill_states writes them.
   for (std::size_t g = 0; g < sub_groups_.size(); ++g) {
-    memory::PinnedPool::Lease lease = pool_->try_acquire();
-    if (!lease) {
-      residency_->finish_write(std::move(writes.front().move));
-      lease = std::move(writes.front().lease);
-      writes.pop_front();
-    }
-    auto bytes = lease.bytes().first(static_cast<std::size_t>(extents[g]));
-    fill(static_cast<int>(g), bytes);
-    const memory::PartitionId id = residency_->add_in_cpu_with_extent(
-        fmt::format("optimizer states {}", g), bytes, static_cast<int>(g));
-    partitions_.push_back(id);
-    writes.push_back(
-        {static_cast<int>(g), std::move(lease), residency_->begin_write(residency_->view(id))});
-  }
-  while (!writes.empty()) {
-    residency_->finish_write(std::move(writes.front().move));
-    writes.pop_front();
+    partitions_.push_back(residency_->add_on_nvme(fmt::format("optimizer states {}", g),
+                                                  extents[g], static_cast<int>(g)));
   }
 }
 
@@ -194,13 +181,17 @@ UserError OptimizerOffload::fail(const std::exception& error, const std::string&
       fix_of(error) + "; training cannot continue from this state");
 }
 
-void OptimizerOffload::step(const StepHyperparameters& hyper, std::span<const float> grads,
-                            ParamCopy copy_type, std::span<std::uint16_t> copy,
-                            std::span<float> params_fp32) {
+void OptimizerOffload::step(const StepHyperparameters& hyper, const StepIo& io) {
   std::vector<int> order(sub_groups_.size());
   for (std::size_t g = 0; g < order.size(); ++g)
     order[g] = static_cast<int>(g);
-  step_sub_groups(hyper, {grads, copy_type, copy, params_fp32}, order, {}, false);
+  step_sub_groups(hyper, io, order, {}, false);
+}
+
+void OptimizerOffload::step(const StepHyperparameters& hyper, std::span<const float> grads,
+                            ParamCopy copy_type, std::span<std::uint16_t> copy) {
+  PartitionMemory memory(std::as_writable_bytes(copy), sizeof(std::uint16_t));
+  step(hyper, StepIo{grads, copy_type, copy.empty() ? nullptr : &memory});
 }
 
 int OptimizerOffload::step_sub_groups(const StepHyperparameters& hyper, const StepIo& io,
@@ -208,10 +199,8 @@ int OptimizerOffload::step_sub_groups(const StepHyperparameters& hyper, const St
                                       bool keep_prior) {
   check_consistent();
   STRATA_ASSERT(static_cast<std::int64_t>(io.grads.size()) == numel_);
-  STRATA_ASSERT(io.copy_type == ParamCopy::none ||
-                static_cast<std::int64_t>(io.copy.size()) == numel_);
-  STRATA_ASSERT(io.params_fp32.empty() ||
-                static_cast<std::int64_t>(io.params_fp32.size()) == numel_);
+  STRATA_ASSERT(!keep_prior ||
+                options_.keep_param_bytes_per_element == param_bytes_per_element(io.copy_type));
   STRATA_ASSERT(!keep_prior ||
                 static_cast<std::int64_t>(kept_.size() + order.size()) <= options_.keep_capacity);
   try {
@@ -222,16 +211,34 @@ int OptimizerOffload::step_sub_groups(const StepHyperparameters& hyper, const St
 }
 
 void OptimizerOffload::compute(int sub_group, std::span<std::byte> bytes,
-                               const StepHyperparameters& hyper, const StepIo& io) {
+                               const StepHyperparameters& hyper, const StepIo& io,
+                               std::span<std::byte> new_params) {
   const Range& range = sub_groups_[static_cast<std::size_t>(sub_group)];
   const auto begin = static_cast<std::size_t>(range.begin);
   const auto size = static_cast<std::size_t>(range.size());
   const Regions r = regions(sub_group, bytes);
+  const bool copies = io.copy_type != ParamCopy::none && !new_params.empty();
+  STRATA_ASSERT(new_params.empty() ||
+                new_params.size() == size * static_cast<std::size_t>(
+                                                param_bytes_per_element(io.copy_type)));
   optimizer_.step(hyper, r.params, io.grads.subspan(begin, size), r.exp_avg, r.exp_avg_sq,
-                  io.copy_type,
-                  io.copy_type == ParamCopy::none ? io.copy : io.copy.subspan(begin, size));
-  if (!io.params_fp32.empty())
-    std::memcpy(io.params_fp32.data() + begin, r.params.data(), size * sizeof(float));
+                  copies ? io.copy_type : ParamCopy::none,
+                  copies ? std::span<std::uint16_t>(
+                               reinterpret_cast<std::uint16_t*>(new_params.data()), size)
+                         : std::span<std::uint16_t>());
+  if (io.copy_type == ParamCopy::none && !new_params.empty())
+    std::memcpy(new_params.data(), r.params.data(), size * sizeof(float));
+}
+
+void OptimizerOffload::compute_into_sink(int sub_group, std::span<std::byte> bytes,
+                                         const StepHyperparameters& hyper, const StepIo& io) {
+  if (io.params == nullptr) {
+    compute(sub_group, bytes, hyper, io, {});
+    return;
+  }
+  const Range& range = sub_groups_[static_cast<std::size_t>(sub_group)];
+  compute(sub_group, bytes, hyper, io, io.params->values(range));
+  io.params->commit(range);
 }
 
 std::span<std::byte> OptimizerOffload::kept_states(std::size_t slot) {
@@ -239,40 +246,34 @@ std::span<std::byte> OptimizerOffload::kept_states(std::size_t slot) {
                                      static_cast<std::size_t>(kept_extent_bytes_));
 }
 
-std::span<std::byte> OptimizerOffload::kept_params(std::size_t slot) {
-  return kept_params_.span().subspan(slot * static_cast<std::size_t>(kept_param_bytes_),
-                                     static_cast<std::size_t>(kept_param_bytes_));
-}
-
-// Copies the sub-group's slices of the parameter copies in `io` into its kept slot, or back.
-void OptimizerOffload::move_param_slices(std::size_t slot, int sub_group, const StepIo& io,
-                                         bool into_slot) {
+// Slot `slot`'s new parameters of `sub_group`, waiting for commit_kept.
+std::span<std::byte> OptimizerOffload::kept_new_params(std::size_t slot, int sub_group) {
   const Range& range = sub_groups_[static_cast<std::size_t>(sub_group)];
-  const auto size = static_cast<std::size_t>(range.size());
-  std::byte* kept = kept_params(slot).data();
-  std::size_t at = 0;
-  auto move = [&](void* live, std::size_t bytes) {
-    STRATA_ASSERT(static_cast<std::int64_t>(at + bytes) <= kept_param_bytes_);
-    if (into_slot) {
-      std::memcpy(kept + at, live, bytes);
-    } else {
-      std::memcpy(live, kept + at, bytes);
-    }
-    at += bytes;
-  };
-  if (io.copy_type != ParamCopy::none)
-    move(io.copy.data() + range.begin, size * sizeof(std::uint16_t));
-  if (!io.params_fp32.empty()) move(io.params_fp32.data() + range.begin, size * sizeof(float));
+  return kept_params_.span().subspan(
+      slot * static_cast<std::size_t>(kept_param_bytes_),
+      static_cast<std::size_t>(range.size() * options_.keep_param_bytes_per_element));
 }
 
-// The sub-group's states as they are before its step, and its slices of the parameter copies.
-void OptimizerOffload::keep(int sub_group, std::span<const std::byte> bytes, const StepIo& io) {
+std::size_t OptimizerOffload::keep(int sub_group, std::span<const std::byte> bytes) {
   const std::size_t slot = kept_.size();
   STRATA_ASSERT(static_cast<std::int64_t>(slot) < options_.keep_capacity);
   STRATA_ASSERT(static_cast<std::int64_t>(bytes.size()) <= kept_extent_bytes_);
   std::memcpy(kept_states(slot).data(), bytes.data(), bytes.size());
-  move_param_slices(slot, sub_group, io, true);
   kept_.push_back(sub_group);
+  return slot;
+}
+
+void OptimizerOffload::commit_kept(const StepIo& io) {
+  if (io.params != nullptr) {
+    for (std::size_t slot = 0; slot < kept_.size(); ++slot) {
+      const Range& range = sub_groups_[static_cast<std::size_t>(kept_[slot])];
+      std::span<const std::byte> values = kept_new_params(slot, kept_[slot]);
+      std::span<std::byte> target = io.params->values(range);
+      std::memcpy(target.data(), values.data(), values.size());
+      io.params->commit(range);
+    }
+  }
+  kept_.clear();
 }
 
 void OptimizerOffload::undo_kept(const StepHyperparameters* redo, const StepIo& io) {
@@ -280,18 +281,17 @@ void OptimizerOffload::undo_kept(const StepHyperparameters* redo, const StepIo& 
   try {
     for (std::size_t slot = 0; slot < kept_.size(); ++slot) {
       const int g = kept_[slot];
-      move_param_slices(slot, g, io, false);
       const memory::PartitionId id = partitions_[static_cast<std::size_t>(g)];
       const auto bytes = static_cast<std::size_t>(residency_->bytes(id));
       if (!store_) {
         memory::Residency::CpuView view = residency_->view(id);
         std::memcpy(view.bytes().data(), kept_states(slot).data(), bytes);
-        if (redo != nullptr) compute(g, view.bytes(), *redo, io);
+        if (redo != nullptr) compute_into_sink(g, view.bytes(), *redo, io);
         continue;
       }
       // The extent holds the step being undone: the prior value (redone or not) replaces it.
       memory::Residency::CpuView view = residency_->replace(id, kept_states(slot).first(bytes));
-      if (redo != nullptr) compute(g, view.bytes(), *redo, io);
+      if (redo != nullptr) compute_into_sink(g, view.bytes(), *redo, io);
       residency_->finish_write(residency_->begin_write(std::move(view)));
     }
   } catch (const std::exception& error) {
@@ -305,12 +305,21 @@ int OptimizerOffload::run_step(const StepHyperparameters& hyper, const StepIo& i
                                std::span<const int> order, const Ready& ready, bool keep_prior) {
   const int n = static_cast<int>(order.size());
   int stepped = 0;
+  // A kept sub-group's new parameters wait in its slot; the others go to the sink now.
+  auto step_one = [&](int g, std::span<std::byte> bytes) {
+    if (keep_prior) {
+      const std::size_t slot = keep(g, bytes);
+      compute(g, bytes, hyper, io, io.params == nullptr ? std::span<std::byte>()
+                                                        : kept_new_params(slot, g));
+    } else {
+      compute_into_sink(g, bytes, hyper, io);
+    }
+  };
   if (!store_) {
     for (int g : order) {
       if (ready && !ready(g)) break;
       memory::Residency::CpuView view = residency_->view(partitions_[static_cast<std::size_t>(g)]);
-      if (keep_prior) keep(g, view.bytes(), io);
-      compute(g, view.bytes(), hyper, io);
+      step_one(g, view.bytes());
       ++stepped;
     }
     return stepped;
@@ -380,8 +389,7 @@ int OptimizerOffload::run_step(const StepHyperparameters& hyper, const StepIo& i
       reads.pop_front();
       STRATA_ASSERT(current.sub_group == g);
       memory::Residency::CpuView view = residency_->finish_read(std::move(current.move));
-      if (keep_prior) keep(g, view.bytes(), io);
-      compute(g, view.bytes(), hyper, io);
+      step_one(g, view.bytes());
       ++stepped;
       current.move = residency_->begin_write(std::move(view));
       if (options_.pipeline_write) {

@@ -16,6 +16,7 @@
 #include "engine/memory/residency.h"
 #include "engine/optimizer.h"
 #include "engine/zero/flat_layout.h"
+#include "engine/zero/param_sink.h"
 #include "gpu/device.h"
 
 namespace strata::engine::zero {
@@ -34,9 +35,9 @@ struct OptimizerOffloadOptions {
   // Sub-groups whose prior value step_sub_groups can keep for undo_kept (the rollback window of
   // strata.overlap_optimizer): that many extents of CPU memory, allocated up front. 0: none.
   std::int64_t keep_capacity = 0;
-  // Bytes a kept sub-group holds per element of the parameter copies step_sub_groups is given:
-  // 2 (a 16-bit copy), 4 (fp32 parameters) or 6 (both).
-  std::int64_t keep_param_bytes_per_element = 6;
+  // Bytes per element of the parameters a step hands its ParamSink: 2 (a 16-bit copy) or 4
+  // (fp32). A kept sub-group holds its new parameters until commit_kept.
+  std::int64_t keep_param_bytes_per_element = 2;
   // nvme: nvme_path, job, rank, aio options (and fault injection for tests).
   memory::NvmeStoreOptions nvme;
 };
@@ -44,9 +45,8 @@ struct OptimizerOffloadOptions {
 // What a step reads besides the optimizer states, and where its new parameters go.
 struct StepIo {
   std::span<const float> grads;  // the rank's fp32 gradient partition (partition_numel elements)
-  ParamCopy copy_type = ParamCopy::none;
-  std::span<std::uint16_t> copy;  // the new parameters as copy_type bit patterns (empty for none)
-  std::span<float> params_fp32;   // and as fp32, when not empty
+  ParamCopy copy_type = ParamCopy::none;  // none: the sink takes fp32 parameters
+  ParamSink* params = nullptr;            // null: the new parameters go nowhere (tests)
 };
 
 // The step's third stage (docs/architecture.md, "One training step", 3): a rank's optimizer
@@ -67,34 +67,44 @@ struct StepIo {
 // Engine adds where the run can be resumed from).
 class OptimizerOffload {
  public:
-  // Takes the fp32 master parameters of the rank's partition; the states start at zero. Throws
-  // UserError for a refused configuration (device none, buffer_count < 1, sub_group_size < 1),
-  // and the store's and pool's refusals (nvme_path, free space, RLIMIT_MEMLOCK).
+  // The states of a partition of `partition_numel` elements, with no values yet: fill_states
+  // gives them theirs (start-up, a checkpoint's load) before the first step. Throws UserError
+  // for a refused configuration (device none, buffer_count < 1, sub_group_size < 1), and the
+  // store's and pool's refusals (nvme_path, free space, RLIMIT_MEMLOCK).
+  OptimizerOffload(gpu::Device& device, const Optimizer& optimizer, std::int64_t partition_numel,
+                   OptimizerOffloadOptions options);
+  // The same, filled with the fp32 master parameters `master_params` and zero states (tests,
+  // benchmarks: a whole partition in memory).
   OptimizerOffload(gpu::Device& device, const Optimizer& optimizer,
                    std::span<const float> master_params, OptimizerOffloadOptions options);
   ~OptimizerOffload();
   OptimizerOffload(const OptimizerOffload&) = delete;
   OptimizerOffload& operator=(const OptimizerOffload&) = delete;
 
-  // One optimizer step over the whole partition. `grads` has partition_numel() elements (the
-  // reduced fp32 gradient partition, in pinned CPU memory). The new parameters go to `copy` as
-  // `copy_type` (bf16/fp16 bit patterns; empty for none) and, when not empty, to `params_fp32`.
+  // One optimizer step over the whole partition, sub-group by sub-group; each one's new
+  // parameters go to io.params as soon as it is stepped.
+  void step(const StepHyperparameters& hyper, const StepIo& io);
+  // The same with the new parameters written to `copy` (the whole partition, as `copy_type` bit
+  // patterns; empty with none) (tests, benchmarks).
   void step(const StepHyperparameters& hyper, std::span<const float> grads, ParamCopy copy_type,
-            std::span<std::uint16_t> copy, std::span<float> params_fp32 = {});
+            std::span<std::uint16_t> copy);
 
   // Steps the sub-groups of `order`, in that order, each once `ready(g)` has returned true; a
   // false stops there, leaving the rest. Returns how many were stepped. With `keep_prior`, the
-  // value each had before (its states and its slices of io.copy and io.params_fp32) is kept for
-  // undo_kept(); at most keep_capacity of them over all calls until undo_kept or forget_kept.
-  // May run on another thread than the other calls, never beside them.
+  // states each had before are kept for undo_kept(), and its new parameters wait beside them
+  // for commit_kept() instead of going to io.params (so this may run on another thread than the
+  // engine's: it never calls the sink); at most keep_capacity of them over all calls until
+  // undo_kept or commit_kept. Never runs beside the other calls.
   using Ready = std::function<bool(int sub_group)>;
   int step_sub_groups(const StepHyperparameters& hyper, const StepIo& io,
                       std::span<const int> order, const Ready& ready, bool keep_prior);
-  // Puts every kept sub-group back to its prior value (its states and its parameter slices in
-  // `io`) and, when `redo` is not null, steps it again with *redo. Then forgets them.
+  // Puts every kept sub-group's states back to their prior value and, when `redo` is not null,
+  // steps it again with *redo (its new parameters going to io.params). Then forgets them. Their
+  // parameters in io.params were never changed, so without a redo they are the prior ones.
   void undo_kept(const StepHyperparameters* redo, const StepIo& io);
-  // Forgets the kept sub-groups: their step stands.
-  void forget_kept() noexcept { kept_.clear(); }
+  // The kept sub-groups' step stands: their new parameters go to io.params, and they are
+  // forgotten.
+  void commit_kept(const StepIo& io);
   std::span<const int> kept() const noexcept { return kept_; }
   // CPU memory of the rollback window (keep_capacity slots).
   std::int64_t rollback_bytes() const noexcept {
@@ -143,12 +153,17 @@ class OptimizerOffload {
   UserError fail(const std::exception& error, const std::string& doing);
   int run_step(const StepHyperparameters& hyper, const StepIo& io, std::span<const int> order,
                const Ready& ready, bool keep_prior);
+  // Steps sub-group `sub_group` (its states in `bytes`), writing its new parameters to
+  // `new_params` (range.size() elements of the storage type; empty: nowhere).
   void compute(int sub_group, std::span<std::byte> bytes, const StepHyperparameters& hyper,
-               const StepIo& io);
-  void keep(int sub_group, std::span<const std::byte> bytes, const StepIo& io);
-  void move_param_slices(std::size_t slot, int sub_group, const StepIo& io, bool into_slot);
+               const StepIo& io, std::span<std::byte> new_params);
+  // compute() with the new parameters handed to io.params.
+  void compute_into_sink(int sub_group, std::span<std::byte> bytes,
+                         const StepHyperparameters& hyper, const StepIo& io);
+  // Keeps the sub-group's states before its step in the next slot; returns the slot.
+  std::size_t keep(int sub_group, std::span<const std::byte> bytes);
+  std::span<std::byte> kept_new_params(std::size_t slot, int sub_group);
   std::span<std::byte> kept_states(std::size_t slot);
-  std::span<std::byte> kept_params(std::size_t slot);
 
   const Optimizer& optimizer_;
   OptimizerOffloadOptions options_;
@@ -164,8 +179,8 @@ class OptimizerOffload {
   std::vector<memory::PartitionId> partitions_;  // per sub-group
   std::string failure_;                          // the first error, once inconsistent
   std::int64_t peak_in_flight_ = 0;
-  // The rollback window: keep_capacity slots of one extent each, and of one sub-group's slices of
-  // the parameter copies (keep_param_bytes_per_element); kept_[k] is the sub-group in slot k.
+  // The rollback window: keep_capacity slots of one extent each (the prior states), and of one
+  // sub-group's new parameters (keep_param_bytes_per_element); kept_[k] is the sub-group in slot k.
   std::int64_t kept_extent_bytes_ = 0;
   std::int64_t kept_param_bytes_ = 0;
   aio::AlignedBuffer kept_states_;

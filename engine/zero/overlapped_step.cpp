@@ -94,7 +94,7 @@ OverlapOutcome OverlappedStep::finish(const StepHyperparameters* real) {
     std::rethrow_exception(std::exchange(stream_failure_, nullptr));
   }
   if (real != nullptr && same_step(*real, guess_)) {
-    offload_.forget_kept();
+    offload_.commit_kept(io_);
   } else {
     outcome.undone = outcome.early_sub_groups > 0;
     offload_.undo_kept(real, io_);

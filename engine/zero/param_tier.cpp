@@ -14,34 +14,34 @@
 
 namespace strata::engine::zero {
 
-ParamTier::ParamTier(gpu::Device& device, const FlatLayout& layout, ParamTierOptions options,
-                     std::span<const std::byte> initial)
+ParamTier::ParamTier(gpu::Device& device, const FlatLayout& layout, ParamTierOptions options)
     : device_(device),
       layout_(layout),
       options_(std::move(options)),
+      cpu_offset_(static_cast<std::size_t>(layout.module_count()), -1),
       nvme_partition_(static_cast<std::size_t>(layout.module_count()), -1),
       reads_(static_cast<std::size_t>(layout.module_count())) {
-  const std::int64_t bytes = layout.partition_numel() * options_.element_bytes;
-  STRATA_ASSERT(static_cast<std::int64_t>(initial.size()) == bytes);
+  const std::int64_t bytes = layout.partition_numel() * element_bytes();
   if (options_.device == OffloadDevice::none) {
     device_partition_ = device.allocate(bytes, "parameter shards");
-    gpu::Stream& stream = device.compute_stream();
-    stream.copy(device_partition_.data(), initial.data(), bytes, gpu::CopyKind::host_to_device);
-    stream.synchronize();
     return;
   }
-  host_partition_ = aio::AlignedBuffer(std::max<std::int64_t>(bytes, 4096));
-  std::memcpy(host_partition_.data(), initial.data(), initial.size());
-  if (options_.device == OffloadDevice::cpu) return;
+  if (options_.device == OffloadDevice::cpu) {
+    for (int m = 0; m < layout.module_count(); ++m)
+      cpu_offset_[static_cast<std::size_t>(m)] = layout.module(m).partition_offset;
+    host_partition_ = aio::AlignedBuffer(std::max<std::int64_t>(bytes, 4096));
+    return;
+  }
 
-  // NVMe: the first modules up to max_in_cpu elements stay in CPU memory; the others get an
-  // extent each.
+  // NVMe: modules stay in CPU memory, in module order, while their shards total at most
+  // max_in_cpu elements; the others get an extent each.
   std::vector<std::int64_t> extents;
   std::int64_t in_cpu = 0;
   std::int64_t largest = 0;
   for (int m = 0; m < layout.module_count(); ++m) {
     const std::int64_t shard = layout.module(m).shard_numel;
     if (in_cpu + shard <= options_.max_in_cpu) {
+      cpu_offset_[static_cast<std::size_t>(m)] = in_cpu;
       in_cpu += shard;
       continue;
     }
@@ -53,16 +53,15 @@ ParamTier::ParamTier(gpu::Device& device, const FlatLayout& layout, ParamTierOpt
       "parameters: {} elements of this rank's shards kept in CPU memory (offload_param.max_in_cpu "
       "{}), {} modules' shards on NVMe",
       in_cpu, options_.max_in_cpu, extents.size());
+  if (in_cpu > 0) host_partition_ = aio::AlignedBuffer(in_cpu * element_bytes());
   if (extents.empty()) return;
-  const std::int64_t buffer_bytes = options_.buffer_size * options_.element_bytes;
+  const std::int64_t buffer_bytes = options_.buffer_size * element_bytes();
   if (largest > buffer_bytes)
     throw UserError(
         fmt::format("offload_param.buffer_size is {} elements, but a module's parameter shard "
                     "needs {} ({} bytes) in one buffer",
-                    options_.buffer_size, largest / options_.element_bytes, largest),
-        fmt::format("set offload_param.buffer_size to at least {}",
-                    largest / options_.element_bytes),
-        2);
+                    options_.buffer_size, largest / element_bytes(), largest),
+        fmt::format("set offload_param.buffer_size to at least {}", largest / element_bytes()), 2);
   pool_ = std::make_unique<memory::PinnedPool>(
       device, options_.buffer_count, largest,
       memory::PinnedPoolOptions{options_.pin_memory, "parameter swap buffers"});
@@ -71,17 +70,13 @@ ParamTier::ParamTier(gpu::Device& device, const FlatLayout& layout, ParamTierOpt
   if (pool_->pinned()) store_options.registered = pool_->arena();
   store_ = std::make_unique<memory::NvmeStore>(std::move(store_options), extents);
   residency_ = std::make_unique<memory::Residency>(store_.get());
-  std::vector<memory::Residency::Move> writes;
   for (int m = 0; m < layout.module_count(); ++m) {
     const int extent = nvme_partition_[static_cast<std::size_t>(m)];
     if (extent < 0) continue;
-    const memory::PartitionId id = residency_->add_in_cpu_with_extent(
-        fmt::format("parameter shard of module {}", m), host_shard(m), extent);
+    const memory::PartitionId id = residency_->add_on_nvme(
+        fmt::format("parameter shard of module {}", m), shard_bytes(m), extent);
     STRATA_ASSERT(id == extent);
-    writes.push_back(residency_->begin_write(residency_->view(id)));
   }
-  for (memory::Residency::Move& move : writes)
-    residency_->finish_write(std::move(move));
 }
 
 ParamTier::~ParamTier() {
@@ -98,15 +93,17 @@ ParamTier::~ParamTier() {
 }
 
 std::int64_t ParamTier::shard_bytes(int module) const {
-  return layout_.module(module).shard_numel * options_.element_bytes;
+  return layout_.module(module).shard_numel * element_bytes();
 }
 
 std::int64_t ParamTier::partition_offset_bytes(int module) const {
-  return layout_.module(module).partition_offset * options_.element_bytes;
+  return layout_.module(module).partition_offset * element_bytes();
 }
 
 std::span<std::byte> ParamTier::host_shard(int module) {
-  return host_partition_.span().subspan(static_cast<std::size_t>(partition_offset_bytes(module)),
+  const std::int64_t offset = cpu_offset_[static_cast<std::size_t>(module)];
+  STRATA_ASSERT(offset >= 0);
+  return host_partition_.span().subspan(static_cast<std::size_t>(offset * element_bytes()),
                                         static_cast<std::size_t>(shard_bytes(module)));
 }
 
@@ -203,40 +200,68 @@ std::byte* ParamTier::device_partition() const {
   return device_partition_.as<std::byte>();
 }
 
-std::span<std::byte> ParamTier::host_partition() {
-  if (host_partition_.size_bytes() == 0) {
-    host_partition_ = aio::AlignedBuffer(
-        std::max<std::int64_t>(layout_.partition_numel() * options_.element_bytes, 4096));
-  }
-  return host_partition_.span().first(
-      static_cast<std::size_t>(layout_.partition_numel() * options_.element_bytes));
+std::span<std::byte> ParamTier::values(Range range) {
+  STRATA_ASSERT(range.begin >= 0 && range.begin <= range.end &&
+                range.end <= layout_.partition_numel());
+  const auto bytes = static_cast<std::size_t>(range.size() * element_bytes());
+  if (options_.device == OffloadDevice::cpu)
+    return host_partition_.span().subspan(static_cast<std::size_t>(range.begin * element_bytes()),
+                                          bytes);
+  if (staging_.size_bytes() < static_cast<std::int64_t>(bytes))
+    staging_ = aio::AlignedBuffer(static_cast<std::int64_t>(bytes));
+  return staging_.span().first(bytes);
 }
 
-void ParamTier::store_from_host(gpu::Stream& stream) {
-  if (options_.device == OffloadDevice::none) {
-    stream.copy(device_partition_.data(), host_partition_.data(), device_partition_.bytes(),
-                gpu::CopyKind::host_to_device);
-    stream.synchronize();
-    return;
+void ParamTier::commit(Range range) {
+  const std::int64_t element = element_bytes();
+  switch (options_.device) {
+    case OffloadDevice::cpu:
+      return;  // values() was the tier's own memory
+    case OffloadDevice::none:
+      upload(staging_.data(), range.size() * element, device_.compute_stream(),
+             device_partition_.as<std::byte>() + range.begin * element)
+          ->synchronize();
+      return;
+    case OffloadDevice::nvme:
+      break;
   }
-  if (!store_) return;
   check_consistent();
   try {
-    write_to_nvme();
+    commit_to_nvme(range);
   } catch (const std::exception& error) {
     throw fail(error, "writing the new parameter shards");
   }
 }
 
-void ParamTier::write_to_nvme() {
+// Each module the range covers gets the covered piece of its shard overwritten: in CPU memory,
+// or in its NVMe extent.
+void ParamTier::commit_to_nvme(Range range) {
+  const std::int64_t element = element_bytes();
+  STRATA_ASSERT(range.begin % FlatLayout::kDefaultShardAlignment == 0);
   std::vector<memory::Residency::Move> writes;
   std::exception_ptr failure;
-  for (int m = 0; m < layout_.module_count(); ++m) {
-    if (!on_nvme(m)) continue;
-    const memory::PartitionId id = nvme_partition_[static_cast<std::size_t>(m)];
-    writes.push_back(residency_->begin_write(residency_->replace(id, host_shard(m))));
+  try {
+    for (int m : layout_.modules_in(range)) {
+      const ModuleSlice& slice = layout_.module(m);
+      const std::int64_t begin = std::max(range.begin, slice.partition_offset);
+      const std::int64_t end = std::min(range.end, slice.partition_offset + slice.shard_numel);
+      const std::span<const std::byte> piece = staging_.span().subspan(
+          static_cast<std::size_t>((begin - range.begin) * element),
+          static_cast<std::size_t>((end - begin) * element));
+      if (!on_nvme(m)) {
+        std::memcpy(host_shard(m).data() + (begin - slice.partition_offset) * element,
+                    piece.data(), piece.size());
+        continue;
+      }
+      drop_read(m);
+      writes.push_back(residency_->begin_patch(nvme_partition_[static_cast<std::size_t>(m)],
+                                               (begin - slice.partition_offset) * element, piece));
+    }
+  } catch (...) {
+    failure = std::current_exception();
   }
-  // Every write is waited for, so none is still in flight over host memory when this throws.
+  // Every write is waited for, so none is still in flight over the staging memory when this
+  // throws.
   for (memory::Residency::Move& move : writes) {
     try {
       residency_->finish_write(std::move(move));
@@ -245,6 +270,14 @@ void ParamTier::write_to_nvme() {
     }
   }
   if (failure) std::rethrow_exception(failure);
+}
+
+void ParamTier::drop_read(int module) {
+  std::optional<Read>& read = reads_[static_cast<std::size_t>(module)];
+  if (!read) return;
+  Read taken = std::move(*read);
+  read.reset();
+  residency_->drop_clean(residency_->finish_read(std::move(taken.move)));
 }
 
 std::int64_t ParamTier::nvme_read_bytes() const {
@@ -259,7 +292,7 @@ std::int64_t ParamTier::nvme_write_bytes() const {
 }
 
 std::int64_t ParamTier::unpinned_host_bytes() const {
-  std::int64_t bytes = host_partition_.size_bytes();
+  std::int64_t bytes = host_partition_.size_bytes() + staging_.size_bytes();
   if (pool_ && !pool_->pinned()) bytes += pool_->buffer_count() * pool_->buffer_size_bytes();
   return bytes;
 }

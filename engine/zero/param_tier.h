@@ -15,6 +15,7 @@
 #include "engine/memory/pinned_pool.h"
 #include "engine/memory/residency.h"
 #include "engine/zero/flat_layout.h"
+#include "engine/zero/param_sink.h"
 #include "gpu/device.h"
 #include "gpu/event.h"
 
@@ -37,23 +38,27 @@ struct ParamTierOptions {
 // Where a rank's parameter shards live between uses (docs/architecture.md, "The tiers"): each
 // module's shard in the storage type, in device memory (offload_param none), CPU memory (cpu) or
 // the rank's NVMe swap file (nvme). The parameter coordinator fetches a module's shard to the
-// device before it all-gathers it; after an optimizer step the new shards come back through
-// `host_partition()` + `store_from_host()` (offloaded optimizer) or straight into
-// `device_partition()` (optimizer on the device).
+// device before it all-gathers it. New values come in as ranges of the partition, through the
+// ParamSink interface: at start-up, from a checkpoint's load, and from an offloaded optimizer's
+// step one sub-group at a time; an optimizer on the device writes `device_partition()` itself.
+//
+// CPU memory: the cpu tier holds the whole partition (it is the tier). The nvme tier holds the
+// modules max_in_cpu keeps, the read buffers (offload_param.buffer_count) and one staging range
+// (the largest range written, an optimizer sub-group); the device tier fed by an offloaded
+// optimizer holds the staging range. Neither grows with the model beyond what is configured.
 //
 // A failed NVMe transfer (aio::IoError, ChecksumError) leaves the tier inconsistent: the call
 // throws a UserError saying so, and so does every later one (the Engine adds where the run can
 // be resumed from).
 //
 // Not thread-safe: the engine's thread drives it.
-class ParamTier {
+class ParamTier final : public ParamSink {
  public:
-  // `initial` holds the rank's partition in the storage type (partition order). Throws the
-  // store's and pool's UserErrors (nvme_path, free space, RLIMIT_MEMLOCK), and one naming
-  // offload_param.buffer_size when a module's shard does not fit one buffer.
-  ParamTier(gpu::Device& device, const FlatLayout& layout, ParamTierOptions options,
-            std::span<const std::byte> initial);
-  ~ParamTier();
+  // An empty tier: every range is written through values() + commit() before the first fetch.
+  // Throws the store's and pool's UserErrors (nvme_path, free space, RLIMIT_MEMLOCK), and one
+  // naming offload_param.buffer_size when a module's shard does not fit one buffer.
+  ParamTier(gpu::Device& device, const FlatLayout& layout, ParamTierOptions options);
+  ~ParamTier() override;
   ParamTier(const ParamTier&) = delete;
   ParamTier& operator=(const ParamTier&) = delete;
 
@@ -70,12 +75,13 @@ class ParamTier {
 
   // Device tier: the whole partition in device memory, which an optimizer on the device writes.
   std::byte* device_partition() const;
-  // cpu and nvme tiers, and the device tier fed by an offloaded optimizer: host memory of the
-  // whole partition that the optimizer writes the new shards into.
-  std::span<std::byte> host_partition();
-  // Makes what host_partition() holds the tier's contents: writes the NVMe-resident shards
-  // back, or uploads the partition to the device tier. Throws aio errors for a failed write.
-  void store_from_host(gpu::Stream& stream);
+
+  // ParamSink: `range` starts on a multiple of 2048 elements (so that every piece written to the
+  // swap file is whole 4 KiB blocks) and ends there or at the partition's end. commit() writes
+  // the range to its tier and returns once it is there (the staging memory is reused next).
+  // Throws aio errors for a failed write, as a UserError that makes the tier inconsistent.
+  std::span<std::byte> values(Range range) override;
+  void commit(Range range) override;
 
   OffloadDevice device() const noexcept { return options_.device; }
   // True once a transfer failed: the shards can no longer be trusted.
@@ -86,11 +92,12 @@ class ParamTier {
   std::int64_t nvme_write_bytes() const;
   // The swap file's size (0 unless nvme).
   std::int64_t nvme_bytes() const { return store_ ? store_->planned_bytes() : 0; }
-  // Host bytes the tier holds that are not page-locked (the CPU copy of the partition, and the
-  // pool unless pinned: pinned memory is the device's to count).
+  // Host bytes the tier holds that are not page-locked (its CPU-resident shards, the staging
+  // range, and the pool unless pinned: pinned memory is the device's to count).
   std::int64_t unpinned_host_bytes() const;
 
  private:
+  std::int64_t element_bytes() const noexcept { return options_.element_bytes; }
   std::int64_t shard_bytes(int module) const;
   std::int64_t partition_offset_bytes(int module) const;
   std::span<std::byte> host_shard(int module);
@@ -98,7 +105,9 @@ class ParamTier {
   // Records `error` as the tier's failure and returns the UserError to throw.
   UserError fail(const std::exception& error, const char* doing);
   void fetch_from_nvme(int module, gpu::Stream& stream, void* device_target);
-  void write_to_nvme();
+  // Waits for a prefetched read of `module` and drops it (its bytes are about to change).
+  void drop_read(int module);
+  void commit_to_nvme(Range range);
   std::unique_ptr<gpu::Event> upload(const std::byte* source, std::int64_t bytes,
                                      gpu::Stream& stream, void* device_target);
 
@@ -106,11 +115,16 @@ class ParamTier {
   const FlatLayout& layout_;
   ParamTierOptions options_;
   gpu::DeviceBuffer device_partition_;
+  // The shards of the modules in CPU memory, back to back: the whole partition for the cpu tier,
+  // the modules max_in_cpu keeps for nvme. cpu_offset_[m]: where module m's shard starts in it
+  // (elements), -1 for a module elsewhere.
   aio::AlignedBuffer host_partition_;
+  std::vector<std::int64_t> cpu_offset_;
+  aio::AlignedBuffer staging_;  // values() of the nvme and device tiers
   std::unique_ptr<memory::PinnedPool> pool_;
   std::unique_ptr<memory::NvmeStore> store_;
   std::unique_ptr<memory::Residency> residency_;
-  // Per module: its NVMe partition (-1 when it stays in CPU) and the read in flight.
+  // Per module: its NVMe partition (-1 when it is not on NVMe) and the read in flight.
   std::vector<memory::PartitionId> nvme_partition_;
   struct Read {
     memory::PinnedPool::Lease lease;

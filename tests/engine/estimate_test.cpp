@@ -165,7 +165,7 @@ TEST(EstimateRows, Stage3EverythingOnNvmeByHand) {
   inputs.max_in_cpu = 0;
   EstimateRow row = estimate_row(inputs, 3, nvme, nvme);
   EXPECT_EQ(row.per_gpu_bytes, 12 + 4 * 9 * kPadded);
-  EXPECT_EQ(term_bytes(row, "param_host_partition"), 2 * kPart);
+  EXPECT_EQ(term_bytes(row, "param_staging"), 2 * kPart);
   // Pools: 5 x the largest bf16 shard (503,808 bytes, a 4 KiB multiple); 4 x the one sub-group's
   // [master | exp_avg | exp_avg_sq] extent, 3 x 8,257,536 bytes.
   EXPECT_EQ(term_bytes(row, "param_swap_buffers"), 5 * 503'808);

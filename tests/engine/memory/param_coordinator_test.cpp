@@ -7,6 +7,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 
@@ -35,6 +37,9 @@ std::vector<std::vector<ParamSpec>> modules() {
           {ParamSpec{"m3", {7000}}}};
 }
 
+// The ranges the tier is filled in: 2 x the shard alignment, so most modules take several.
+constexpr std::int64_t kRange = 2 * FlatLayout::kDefaultShardAlignment;
+
 struct Fixture {
   Fixture(OffloadDevice device, CoordinatorOptions options, aio::FaultPlan faults = {})
       : device_(gpu::create_host_device({})),
@@ -58,7 +63,14 @@ struct Fixture {
     tier_options.nvme.job_name = std::string("coordinator-") +
                                  ::testing::UnitTest::GetInstance()->current_test_info()->name();
     tier_options.nvme.faults = std::move(faults);
-    tier = std::make_unique<ParamTier>(*device_, layout, tier_options, shards);
+    tier = std::make_unique<ParamTier>(*device_, layout, tier_options);
+    // Written through the sink in sub-group sized ranges, which cut modules in pieces.
+    for (std::int64_t begin = 0; begin < layout.partition_numel(); begin += kRange) {
+      const Range range{begin, std::min(begin + kRange, layout.partition_numel())};
+      std::span<std::byte> values = tier->values(range);
+      std::memcpy(values.data(), shards.data() + begin * 2, values.size());
+      tier->commit(range);
+    }
     coordinator = std::make_unique<ParamCoordinator>(
         *ops, *comm, device_->compute_stream(), layout, *tier, memory,
         std::vector<std::string>{"m0", "m1", "m2", "m3"}, options);
@@ -188,8 +200,9 @@ TEST(ParamCoordinator, InvalidateDropsEveryGatheredCopy) {
 // A corrupted read of a parameter shard stops the step with the checksum error and leaves the
 // tier refusing every later use: training cannot go on silently from parameters it lost.
 TEST(ParamCoordinator, AFailedShardReadMakesTheTierInconsistent) {
-  // Completions 0-3 are the four shards' first writes; 4 is the first read.
-  Fixture f(OffloadDevice::nvme, stage3(), aio::FaultPlan(7).flip_bit(4));
+  // Completions 0-5 are the first writes (ranges of 4096 elements: m0; m1's first part; m1's
+  // second and m2; m3 in two parts); 6 is the first read.
+  Fixture f(OffloadDevice::nvme, stage3(), aio::FaultPlan(7).flip_bit(6));
   f.coordinator->begin_pass(true);
   try {
     f.coordinator->acquire(0);

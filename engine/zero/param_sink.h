@@ -1,0 +1,47 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "engine/optimizer.h"
+#include "engine/zero/flat_layout.h"
+
+namespace strata::engine::zero {
+
+// Bytes per element of the parameters in the storage type of `copy`: 2 for bf16 and fp16, 4 for
+// none (fp32).
+inline std::int64_t param_bytes_per_element(ParamCopy copy) {
+  return copy == ParamCopy::none ? 4 : 2;
+}
+
+// Where a step's new parameters go, sub-group by sub-group: in the storage type (bf16/fp16 bit
+// patterns, or fp32 when the copy type is none), element i of the span being element
+// range.begin + i of the partition. The parameter tier is one; so is memory holding a whole
+// partition (PartitionMemory). Called only from the thread that drives the engine.
+class ParamSink {
+ public:
+  virtual ~ParamSink() = default;
+  // Memory for the new values of `range`, valid until commit(range).
+  virtual std::span<std::byte> values(Range range) = 0;
+  // What was written into values(range) is the parameters of `range` from now on.
+  virtual void commit(Range range) = 0;
+};
+
+// A ParamSink over memory that holds the whole partition in the storage type.
+class PartitionMemory final : public ParamSink {
+ public:
+  PartitionMemory(std::span<std::byte> partition, std::int64_t element_bytes)
+      : partition_(partition), element_bytes_(element_bytes) {}
+  std::span<std::byte> values(Range range) override {
+    return partition_.subspan(static_cast<std::size_t>(range.begin * element_bytes_),
+                              static_cast<std::size_t>(range.size() * element_bytes_));
+  }
+  void commit(Range) override {}
+
+ private:
+  std::span<std::byte> partition_;
+  std::int64_t element_bytes_;
+};
+
+}  // namespace strata::engine::zero
