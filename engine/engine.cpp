@@ -167,6 +167,13 @@ void Engine::State::build() {
   zero::GradReducerOptions reduce;
   reduce.stage = settings.stage;
   reduce.to_host = offload != nullptr;
+  // With the optimizer's states on NVMe the gradients go there too, so CPU memory holds buffers
+  // only (docs/memory.md).
+  reduce.to_nvme = config.zero.offload_optimizer.device == OffloadDevice::nvme;
+  if (reduce.to_nvme) {
+    reduce.nvme = zero::optimizer_offload_options(config, rank).nvme;
+    reduce.nvme.faults = runtime.faults.swap;
+  }
   reduce.pin_memory = config.zero.offload_optimizer.pin_memory;
   reduce.bucket_elements = std::max<std::int64_t>(1, settings.reduce_bucket_size);
   reducer = std::make_unique<zero::GradReducer>(device, runtime.ops, runtime.comm, stream(), layout,
@@ -292,10 +299,11 @@ StepHyperparameters Engine::State::plan_step(StepStats& stats) {
   return hyper;
 }
 
-// What the offloaded optimizer reads (the host gradient partition) and where its new parameters
-// go (the parameter tier, sub-group by sub-group, in the storage type).
+// What the offloaded optimizer reads (the reducer's gradients, in CPU memory or its swap file)
+// and where its new parameters go (the parameter tier, sub-group by sub-group, in the storage
+// type).
 zero::StepIo Engine::State::step_io() {
-  return zero::StepIo{reducer->host_partition(), copy_type, tier.get()};
+  return zero::StepIo{reducer.get(), copy_type, tier.get()};
 }
 
 // The optimizer over the rank's partition; the new parameters land in the parameter tier and
@@ -338,7 +346,7 @@ void Engine::State::finish_overlapped_step(const StepHyperparameters& hyper, Ste
 }
 
 std::int64_t Engine::State::nvme_read_bytes() const {
-  std::int64_t bytes = tier->nvme_read_bytes();
+  std::int64_t bytes = tier->nvme_read_bytes() + reducer->nvme_read_bytes();
   if (offload) {
     bytes +=
         offload->counters().moved_bytes[static_cast<std::size_t>(memory::Direction::nvme_read)];
@@ -347,7 +355,7 @@ std::int64_t Engine::State::nvme_read_bytes() const {
 }
 
 std::int64_t Engine::State::nvme_write_bytes() const {
-  std::int64_t bytes = tier->nvme_write_bytes();
+  std::int64_t bytes = tier->nvme_write_bytes() + reducer->nvme_write_bytes();
   if (offload) {
     bytes +=
         offload->counters().moved_bytes[static_cast<std::size_t>(memory::Direction::nvme_write)];
@@ -489,7 +497,7 @@ MemoryUse Engine::memory_use() const {
   MemoryUse use;
   use.device_peak_bytes = s.device_peak;
   use.cpu_bytes = s.host_bytes();
-  use.nvme_bytes = s.tier->nvme_bytes();
+  use.nvme_bytes = s.tier->nvme_bytes() + s.reducer->nvme_bytes();
   if (s.offload && s.offload->store() != nullptr)
     use.nvme_bytes += s.offload->store()->planned_bytes();
   return use;

@@ -467,28 +467,40 @@ void add_optimizer_offload(RowBuilder& builder, const EstimateInputs& inputs, co
                            const zero::FlatLayout& layout) {
   if (!choice.optimizer_offloaded()) return;
   const std::int64_t part = layout.partition_numel();
-  // One host buffer holds both, page-locked when offload_optimizer.pin_memory asks.
-  const bool pinned = inputs.optimizer_pin_memory;
-  builder.add("gradient_partition_fp32", Tier::cpu, kFloat * part, "4 x part", pinned);
-  builder.add("gradient_staging_fp32", Tier::cpu, kFloat * largest_shard(layout),
-              "4 x largest shard(m) (each reduced shard comes down here before it is added)",
-              pinned);
   // Each sub-group is [master | states...], each region rounded to 4 KiB.
   const std::int64_t regions = 1 + inputs.optimizer_moments;
+  const std::vector<zero::Range> groups = zero::make_sub_groups(layout, inputs.sub_group_size);
   std::int64_t total = 0;
   std::int64_t largest = 0;
-  for (const zero::Range& group : zero::make_sub_groups(layout, inputs.sub_group_size)) {
+  std::int64_t largest_group = 0;
+  for (const zero::Range& group : groups) {
     const std::int64_t extent = regions * round_up(kFloat * group.size(), kBlock);
     total += extent;
     largest = std::max(largest, extent);
+    largest_group = std::max(largest_group, group.size());
   }
+  // One host buffer holds the partition (or on NVMe the shard being added to) and the staging,
+  // page-locked when offload_optimizer.pin_memory asks.
+  const bool pinned = inputs.optimizer_pin_memory;
+  if (choice.offload_optimizer == OffloadDevice::cpu) {
+    builder.add("gradient_partition_fp32", Tier::cpu, kFloat * part, "4 x part", pinned);
+  } else {
+    builder.add("gradient_accumulation_fp32", Tier::cpu, kFloat * largest_shard(layout),
+                "4 x largest shard(m) (a shard read back from the gradient swap file to be added "
+                "to)",
+                pinned);
+    builder.add("gradient_read_fp32", Tier::cpu, round_up(kFloat * largest_group, kBlock),
+                "round_up(4 x largest sub-group, 4 KiB) (a sub-group's gradients read for its "
+                "step)");
+    builder.add("gradients_fp32", Tier::nvme, host_buffer(kFloat * part),
+                "max(4 x part, 4 KiB) (the gradient swap file)");
+  }
+  builder.add("gradient_staging_fp32", Tier::cpu, kFloat * largest_shard(layout),
+              "4 x largest shard(m) (each reduced shard comes down here before it is added)",
+              pinned);
   const std::string extent_formula =
       fmt::format("sum over sub-groups of {} x round_up(4 x sub-group, 4 KiB)", regions);
   if (inputs.overlap_optimizer) {
-    const std::vector<zero::Range> groups = zero::make_sub_groups(layout, inputs.sub_group_size);
-    std::int64_t largest_group = 0;
-    for (const zero::Range& group : groups)
-      largest_group = std::max(largest_group, group.size());
     const std::int64_t window =
         std::min(inputs.optimizer_buffer_count, static_cast<std::int64_t>(groups.size()));
     builder.add("optimizer_rollback_window", Tier::cpu,

@@ -231,6 +231,14 @@ aio::Ticket NvmeStore::submit_read(int partition, std::span<std::byte> target) {
   return engine_->submit_read(*file_, offsets_[static_cast<std::size_t>(partition)], target);
 }
 
+aio::Ticket NvmeStore::submit_read(int partition, std::int64_t offset,
+                                   std::span<std::byte> target) {
+  STRATA_ASSERT(offset >= 0 && offset % 4096 == 0 && target.size() % 4096 == 0);
+  check_partition(partition, offset + static_cast<std::int64_t>(target.size()));
+  return engine_->submit_read(*file_, offsets_[static_cast<std::size_t>(partition)] + offset,
+                              target);
+}
+
 void NvmeStore::wait(aio::Ticket ticket) {
   engine_->wait(ticket);
 }

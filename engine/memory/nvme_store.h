@@ -53,6 +53,9 @@ class NvmeStore {
   aio::Ticket submit_write(int partition, std::int64_t offset, std::span<const std::byte> source);
   // Reads the first `target.size()` bytes of partition `partition`'s extent.
   aio::Ticket submit_read(int partition, std::span<std::byte> target);
+  // Reads `target.size()` bytes (a multiple of 4 KiB) at `offset` (a multiple of 4 KiB) of the
+  // extent.
+  aio::Ticket submit_read(int partition, std::int64_t offset, std::span<std::byte> target);
   // Throws aio::IoError / aio::ChecksumError (they name the swap file, under nvme_path, and the
   // offset) for a failed transfer, ENOSPC and EIO included.
   void wait(aio::Ticket ticket);

@@ -1,9 +1,13 @@
 #include "engine/zero/grad_reducer.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 
+#include "aio/errors.h"
 #include "base/assert.h"
+#include "base/error.h"
 #include "gpu/stream.h"
 
 namespace strata::engine::zero {
@@ -30,11 +34,14 @@ GradReducer::GradReducer(gpu::Device& device, gpu::Ops& ops, gpu::Comm& comm, gp
       buffers_(static_cast<std::size_t>(layout.module_count())) {
   STRATA_ASSERT(options_.bucket_elements > 0);
   const std::int64_t partition = layout.partition_numel();
+  STRATA_ASSERT(options_.to_host || !options_.to_nvme);
   if (options_.to_host) {
     std::int64_t largest = 0;
     for (int m = 0; m < layout.module_count(); ++m)
       largest = std::max(largest, layout.module(m).shard_numel);
-    host_bytes_ = (partition + largest) * 4;
+    // The partition, or with to_nvme the shard read back to be added to; then the staging.
+    const std::int64_t accumulated = options_.to_nvme ? largest : partition;
+    host_bytes_ = (accumulated + largest) * 4;
     std::byte* base = nullptr;
     if (options_.pin_memory) {
       pinned_memory_ = device.allocate_pinned(host_bytes_);
@@ -44,7 +51,16 @@ GradReducer::GradReducer(gpu::Device& device, gpu::Ops& ops, gpu::Comm& comm, gp
       base = host_memory_.data();
     }
     host_partition_ = reinterpret_cast<float*>(base);
-    staging_ = host_partition_ + partition;
+    staging_ = host_partition_ + accumulated;
+    if (options_.to_nvme) {
+      memory::NvmeStoreOptions store_options = options_.nvme;
+      store_options.store_name = "grads";
+      if (pinned_memory_) store_options.registered = {base, static_cast<std::size_t>(host_bytes_)};
+      const std::int64_t extent = std::max<std::int64_t>(partition * 4, 4096);
+      store_ = std::make_unique<memory::NvmeStore>(std::move(store_options),
+                                                   std::span<const std::int64_t>(&extent, 1));
+      contributions_.assign(static_cast<std::size_t>(layout.module_count()), 0);
+    }
   } else {
     device_partition_ = device.allocate(partition * 4, "gradient partition");
   }
@@ -61,9 +77,20 @@ GradReducer::~GradReducer() {
     memory_.release(stream_, std::move(buffer.grads));
 }
 
-std::span<float> GradReducer::host_partition() {
+std::span<const float> GradReducer::grads(Range range) {
   STRATA_ASSERT(options_.to_host);
-  return {host_partition_, static_cast<std::size_t>(layout_.partition_numel())};
+  STRATA_ASSERT(range.begin >= 0 && range.end <= layout_.partition_numel());
+  const auto count = static_cast<std::size_t>(range.size());
+  if (!store_) return {host_partition_ + range.begin, count};
+  const auto bytes = static_cast<std::int64_t>(count * sizeof(float));
+  // Partition offsets are multiples of 2048 elements, so every range read is whole 4 KiB blocks
+  // except perhaps at the partition's end, which the extent pads.
+  const std::int64_t blocks = (bytes + 4095) / 4096 * 4096;
+  if (read_buffer_.size_bytes() < blocks) read_buffer_ = aio::AlignedBuffer(blocks);
+  store_->wait(
+      store_->submit_read(0, range.begin * 4, read_buffer_.span().first(static_cast<std::size_t>(blocks))));
+  nvme_read_bytes_ += blocks;
+  return {reinterpret_cast<const float*>(read_buffer_.data()), count};
 }
 
 void GradReducer::make(int module) {
@@ -78,8 +105,15 @@ void GradReducer::make(int module) {
 }
 
 void GradReducer::begin_step() {
-  if (options_.to_host) {
-    float* partition = host_partition().data();
+  if (store_) {
+    // Each shard's first contribution this step overwrites what the file holds (in stream order:
+    // the stream tasks own this state).
+    stream_.launch([this] {
+      std::fill(contributions_.begin(), contributions_.end(), 0);
+      swapped_stats_ = {};
+    });
+  } else if (options_.to_host) {
+    float* partition = host_partition_;
     const std::int64_t n = layout_.partition_numel();
     stream_.launch([partition, n] { std::fill(partition, partition + n, 0.0f); });
   } else {
@@ -106,13 +140,12 @@ void GradReducer::module_done(int module, bool last_micro) {
     all_reduce(module);
     // Stage 0's layout is unsharded (the partition is the whole module); stage 1 keeps its shard.
     const int rank = layout_.world_size() > 1 ? comm_.rank() : 0;
-    add_to_partition(slice.partition_offset, buffer.grads.as<float>() + rank * slice.shard_numel,
-                     slice.shard_numel);
+    add_to_partition(module, buffer.grads.as<float>() + rank * slice.shard_numel, true);
     return;
   }
   if (comm_.world_size() == 1) {
     // One rank: the reduction is the identity and the whole buffer is the shard.
-    add_to_partition(slice.partition_offset, buffer.grads.as<float>(), slice.shard_numel);
+    add_to_partition(module, buffer.grads.as<float>(), last_micro);
     memory_.release(stream_, std::move(buffer.grads));
     buffer.tensors.clear();
     return;
@@ -120,7 +153,7 @@ void GradReducer::module_done(int module, bool last_micro) {
   gpu::DeviceBuffer shard = memory_.allocate(
       slice.shard_numel * 4, names_[static_cast<std::size_t>(module)] + " gradient shard");
   reduce_scatter(module, shard.as<float>());
-  add_to_partition(slice.partition_offset, shard.as<float>(), slice.shard_numel);
+  add_to_partition(module, shard.as<float>(), last_micro);
   memory_.release(stream_, std::move(shard));
   memory_.release(stream_, std::move(buffer.grads));
   buffer.tensors.clear();
@@ -163,30 +196,78 @@ void GradReducer::reduce_scatter(int module, float* shard) {
   memory_.release(stream_, std::move(bucket));
 }
 
-void GradReducer::add_to_partition(std::int64_t offset, const float* source, std::int64_t count) {
+void GradReducer::add_to_partition(int module, const float* source, bool last_micro) {
+  const ModuleSlice& slice = layout_.module(module);
+  const std::int64_t count = slice.shard_numel;
   if (!options_.to_host) {
-    ops_.accumulate(stream_, device_partition_.as<float>() + offset, source, 1.0f, count);
+    ops_.accumulate(stream_, device_partition_.as<float>() + slice.partition_offset, source, 1.0f,
+                    count);
     return;
   }
   // Down to host memory, then added there by the CPU in stream order (the staging buffer is
   // reused only by later work on this same stream).
   float* staging = staging_;
   stream_.copy(staging, source, count * 4, gpu::CopyKind::device_to_host);
-  float* target = host_partition().data() + offset;
+  if (store_) {
+    stream_.launch([this, module, last_micro] {
+      try {
+        swap_shard(module, last_micro);
+      } catch (const aio::IoError& error) {
+        // The step's gradients are lost, the parameters and optimizer states are not.
+        throw UserError(fmt::format("swapping the gradients of {} failed: {}",
+                                    names_[static_cast<std::size_t>(module)], error.what()),
+                        fix_of(error) + "; then run the step again", 1);
+      }
+    });
+    return;
+  }
+  float* target = host_partition_ + slice.partition_offset;
   stream_.launch([target, staging, count] {
     for (std::int64_t i = 0; i < count; ++i)
       target[i] += staging[i];
   });
 }
 
+// The sum is formed exactly as the in-memory partition forms it (0 + first, then + each next),
+// so the gradients have the same bits on either tier, signed zeros included.
+void GradReducer::swap_shard(int module, bool last_micro) {
+  const ModuleSlice& slice = layout_.module(module);
+  const auto count = static_cast<std::size_t>(slice.shard_numel);
+  const std::int64_t offset = slice.partition_offset * 4;
+  int& contributions = contributions_[static_cast<std::size_t>(module)];
+  float* sum = staging_;
+  if (contributions == 0) {
+    for (std::size_t i = 0; i < count; ++i)
+      staging_[i] = 0.0f + staging_[i];
+  } else {
+    const std::span<std::byte> earlier(reinterpret_cast<std::byte*>(host_partition_), count * 4);
+    store_->wait(store_->submit_read(0, offset, earlier));
+    nvme_read_bytes_ += static_cast<std::int64_t>(earlier.size());
+    for (std::size_t i = 0; i < count; ++i)
+      host_partition_[i] += staging_[i];
+    sum = host_partition_;
+  }
+  ++contributions;
+  const std::span<const std::byte> result(reinterpret_cast<const std::byte*>(sum), count * 4);
+  store_->wait(store_->submit_write(0, offset, result));
+  nvme_write_bytes_ += static_cast<std::int64_t>(result.size());
+  if (!last_micro) return;
+  const cpu_adam::GradStats stats = cpu_adam::scan_gradients<float>({sum, count});
+  swapped_stats_.sum_squares += stats.sum_squares;
+  swapped_stats_.has_inf_or_nan = swapped_stats_.has_inf_or_nan || stats.has_inf_or_nan;
+}
+
 cpu_adam::GradStats GradReducer::global_stats() {
   const std::int64_t n = layout_.partition_numel();
-  const float* partition = options_.to_host ? host_partition().data() : device_partition();
+  const float* partition = options_.to_host ? host_partition_ : device_partition();
   // On the host backend the scan reads device memory from a stream task, as a reduction kernel
-  // would on a GPU (the CUDA backend will bring its own kernel).
+  // would on a GPU (the CUDA backend will bring its own kernel). Swapped gradients were scanned
+  // on their way to the file.
   STRATA_ASSERT(options_.to_host || device_.kind() == gpu::DeviceKind::host);
   stream_.launch([this, partition, n] {
-    local_stats_ = cpu_adam::scan_gradients<float>({partition, static_cast<std::size_t>(n)});
+    local_stats_ = store_ ? swapped_stats_
+                          : cpu_adam::scan_gradients<float>(
+                                {partition, static_cast<std::size_t>(n)});
   });
   if (layout_.world_size() == 1) {
     stream_.synchronize();

@@ -1,14 +1,18 @@
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "aio/aligned_buffer.h"
 #include "cpu_adam/optimizer.h"
+#include "engine/memory/nvme_store.h"
 #include "engine/memory/stream_ordered_memory.h"
 #include "engine/zero/flat_layout.h"
+#include "engine/zero/step_io.h"
 #include "gpu/comm.h"
 #include "gpu/device.h"
 #include "gpu/ops.h"
@@ -19,6 +23,10 @@ struct GradReducerOptions {
   int stage = 0;
   // The optimizer is offloaded: the rank's fp32 gradient partition lives in host memory.
   bool to_host = false;
+  // With to_host, the partition lives in a swap file of its own under nvme.nvme_path instead
+  // (the optimizer's states are on NVMe): CPU memory holds two module shards, not the partition.
+  bool to_nvme = false;
+  memory::NvmeStoreOptions nvme;
   // offload_optimizer.pin_memory: the host partition and its staging buffer are page-locked.
   bool pin_memory = false;
   // zero_optimization.reduce_bucket_size: elements per collective call.
@@ -39,15 +47,19 @@ std::int64_t reduce_chunk_elements(std::int64_t shard_numel, std::int64_t bucket
 // keeps only its shard); stages 2 and 3 give each module a buffer for its backward only,
 // reduce-scatter it after every micro-batch and add the shard to the partition. Collectives go in
 // `reduce_bucket_size` pieces. The partition is on the device, or in host memory when the optimizer
-// is offloaded (copied down after each reduction).
+// is offloaded (copied down after each reduction), or with to_nvme in the rank's gradient swap
+// file: a shard's first contribution of a step is written there, each later one is read, added
+// and written back, by stream tasks in stream order (DeepSpeed's gradient swapping); the final
+// shard's squared norm is taken on the way, so the norm needs no second pass.
 //
-// All device work goes on `stream`, in order; not thread-safe.
-class GradReducer {
+// All device work goes on `stream`, in order; not thread-safe, except grads(), which the
+// overlapped step's thread may call for modules whose reduction has run.
+class GradReducer final : public GradSource {
  public:
   GradReducer(gpu::Device& device, gpu::Ops& ops, gpu::Comm& comm, gpu::Stream& stream,
               const FlatLayout& layout, memory::StreamOrderedMemory& memory,
               std::vector<std::string> module_names, GradReducerOptions options);
-  ~GradReducer();
+  ~GradReducer() override;
   GradReducer(const GradReducer&) = delete;
   GradReducer& operator=(const GradReducer&) = delete;
 
@@ -60,16 +72,24 @@ class GradReducer {
   // gradients has run): reduces what is due.
   void module_done(int module, bool last_micro);
 
-  // The rank's gradient partition (partition_numel elements): device memory, or host memory
-  // when to_host.
+  // The rank's gradient partition (partition_numel elements) in device memory (not to_host).
   float* device_partition() const { return device_partition_.as<float>(); }
-  std::span<float> host_partition();
+  // GradSource, with to_host: the gradients of `range` once the step's reductions have run (read
+  // from the swap file with to_nvme, into a buffer of the largest range asked for). Throws
+  // aio::IoError / ChecksumError for a failed read.
+  std::span<const float> grads(Range range) override;
   // The squared L2 norm and inf/NaN flag of the whole model's gradients (every rank's partition
   // together); waits for the stream.
   cpu_adam::GradStats global_stats();
 
   // Host memory held that is not page-locked (pinned memory is the device's to count).
-  std::int64_t unpinned_host_bytes() const { return pinned_memory_ ? 0 : host_bytes_; }
+  std::int64_t unpinned_host_bytes() const {
+    return (pinned_memory_ ? 0 : host_bytes_) + read_buffer_.size_bytes();
+  }
+  // The gradient swap file's size (0 unless to_nvme), and the bytes moved through it so far.
+  std::int64_t nvme_bytes() const { return store_ ? store_->planned_bytes() : 0; }
+  std::int64_t nvme_read_bytes() const { return nvme_read_bytes_; }
+  std::int64_t nvme_write_bytes() const { return nvme_write_bytes_; }
 
  private:
   struct Buffer {
@@ -80,8 +100,11 @@ class GradReducer {
   void make(int module);
   void all_reduce(int module);
   void reduce_scatter(int module, float* shard);
-  // Adds `count` floats of device memory at `source` to the partition at `offset`.
-  void add_to_partition(std::int64_t offset, const float* source, std::int64_t count);
+  // Adds module `module`'s reduced shard (shard_numel floats of device memory at `source`) to the
+  // partition; `last_micro`: it is final.
+  void add_to_partition(int module, const float* source, bool last_micro);
+  // A stream task of to_nvme: the shard in staging_ goes into the swap file.
+  void swap_shard(int module, bool last_micro);
 
   gpu::Device& device_;
   gpu::Ops& ops_;
@@ -93,13 +116,22 @@ class GradReducer {
   GradReducerOptions options_;
   std::vector<Buffer> buffers_;
   gpu::DeviceBuffer device_partition_;
-  // to_host: the partition and one shard's staging (copied down before it is added), in host
-  // memory that is page-locked when pin_memory (one allocation either way).
+  // to_host: the partition (or with to_nvme a shard read back to be added to) and one shard's
+  // staging (copied down before it is added), in host memory that is page-locked when pin_memory
+  // (one allocation either way).
   aio::AlignedBuffer host_memory_;
   gpu::PinnedBuffer pinned_memory_;
   float* host_partition_ = nullptr;
   float* staging_ = nullptr;
   std::int64_t host_bytes_ = 0;
+  // to_nvme: the swap file (one extent: the partition), how many contributions each module's
+  // shard has this step, the final shards' statistics, and what grads() reads into.
+  std::unique_ptr<memory::NvmeStore> store_;
+  std::vector<int> contributions_;
+  cpu_adam::GradStats swapped_stats_;
+  aio::AlignedBuffer read_buffer_;
+  std::atomic<std::int64_t> nvme_read_bytes_ = 0;   // grads() may run on another thread
+  std::atomic<std::int64_t> nvme_write_bytes_ = 0;  // added by stream tasks
   gpu::DeviceBuffer stats_;  // two floats: sum of squares, inf/NaN count
   gpu::PinnedBuffer stats_host_;
   cpu_adam::GradStats local_stats_;

@@ -190,15 +190,16 @@ void OptimizerOffload::step(const StepHyperparameters& hyper, const StepIo& io) 
 
 void OptimizerOffload::step(const StepHyperparameters& hyper, std::span<const float> grads,
                             ParamCopy copy_type, std::span<std::uint16_t> copy) {
+  PartitionGrads partition_grads(grads);
   PartitionMemory memory(std::as_writable_bytes(copy), sizeof(std::uint16_t));
-  step(hyper, StepIo{grads, copy_type, copy.empty() ? nullptr : &memory});
+  step(hyper, StepIo{&partition_grads, copy_type, copy.empty() ? nullptr : &memory});
 }
 
 int OptimizerOffload::step_sub_groups(const StepHyperparameters& hyper, const StepIo& io,
                                       std::span<const int> order, const Ready& ready,
                                       bool keep_prior) {
   check_consistent();
-  STRATA_ASSERT(static_cast<std::int64_t>(io.grads.size()) == numel_);
+  STRATA_ASSERT(io.grads != nullptr);
   STRATA_ASSERT(!keep_prior ||
                 options_.keep_param_bytes_per_element == param_bytes_per_element(io.copy_type));
   STRATA_ASSERT(!keep_prior ||
@@ -214,14 +215,15 @@ void OptimizerOffload::compute(int sub_group, std::span<std::byte> bytes,
                                const StepHyperparameters& hyper, const StepIo& io,
                                std::span<std::byte> new_params) {
   const Range& range = sub_groups_[static_cast<std::size_t>(sub_group)];
-  const auto begin = static_cast<std::size_t>(range.begin);
   const auto size = static_cast<std::size_t>(range.size());
   const Regions r = regions(sub_group, bytes);
   const bool copies = io.copy_type != ParamCopy::none && !new_params.empty();
   STRATA_ASSERT(new_params.empty() ||
                 new_params.size() == size * static_cast<std::size_t>(
                                                 param_bytes_per_element(io.copy_type)));
-  optimizer_.step(hyper, r.params, io.grads.subspan(begin, size), r.exp_avg, r.exp_avg_sq,
+  const std::span<const float> grads = io.grads->grads(range);
+  STRATA_ASSERT(grads.size() == size);
+  optimizer_.step(hyper, r.params, grads, r.exp_avg, r.exp_avg_sq,
                   copies ? io.copy_type : ParamCopy::none,
                   copies ? std::span<std::uint16_t>(
                                reinterpret_cast<std::uint16_t*>(new_params.data()), size)

@@ -16,7 +16,7 @@
 #include "engine/memory/residency.h"
 #include "engine/optimizer.h"
 #include "engine/zero/flat_layout.h"
-#include "engine/zero/param_sink.h"
+#include "engine/zero/step_io.h"
 #include "gpu/device.h"
 
 namespace strata::engine::zero {
@@ -40,13 +40,6 @@ struct OptimizerOffloadOptions {
   std::int64_t keep_param_bytes_per_element = 2;
   // nvme: nvme_path, job, rank, aio options (and fault injection for tests).
   memory::NvmeStoreOptions nvme;
-};
-
-// What a step reads besides the optimizer states, and where its new parameters go.
-struct StepIo {
-  std::span<const float> grads;  // the rank's fp32 gradient partition (partition_numel elements)
-  ParamCopy copy_type = ParamCopy::none;  // none: the sink takes fp32 parameters
-  ParamSink* params = nullptr;            // null: the new parameters go nowhere (tests)
 };
 
 // The step's third stage (docs/architecture.md, "One training step", 3): a rank's optimizer

@@ -15,7 +15,7 @@
 #include "engine/memory/pinned_pool.h"
 #include "engine/memory/residency.h"
 #include "engine/zero/flat_layout.h"
-#include "engine/zero/param_sink.h"
+#include "engine/zero/step_io.h"
 #include "gpu/device.h"
 #include "gpu/event.h"
 

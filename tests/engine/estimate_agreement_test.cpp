@@ -258,5 +258,37 @@ TEST(EstimateAgreement, OverlappedOptimizerWithOneSubGroupIsExactToTheByte) {
   expect_estimate_agrees(config, /*margin_percent=*/0);
 }
 
+// Issue 14: with parameters, gradients and optimizer states on NVMe, CPU memory holds buffers
+// whose sizes the config sets (the pools, one sub-group, one module shard), not the model: three
+// times the blocks, the same CPU bytes, measured and estimated.
+TEST(EstimateAgreement, EverythingOnNvmeHoldsTheSameCpuBytesForABiggerModel) {
+  SwapDirectory swap;
+  const std::string offload =
+      R"("device": "nvme", "nvme_path": ")" + swap.string() + R"(", "pin_memory": false)";
+  const std::string zero = R"({"stage": 3, "stage3_param_persistence_threshold": 0,
+                               "sub_group_size": 20000,
+                               "offload_param": {)" +
+                           offload + R"(, "max_in_cpu": 0},
+                               "offload_optimizer": {)" +
+                           offload + "}}";
+  std::vector<std::int64_t> measured;
+  std::vector<std::int64_t> estimated;
+  std::vector<std::int64_t> partitions;
+  for (std::int64_t layers : {2, 6}) {
+    Config config = tiny_config(zero);
+    config.strata.model.n_layer = layers;
+    const models::Gpt model(shape_of(config));
+    const EstimateRow row = estimate_for(config, model.activation_bytes(false));
+    const Measured run = run_engine(config, row.per_gpu_bytes);
+    measured.push_back(run.use.cpu_bytes);
+    estimated.push_back(row.per_node_cpu_bytes / world().world_size());
+    partitions.push_back(run.partition_numel);
+  }
+  EXPECT_GT(partitions[1], 2 * partitions[0]);
+  EXPECT_EQ(measured[0], measured[1]);
+  EXPECT_EQ(estimated[0], estimated[1]);
+  EXPECT_EQ(measured[0], estimated[0]);
+}
+
 }  // namespace
 }  // namespace strata::engine

@@ -74,8 +74,9 @@ class Driver {
   OverlapOutcome run(OverlappedStep& step, const StepHyperparameters& guess,
                      const StepHyperparameters* real, std::vector<std::uint16_t>& copy) {
     gpu::Stream& stream = device_.compute_stream();
-    PartitionMemory sink(std::as_writable_bytes(std::span(copy)), 2);
-    step.begin(guess, StepIo{partition_, ParamCopy::bf16, &sink});
+    PartitionGrads partition_grads(partition_);
+  PartitionMemory sink(std::as_writable_bytes(std::span(copy)), 2);
+    step.begin(guess, StepIo{&partition_grads, ParamCopy::bf16, &sink});
     for (int m = layout_.module_count(); m-- > 0;) {
       const ModuleSlice& slice = layout_.module(m);
       stream.launch([this, slice] {
@@ -172,8 +173,9 @@ TEST_P(OverlappedStepTest, KeptSubGroupsAreUndoneToTheBit) {
   const int n = static_cast<int>(offload.sub_groups().size());
   ASSERT_EQ(n, 7);
   const std::vector<int> order = {n - 1, n - 2, n - 3};
+  PartitionGrads grads(grads_);
   PartitionMemory sink(std::as_writable_bytes(std::span(copy)), 2);
-  const StepIo io{grads_, ParamCopy::bf16, &sink};
+  const StepIo io{&grads, ParamCopy::bf16, &sink};
   EXPECT_EQ(offload.step_sub_groups(hyper(0.5f), io, order, {}, true), 3);
   EXPECT_EQ(offload.kept().size(), 3u);
   EXPECT_FALSE(read(offload, copy) == before);
@@ -187,8 +189,9 @@ TEST_P(OverlappedStepTest, ReadyFalseStopsAndLeavesTheRestAsTheyWere) {
   std::vector<std::uint16_t> copy = initial_copy_;
   const Outcome before = read(offload, copy);
   const int n = static_cast<int>(offload.sub_groups().size());
+  PartitionGrads grads(grads_);
   PartitionMemory sink(std::as_writable_bytes(std::span(copy)), 2);
-  const StepIo io{grads_, ParamCopy::bf16, &sink};
+  const StepIo io{&grads, ParamCopy::bf16, &sink};
   // The NVMe reads of n-2 and n-3 are in flight when the stop comes: they are put back clean.
   const int stepped = offload.step_sub_groups(
       hyper(0.5f), io, std::vector<int>{n - 1, n - 2, n - 3}, [&](int g) { return g == n - 1; },
@@ -236,8 +239,9 @@ TEST_P(OverlappedStepTest, AbandonPutsBackWhatTheThreadStepped) {
   std::vector<std::uint16_t> copy = initial_copy_;
   const Outcome before = read(offload, copy);
   gpu::Stream& stream = device_->compute_stream();
+  PartitionGrads grads(grads_);
   PartitionMemory sink(std::as_writable_bytes(std::span(copy)), 2);
-  step.begin(hyper(0.5f), StepIo{grads_, ParamCopy::bf16, &sink});
+  step.begin(hyper(0.5f), StepIo{&grads, ParamCopy::bf16, &sink});
   // Only the last module's gradients are final: the thread can step the last sub-group alone.
   step.module_final(layout_.module_count() - 1, stream);
   stream.synchronize();
@@ -283,8 +287,9 @@ TEST_P(OverlappedStepTest, AFailedBackwardLeavesTheOptimizerAsItWas) {
   const Outcome before = read(offload, copy);
   gpu::Stream& stream = device_->compute_stream();
   const StepHyperparameters guess = hyper(0.5f);
+  PartitionGrads grads(grads_);
   PartitionMemory sink(std::as_writable_bytes(std::span(copy)), 2);
-  step.begin(guess, StepIo{grads_, ParamCopy::bf16, &sink});
+  step.begin(guess, StepIo{&grads, ParamCopy::bf16, &sink});
   const int last = layout_.module_count() - 1;
   step.module_final(last, stream);
   stream.launch([] { throw std::runtime_error("backward of module 4 failed"); });

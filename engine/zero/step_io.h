@@ -44,4 +44,35 @@ class PartitionMemory final : public ParamSink {
   std::int64_t element_bytes_;
 };
 
+
+// Where a step's fp32 gradients come from, sub-group by sub-group: the rank's reduced gradient
+// partition in CPU memory, or its swap file (engine/zero/grad_reducer.h). May be called from the
+// overlapped step's thread while the engine's thread reduces other modules' gradients.
+class GradSource {
+ public:
+  virtual ~GradSource() = default;
+  // The gradients of `range` (range.size() elements), valid until the next call.
+  virtual std::span<const float> grads(Range range) = 0;
+};
+
+// A GradSource over a whole gradient partition in memory.
+class PartitionGrads final : public GradSource {
+ public:
+  explicit PartitionGrads(std::span<const float> partition) : partition_(partition) {}
+  std::span<const float> grads(Range range) override {
+    return partition_.subspan(static_cast<std::size_t>(range.begin),
+                              static_cast<std::size_t>(range.size()));
+  }
+
+ private:
+  std::span<const float> partition_;
+};
+
+// What a step reads besides the optimizer states, and where its new parameters go.
+struct StepIo {
+  GradSource* grads = nullptr;            // the rank's reduced fp32 gradients
+  ParamCopy copy_type = ParamCopy::none;  // none: the sink takes fp32 parameters
+  ParamSink* params = nullptr;            // null: the new parameters go nowhere (tests)
+};
+
 }  // namespace strata::engine::zero
