@@ -41,6 +41,11 @@ constexpr int grad_index() {
   return detail::grad_fp16;
 }
 
+template <class S>
+constexpr int state_index() {
+  return std::same_as<S, float> ? detail::state_f32 : detail::state_bf16;
+}
+
 template <class H>
 constexpr int copy_index() {
   if constexpr (std::same_as<H, NoCopy>) return detail::copy_none;
@@ -85,8 +90,8 @@ void check_beta(float value, int index, const char* example) {
   }
 }
 
-template <class G, class H>
-Arrays make_arrays(std::span<float> p, std::span<const G> g, std::span<float> m, std::span<float> v,
+template <class P, class G, class S, class H>
+Arrays make_arrays(std::span<P> p, std::span<const G> g, std::span<S> m, std::span<S> v,
                    std::span<H> p_out) {
   const auto n = p.size();
   STRATA_ASSERT(g.size() == n);
@@ -154,27 +159,28 @@ void validate(const LionConfig& config) {
   check_finite_at_least_zero(config.weight_decay, "weight_decay", "0.01");
 }
 
-template <GradElement G, CopyElement H>
-void step(const AdamConfig& config, std::int64_t step, std::span<float> p, std::span<const G> g,
-          std::span<float> m, std::span<float> v, std::span<H> p_out, float grad_scale) {
+template <GradElement G, CopyElement H, StateElement P, StateElement S>
+void step(const AdamConfig& config, std::int64_t step, StateSpan<P> p, std::span<const G> g,
+          StateSpan<S> m, StateSpan<S> v, std::span<H> p_out, float grad_scale) {
   validate(config);
   STRATA_ASSERT(step >= 1);
   STRATA_ASSERT(m.size() == p.size());
   STRATA_ASSERT(v.size() == p.size());
   const Arrays arrays = make_arrays(p, g, m, v, p_out);
   const detail::AdamArgs args = adam_args(config, step, grad_scale);
-  const detail::AdamKernel kernel = kernels().adam[grad_index<G>()][copy_index<H>()];
+  const detail::AdamKernel kernel =
+      kernels().adam[state_index<P>()][state_index<S>()][grad_index<G>()][copy_index<H>()];
   for_each_tile(static_cast<std::int64_t>(p.size()),
                 [&](std::int64_t begin, std::int64_t end) { kernel(args, arrays, begin, end); });
 }
 
-template <GradElement G, CopyElement H>
-void step(const AdagradConfig& config, std::int64_t step, std::span<float> p, std::span<const G> g,
-          std::span<float> v, std::span<H> p_out, float grad_scale) {
+template <GradElement G, CopyElement H, StateElement P, StateElement S>
+void step(const AdagradConfig& config, std::int64_t step, StateSpan<P> p, std::span<const G> g,
+          StateSpan<S> v, std::span<H> p_out, float grad_scale) {
   validate(config);
   STRATA_ASSERT(step >= 1);
   STRATA_ASSERT(v.size() == p.size());
-  const Arrays arrays = make_arrays(p, g, std::span<float>{}, v, p_out);
+  const Arrays arrays = make_arrays(p, g, std::span<S>{}, v, p_out);
   const detail::AdagradArgs args{
       .grad_scale = grad_scale,
       .eps = config.eps,
@@ -182,18 +188,19 @@ void step(const AdagradConfig& config, std::int64_t step, std::span<float> p, st
       .weight_decay = config.weight_decay,
       .l2_decay = config.weight_decay > 0.0f,
   };
-  const detail::AdagradKernel kernel = kernels().adagrad[grad_index<G>()][copy_index<H>()];
+  const detail::AdagradKernel kernel =
+      kernels().adagrad[state_index<P>()][state_index<S>()][grad_index<G>()][copy_index<H>()];
   for_each_tile(static_cast<std::int64_t>(p.size()),
                 [&](std::int64_t begin, std::int64_t end) { kernel(args, arrays, begin, end); });
 }
 
-template <GradElement G, CopyElement H>
-void step(const LionConfig& config, std::int64_t step, std::span<float> p, std::span<const G> g,
-          std::span<float> m, std::span<H> p_out, float grad_scale) {
+template <GradElement G, CopyElement H, StateElement P, StateElement S>
+void step(const LionConfig& config, std::int64_t step, StateSpan<P> p, std::span<const G> g,
+          StateSpan<S> m, std::span<H> p_out, float grad_scale) {
   validate(config);
   STRATA_ASSERT(step >= 1);
   STRATA_ASSERT(m.size() == p.size());
-  const Arrays arrays = make_arrays(p, g, m, std::span<float>{}, p_out);
+  const Arrays arrays = make_arrays(p, g, m, std::span<S>{}, p_out);
   const double decay = static_cast<double>(config.lr) * static_cast<double>(config.weight_decay);
   const detail::LionArgs args{
       .grad_scale = grad_scale,
@@ -205,7 +212,8 @@ void step(const LionConfig& config, std::int64_t step, std::span<float> p, std::
       .after_decay = static_cast<float>(1.0 - decay),
       .decay = config.weight_decay > 0.0f,
   };
-  const detail::LionKernel kernel = kernels().lion[grad_index<G>()][copy_index<H>()];
+  const detail::LionKernel kernel =
+      kernels().lion[state_index<P>()][state_index<S>()][grad_index<G>()][copy_index<H>()];
   for_each_tile(static_cast<std::int64_t>(p.size()),
                 [&](std::int64_t begin, std::int64_t end) { kernel(args, arrays, begin, end); });
 }
@@ -242,25 +250,33 @@ GradStats scan_gradients(std::span<const G> g) {
   return GradStats{total.sum_squares, total.has_inf_or_nan};
 }
 
-template <GradElement G, CopyElement H>
-void membw_step(std::span<float> p, std::span<const G> g, std::span<float> m, std::span<float> v,
+template <GradElement G, CopyElement H, StateElement P, StateElement S>
+void membw_step(StateSpan<P> p, std::span<const G> g, StateSpan<S> m, StateSpan<S> v,
                 std::span<H> p_out) {
   const Arrays arrays = make_arrays(p, g, m, v, p_out);
   const detail::MembwKernel kernel =
-      kernels().membw[m.empty() ? 0 : 1][v.empty() ? 0 : 1][grad_index<G>()][copy_index<H>()];
+      kernels().membw[m.empty() ? 0 : 1][v.empty() ? 0 : 1][state_index<P>()][state_index<S>()]
+                     [grad_index<G>()][copy_index<H>()];
   for_each_tile(static_cast<std::int64_t>(p.size()),
                 [&](std::int64_t begin, std::int64_t end) { kernel(arrays, begin, end); });
 }
 
-#define STRATA_CPU_ADAM_INSTANTIATE(G, H)                                                         \
-  template void step<G, H>(const AdamConfig&, std::int64_t, std::span<float>, std::span<const G>, \
-                           std::span<float>, std::span<float>, std::span<H>, float);              \
-  template void step<G, H>(const AdagradConfig&, std::int64_t, std::span<float>,                  \
-                           std::span<const G>, std::span<float>, std::span<H>, float);            \
-  template void step<G, H>(const LionConfig&, std::int64_t, std::span<float>, std::span<const G>, \
-                           std::span<float>, std::span<H>, float);                                \
-  template void membw_step<G, H>(std::span<float>, std::span<const G>, std::span<float>,          \
-                                 std::span<float>, std::span<H>);
+#define STRATA_CPU_ADAM_INSTANTIATE_STATES(G, H, P, S)                                        \
+  template void step<G, H, P, S>(const AdamConfig&, std::int64_t, StateSpan<P>,                 \
+                                 std::span<const G>, StateSpan<S>, StateSpan<S>, std::span<H>,  \
+                                 float);                                                        \
+  template void step<G, H, P, S>(const AdagradConfig&, std::int64_t, StateSpan<P>,              \
+                                 std::span<const G>, StateSpan<S>, std::span<H>, float);        \
+  template void step<G, H, P, S>(const LionConfig&, std::int64_t, StateSpan<P>,                 \
+                                 std::span<const G>, StateSpan<S>, std::span<H>, float);        \
+  template void membw_step<G, H, P, S>(StateSpan<P>, std::span<const G>, StateSpan<S>,          \
+                                       StateSpan<S>, std::span<H>);
+
+#define STRATA_CPU_ADAM_INSTANTIATE(G, H)                 \
+  STRATA_CPU_ADAM_INSTANTIATE_STATES(G, H, float, float) \
+  STRATA_CPU_ADAM_INSTANTIATE_STATES(G, H, float, bf16)  \
+  STRATA_CPU_ADAM_INSTANTIATE_STATES(G, H, bf16, float)  \
+  STRATA_CPU_ADAM_INSTANTIATE_STATES(G, H, bf16, bf16)
 
 STRATA_CPU_ADAM_INSTANTIATE(float, NoCopy)
 STRATA_CPU_ADAM_INSTANTIATE(float, bf16)
@@ -272,6 +288,7 @@ STRATA_CPU_ADAM_INSTANTIATE(fp16, NoCopy)
 STRATA_CPU_ADAM_INSTANTIATE(fp16, bf16)
 STRATA_CPU_ADAM_INSTANTIATE(fp16, fp16)
 #undef STRATA_CPU_ADAM_INSTANTIATE
+#undef STRATA_CPU_ADAM_INSTANTIATE_STATES
 
 template GradStats scan_gradients<float>(std::span<const float>);
 template GradStats scan_gradients<bf16>(std::span<const bf16>);

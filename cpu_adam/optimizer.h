@@ -13,6 +13,7 @@
 #include <concepts>
 #include <cstdint>
 #include <span>
+#include <type_traits>
 
 #include "cpu_adam/half.h"
 
@@ -29,6 +30,17 @@ template <class G>
 concept GradElement = std::same_as<G, float> || std::same_as<G, bf16> || std::same_as<G, fp16>;
 template <class H>
 concept CopyElement = std::same_as<H, bf16> || std::same_as<H, fp16> || std::same_as<H, NoCopy>;
+// The master parameters (P) and the moments (S) are fp32, or bf16 (DeepSpeed's
+// bf16.bf16_master_weights_and_grads and bf16_optimizer_states): a bf16 state is widened to fp32,
+// updated with the same fp32 math, and rounded to nearest even when stored, so its new value is
+// exactly the fp32 step's rounded to bf16.
+template <class S>
+concept StateElement = std::same_as<S, float> || std::same_as<S, bf16>;
+
+// The state spans are not deduced (std::type_identity_t), so the fp32 calls read as before and
+// bf16 states are asked for by name: step<G, H, bf16, bf16>(...).
+template <class T>
+using StateSpan = std::type_identity_t<std::span<T>>;
 
 // DeepSpeed's Adam (its cpu_adam and torch.optim.Adam/AdamW), per element, with t = step:
 //   g  = grad * grad_scale;  if (!adam_w_mode) g += weight_decay * p        (L2)
@@ -78,19 +90,19 @@ void validate(const LionConfig& config);
 // place and writing the rounded new p into p_out (empty when H is NoCopy). All spans have the
 // same length (p_out too, unless NoCopy); p_out must not overlap the others. grad_scale
 // multiplies every gradient first: 1 / loss_scale times the clipping coefficient.
-template <GradElement G, CopyElement H>
-void step(const AdamConfig& config, std::int64_t step, std::span<float> p, std::span<const G> g,
-          std::span<float> m, std::span<float> v, std::span<H> p_out, float grad_scale);
+template <GradElement G, CopyElement H, StateElement P = float, StateElement S = float>
+void step(const AdamConfig& config, std::int64_t step, StateSpan<P> p, std::span<const G> g,
+          StateSpan<S> m, StateSpan<S> v, std::span<H> p_out, float grad_scale);
 
 // One Adagrad step; v is the sum of squares (DeepSpeed's exp_avg_sq).
-template <GradElement G, CopyElement H>
-void step(const AdagradConfig& config, std::int64_t step, std::span<float> p, std::span<const G> g,
-          std::span<float> v, std::span<H> p_out, float grad_scale);
+template <GradElement G, CopyElement H, StateElement P = float, StateElement S = float>
+void step(const AdagradConfig& config, std::int64_t step, StateSpan<P> p, std::span<const G> g,
+          StateSpan<S> v, std::span<H> p_out, float grad_scale);
 
 // One Lion step; m is the momentum (DeepSpeed's exp_avg).
-template <GradElement G, CopyElement H>
-void step(const LionConfig& config, std::int64_t step, std::span<float> p, std::span<const G> g,
-          std::span<float> m, std::span<H> p_out, float grad_scale);
+template <GradElement G, CopyElement H, StateElement P = float, StateElement S = float>
+void step(const LionConfig& config, std::int64_t step, StateSpan<P> p, std::span<const G> g,
+          StateSpan<S> m, std::span<H> p_out, float grad_scale);
 
 // What a gradient shard holds, for clipping and overflow skipping. sum_squares is accumulated in
 // double (so fp32 gradients up to FLT_MAX cannot overflow it) in a fixed order per tile and a
@@ -106,8 +118,8 @@ GradStats scan_gradients(std::span<const G> g);
 // The memory bound of a step: the same arrays, tiles, loads, stores, gradient conversion and
 // parameter copy as step() with trivial arithmetic (p += g, m += g, v += g). An empty m or v
 // leaves that array out, giving the Adagrad (no m) and Lion (no v) patterns.
-template <GradElement G, CopyElement H>
-void membw_step(std::span<float> p, std::span<const G> g, std::span<float> m, std::span<float> v,
+template <GradElement G, CopyElement H, StateElement P = float, StateElement S = float>
+void membw_step(StateSpan<P> p, std::span<const G> g, StateSpan<S> m, StateSpan<S> v,
                 std::span<H> p_out);
 
 }  // namespace strata::cpu_adam

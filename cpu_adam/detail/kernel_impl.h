@@ -145,35 +145,66 @@ struct TouchOp {
   }
 };
 
+// A master or moment element: fp32 stored as is, bf16 widened on load and rounded to nearest
+// even on store (the same rounding as the parameter copy, without non-temporal stores: the
+// states are read again by the next step's write-back from this cache).
+template <class I, class T>
+inline typename I::V load_state(const void* base, std::int64_t i) {
+  return I::template load<T>(static_cast<const typename T::Storage*>(base) + i);
+}
+template <class I, class T>
+inline typename I::V load_state_partial(const void* base, std::int64_t i, int n) {
+  return I::template load_partial<T>(static_cast<const typename T::Storage*>(base) + i, n);
+}
+template <class I, class T>
+inline void store_state(void* base, std::int64_t i, typename I::V x) {
+  auto* at = static_cast<typename T::Storage*>(base) + i;
+  if constexpr (T::kKind == 0) {
+    I::store(at, x);
+  } else {
+    I::template store_copy<T>(at, x, false);
+  }
+}
+template <class I, class T>
+inline void store_state_partial(void* base, std::int64_t i, typename I::V x, int n) {
+  auto* at = static_cast<typename T::Storage*>(base) + i;
+  if constexpr (T::kKind == 0) {
+    I::store_partial(at, x, n);
+  } else {
+    I::template store_copy_partial<T>(at, x, n);
+  }
+}
+
 // Loads, updates and stores kWidth elements at i (or the n < kWidth left at the end of a tile).
-template <class I, class Op, class G, class H, bool kPartial>
+// P is the master parameters' type, S the moments'; the math is fp32 whatever they are.
+template <class I, class Op, class G, class H, class P, class S, bool kPartial>
 inline void stream_block(const Op& op, const Arrays& a, std::int64_t i, int n, bool stream) {
   using V = typename I::V;
   const auto* g = static_cast<const typename G::Storage*>(a.g) + i;
   V p, grad, m{}, v{};
   if constexpr (kPartial) {
-    p = I::template load_partial<F32>(a.p + i, n);
+    p = load_state_partial<I, P>(a.p, i, n);
     grad = I::template load_partial<G>(g, n);
-    if constexpr (Op::kUsesM) m = I::template load_partial<F32>(a.m + i, n);
-    if constexpr (Op::kUsesV) v = I::template load_partial<F32>(a.v + i, n);
+    if constexpr (Op::kUsesM) m = load_state_partial<I, S>(a.m, i, n);
+    if constexpr (Op::kUsesV) v = load_state_partial<I, S>(a.v, i, n);
   } else {
-    p = I::template load<F32>(a.p + i);
+    p = load_state<I, P>(a.p, i);
     grad = I::template load<G>(g);
-    if constexpr (Op::kUsesM) m = I::template load<F32>(a.m + i);
-    if constexpr (Op::kUsesV) v = I::template load<F32>(a.v + i);
+    if constexpr (Op::kUsesM) m = load_state<I, S>(a.m, i);
+    if constexpr (Op::kUsesV) v = load_state<I, S>(a.v, i);
   }
   op(p, grad, m, v);
   if constexpr (kPartial) {
-    I::store_partial(a.p + i, p, n);
-    if constexpr (Op::kUsesM) I::store_partial(a.m + i, m, n);
-    if constexpr (Op::kUsesV) I::store_partial(a.v + i, v, n);
+    store_state_partial<I, P>(a.p, i, p, n);
+    if constexpr (Op::kUsesM) store_state_partial<I, S>(a.m, i, m, n);
+    if constexpr (Op::kUsesV) store_state_partial<I, S>(a.v, i, v, n);
     if constexpr (H::kCopy) {
       I::template store_copy_partial<H>(static_cast<typename H::Storage*>(a.p_out) + i, p, n);
     }
   } else {
-    I::store(a.p + i, p);
-    if constexpr (Op::kUsesM) I::store(a.m + i, m);
-    if constexpr (Op::kUsesV) I::store(a.v + i, v);
+    store_state<I, P>(a.p, i, p);
+    if constexpr (Op::kUsesM) store_state<I, S>(a.m, i, m);
+    if constexpr (Op::kUsesV) store_state<I, S>(a.v, i, v);
     if constexpr (H::kCopy) {
       I::template store_copy<H>(static_cast<typename H::Storage*>(a.p_out) + i, p, stream);
     }
@@ -188,7 +219,7 @@ inline void stream_block(const Op& op, const Arrays& a, std::int64_t i, int n, b
 // past a 32-byte boundary, a sub-group may start anywhere) the elements before the first aligned
 // address go through one partial block (issue #4). Every element is computed on its own, so how
 // elements are grouped into vectors changes no result.
-template <class I, class Op, class G, class H>
+template <class I, class Op, class G, class H, class P, class S>
 void stream_tile(const Op& op, const Arrays& a, std::int64_t begin, std::int64_t end) {
   std::int64_t i = begin;
   bool stream = false;
@@ -201,28 +232,28 @@ void stream_tile(const Op& op, const Arrays& a, std::int64_t begin, std::int64_t
     const auto peel = static_cast<std::int64_t>(
         misaligned == 0 ? 0 : (I::kStreamAlignment - misaligned) / element);
     if (address % element == 0 && peel < end - begin) {
-      if (peel > 0) stream_block<I, Op, G, H, true>(op, a, i, static_cast<int>(peel), false);
+      if (peel > 0) stream_block<I, Op, G, H, P, S, true>(op, a, i, static_cast<int>(peel), false);
       i += peel;
       stream = true;
     }
   }
   for (; i + I::kWidth <= end; i += I::kWidth) {
-    stream_block<I, Op, G, H, false>(op, a, i, I::kWidth, stream);
+    stream_block<I, Op, G, H, P, S, false>(op, a, i, I::kWidth, stream);
   }
-  if (i < end) stream_block<I, Op, G, H, true>(op, a, i, static_cast<int>(end - i), stream);
+  if (i < end) stream_block<I, Op, G, H, P, S, true>(op, a, i, static_cast<int>(end - i), stream);
   if (stream) I::fence();
 }
 
-template <class I, class Op, class Args, class G, class H>
+template <class I, class Op, class Args, class G, class H, class P, class S>
 void run_optimizer(const Args& args, const Arrays& a, std::int64_t begin, std::int64_t end) {
   const Op op(args);
-  stream_tile<I, Op, G, H>(op, a, begin, end);
+  stream_tile<I, Op, G, H, P, S>(op, a, begin, end);
 }
 
-template <class I, bool kM, bool kV, class G, class H>
+template <class I, bool kM, bool kV, class G, class H, class P, class S>
 void run_membw(const Arrays& a, std::int64_t begin, std::int64_t end) {
   const TouchOp<I, kM, kV> op;
-  stream_tile<I, TouchOp<I, kM, kV>, G, H>(op, a, begin, end);
+  stream_tile<I, TouchOp<I, kM, kV>, G, H, P, S>(op, a, begin, end);
 }
 
 template <class I, class G>
@@ -244,15 +275,25 @@ ScanPartial scan_tile(const void* gradients, std::int64_t begin, std::int64_t en
   return ScanPartial{I::acc_sum(acc), I::flags_any(flags)};
 }
 
+template <class I, class G, class H, class P, class S>
+void fill_states(KernelTable& table, int grad, int copy) {
+  const int p = P::kKind == 0 ? state_f32 : state_bf16;
+  const int s = S::kKind == 0 ? state_f32 : state_bf16;
+  table.adam[p][s][grad][copy] = &run_optimizer<I, AdamOp<I>, AdamArgs, G, H, P, S>;
+  table.adagrad[p][s][grad][copy] = &run_optimizer<I, AdagradOp<I>, AdagradArgs, G, H, P, S>;
+  table.lion[p][s][grad][copy] = &run_optimizer<I, LionOp<I>, LionArgs, G, H, P, S>;
+  table.membw[0][0][p][s][grad][copy] = &run_membw<I, false, false, G, H, P, S>;
+  table.membw[0][1][p][s][grad][copy] = &run_membw<I, false, true, G, H, P, S>;
+  table.membw[1][0][p][s][grad][copy] = &run_membw<I, true, false, G, H, P, S>;
+  table.membw[1][1][p][s][grad][copy] = &run_membw<I, true, true, G, H, P, S>;
+}
+
 template <class I, class G, class H>
 void fill_copy(KernelTable& table, int grad, int copy) {
-  table.adam[grad][copy] = &run_optimizer<I, AdamOp<I>, AdamArgs, G, H>;
-  table.adagrad[grad][copy] = &run_optimizer<I, AdagradOp<I>, AdagradArgs, G, H>;
-  table.lion[grad][copy] = &run_optimizer<I, LionOp<I>, LionArgs, G, H>;
-  table.membw[0][0][grad][copy] = &run_membw<I, false, false, G, H>;
-  table.membw[0][1][grad][copy] = &run_membw<I, false, true, G, H>;
-  table.membw[1][0][grad][copy] = &run_membw<I, true, false, G, H>;
-  table.membw[1][1][grad][copy] = &run_membw<I, true, true, G, H>;
+  fill_states<I, G, H, F32, F32>(table, grad, copy);
+  fill_states<I, G, H, F32, Bf16>(table, grad, copy);
+  fill_states<I, G, H, Bf16, F32>(table, grad, copy);
+  fill_states<I, G, H, Bf16, Bf16>(table, grad, copy);
 }
 
 template <class I, class G>

@@ -13,6 +13,9 @@ namespace strata::cpu_adam::detail {
 // Indexes of the element types in the tables.
 enum GradIndex : int { grad_f32 = 0, grad_bf16 = 1, grad_fp16 = 2, grad_count = 3 };
 enum CopyIndex : int { copy_none = 0, copy_bf16 = 1, copy_fp16 = 2, copy_count = 3 };
+// The master parameters, and separately the moments, are fp32 or bf16 (DeepSpeed's
+// bf16.bf16_master_weights_and_grads and bf16_optimizer_states).
+enum StateIndex : int { state_f32 = 0, state_bf16 = 1, state_count = 2 };
 
 // Per-call constants, computed once per call in double and rounded to float.
 struct AdamArgs {
@@ -46,11 +49,12 @@ struct LionArgs {
 };
 
 // The arrays of one call; a kernel works on elements [begin, end) of each. Unused ones are null.
+// p is fp32 or bf16 as the kernel's master type says, m and v as its moment type.
 struct Arrays {
-  float* p;
+  void* p;
   const void* g;
-  float* m;
-  float* v;
+  void* m;
+  void* v;
   void* p_out;
 };
 
@@ -66,11 +70,13 @@ using LionKernel = void (*)(const LionArgs&, const Arrays&, std::int64_t begin, 
 using MembwKernel = void (*)(const Arrays&, std::int64_t begin, std::int64_t end);
 using ScanKernel = ScanPartial (*)(const void* g, std::int64_t begin, std::int64_t end);
 
+// Indexed [master type][moment type][gradient type][copy type].
 struct KernelTable {
-  AdamKernel adam[grad_count][copy_count];
-  AdagradKernel adagrad[grad_count][copy_count];
-  LionKernel lion[grad_count][copy_count];
-  MembwKernel membw[2][2][grad_count][copy_count];  // [uses m][uses v]
+  AdamKernel adam[state_count][state_count][grad_count][copy_count];
+  AdagradKernel adagrad[state_count][state_count][grad_count][copy_count];
+  LionKernel lion[state_count][state_count][grad_count][copy_count];
+  // [uses m][uses v][master][moments][gradient][copy]
+  MembwKernel membw[2][2][state_count][state_count][grad_count][copy_count];
   ScanKernel scan[grad_count];
 };
 
