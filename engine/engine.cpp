@@ -83,6 +83,16 @@ void check_supported(const Runtime& runtime, const Config& config, Model& model)
         "set strata.overlap_optimizer to false",
         2);
   }
+  if (config.bf16.bf16_master_weights_and_grads &&
+      !offloaded(config.zero.offload_optimizer.device)) {
+    throw UserError(
+        "bf16.bf16_master_weights_and_grads keeps the offloaded optimizer's master weights, "
+        "gradients (and with bf16_optimizer_states its moments) in bf16, but "
+        "zero_optimization.offload_optimizer.device is none",
+        "offload the optimizer (\"offload_optimizer\": {\"device\": \"cpu\"} or \"nvme\" at "
+        "stage 1-3), or set bf16.bf16_master_weights_and_grads and bf16_optimizer_states to false",
+        2);
+  }
   if (offloaded(config.zero.offload_param.device) &&
       !offloaded(config.zero.offload_optimizer.device)) {
     throw UserError(
@@ -170,6 +180,7 @@ void Engine::State::build() {
   // With the optimizer's states on NVMe the gradients go there too, so CPU memory holds buffers
   // only (docs/memory.md).
   reduce.to_nvme = config.zero.offload_optimizer.device == OffloadDevice::nvme;
+  reduce.bf16 = state_types(config.bf16).bf16_master_and_grads;
   if (reduce.to_nvme) {
     reduce.nvme = zero::optimizer_offload_options(config, rank).nvme;
     reduce.nvme.faults = runtime.faults.swap;

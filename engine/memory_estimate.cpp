@@ -9,6 +9,7 @@
 
 #include "base/assert.h"
 #include "base/units.h"
+#include "engine/optimizer.h"
 #include "engine/param_spec.h"
 #include "engine/zero/flat_layout.h"
 #include "engine/zero/grad_reducer.h"
@@ -469,12 +470,17 @@ void add_optimizer_offload(RowBuilder& builder, const EstimateInputs& inputs, co
   const std::int64_t part = layout.partition_numel();
   // Each sub-group is [master | states...], each region rounded to 4 KiB.
   const std::int64_t regions = 1 + inputs.optimizer_moments;
+  const std::int64_t master = inputs.master_bytes;
+  const std::int64_t moment = inputs.moment_bytes;
+  const std::int64_t grad = inputs.master_bytes;  // the gradients have the master's type
+  const char* grad_type = grad == 2 ? "bf16" : "fp32";
   const std::vector<zero::Range> groups = zero::make_sub_groups(layout, inputs.sub_group_size);
   std::int64_t total = 0;
   std::int64_t largest = 0;
   std::int64_t largest_group = 0;
   for (const zero::Range& group : groups) {
-    const std::int64_t extent = regions * round_up(kFloat * group.size(), kBlock);
+    const std::int64_t extent = round_up(master * group.size(), kBlock) +
+                                inputs.optimizer_moments * round_up(moment * group.size(), kBlock);
     total += extent;
     largest = std::max(largest, extent);
     largest_group = std::max(largest_group, group.size());
@@ -483,33 +489,43 @@ void add_optimizer_offload(RowBuilder& builder, const EstimateInputs& inputs, co
   // page-locked when offload_optimizer.pin_memory asks.
   const bool pinned = inputs.optimizer_pin_memory;
   if (choice.offload_optimizer == OffloadDevice::cpu) {
-    builder.add("gradient_partition_fp32", Tier::cpu, kFloat * part, "4 x part", pinned);
+    builder.add(fmt::format("gradient_partition_{}", grad_type), Tier::cpu, grad * part,
+                fmt::format("{} x part", grad), pinned);
   } else {
-    builder.add("gradient_accumulation_fp32", Tier::cpu, kFloat * largest_shard(layout),
-                "4 x largest shard(m) (a shard read back from the gradient swap file to be added "
-                "to)",
+    builder.add(fmt::format("gradient_accumulation_{}", grad_type), Tier::cpu,
+                grad * largest_shard(layout),
+                fmt::format("{} x largest shard(m) (a shard read back from the gradient swap file "
+                            "to be added to)",
+                            grad),
                 pinned);
-    builder.add("gradient_read_fp32", Tier::cpu, round_up(kFloat * largest_group, kBlock),
-                "round_up(4 x largest sub-group, 4 KiB) (a sub-group's gradients read for its "
-                "step)");
-    builder.add("gradients_fp32", Tier::nvme, host_buffer(kFloat * part),
-                "max(4 x part, 4 KiB) (the gradient swap file)");
+    builder.add(fmt::format("gradient_read_{}", grad_type), Tier::cpu,
+                round_up(grad * largest_group, kBlock),
+                fmt::format("round_up({} x largest sub-group, 4 KiB) (a sub-group's gradients read "
+                            "for its step)",
+                            grad));
+    builder.add(fmt::format("gradients_{}", grad_type), Tier::nvme, host_buffer(grad * part),
+                fmt::format("max({} x part, 4 KiB) (the gradient swap file)", grad));
   }
   builder.add("gradient_staging_fp32", Tier::cpu, kFloat * largest_shard(layout),
               "4 x largest shard(m) (each reduced shard comes down here before it is added)",
               pinned);
   const std::string extent_formula =
-      fmt::format("sum over sub-groups of {} x round_up(4 x sub-group, 4 KiB)", regions);
+      master == 4 && moment == 4
+          ? fmt::format("sum over sub-groups of {} x round_up(4 x sub-group, 4 KiB)", regions)
+          : fmt::format("sum over sub-groups of round_up({} x sub-group, 4 KiB) + {} x "
+                        "round_up({} x sub-group, 4 KiB) (bf16 {})",
+                        master, inputs.optimizer_moments, moment,
+                        moment == 2 ? "master and moments" : "master");
   if (inputs.overlap_optimizer) {
     const std::int64_t window =
         std::min(inputs.optimizer_buffer_count, static_cast<std::int64_t>(groups.size()));
     builder.add("optimizer_rollback_window", Tier::cpu,
                 window * (largest + round_up(inputs.storage_bytes * largest_group, kBlock)),
-                fmt::format("min(offload_optimizer.buffer_count, sub-groups) x ({} x "
-                            "round_up(4 x largest sub-group, 4 KiB) + round_up({} x largest "
-                            "sub-group, 4 KiB)) (strata.overlap_optimizer: the prior values of "
-                            "the sub-groups stepped during backward)",
-                            regions, inputs.storage_bytes));
+                fmt::format("min(offload_optimizer.buffer_count, sub-groups) x (the largest "
+                            "sub-group's extent + round_up({} x largest sub-group, 4 KiB)) "
+                            "(strata.overlap_optimizer: the prior values of the sub-groups "
+                            "stepped during backward)",
+                            inputs.storage_bytes));
   }
   if (choice.offload_optimizer == OffloadDevice::cpu) {
     builder.add("optimizer_states_fp32", Tier::cpu, total, extent_formula);
@@ -517,9 +533,7 @@ void add_optimizer_offload(RowBuilder& builder, const EstimateInputs& inputs, co
   }
   builder.add("optimizer_swap_buffers", Tier::cpu,
               inputs.optimizer_buffer_count * round_up(std::max(largest, kBlock), kBlock),
-              fmt::format("offload_optimizer.buffer_count x {} x round_up(4 x largest sub-group, "
-                          "4 KiB)",
-                          regions),
+              "offload_optimizer.buffer_count x the largest sub-group's extent",
               inputs.optimizer_pin_memory);
   builder.add("optimizer_states_fp32", Tier::nvme, total, extent_formula);
 }
@@ -561,6 +575,9 @@ EstimateInputs estimate_inputs_from_config(const Config& config, std::int64_t pa
                                      config.optimizer.type == OptimizerType::lion
                                  ? 1
                                  : 2;
+  const StateTypes types = state_types(config.bf16);
+  inputs.master_bytes = types.master_bytes();
+  inputs.moment_bytes = types.moment_bytes();
   inputs.gradient_accumulation_steps = config.batch.gradient_accumulation_steps;
   const ZeroConfig& zero = config.zero;
   inputs.reduce_bucket_size = std::max<std::int64_t>(1, zero.reduce_bucket_size);

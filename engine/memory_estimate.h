@@ -55,6 +55,10 @@ struct EstimateInputs {
   std::int64_t storage_bytes = 2;
   // fp32 optimizer states besides the master weights: 2 for Adam/AdamW, 1 for Adagrad and Lion.
   std::int64_t optimizer_moments = 2;
+  // An offloaded optimizer's element bytes: master weights and gradients 4, or 2 with
+  // bf16.bf16_master_weights_and_grads; moments 4, or 2 with bf16.bf16_optimizer_states.
+  std::int64_t master_bytes = 4;
+  std::int64_t moment_bytes = 4;
   std::int64_t gradient_accumulation_steps = 1;
 
   // zero_optimization, in elements

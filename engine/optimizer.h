@@ -22,6 +22,30 @@ struct StepHyperparameters {
   float grad_scale = 1.0f;
 };
 
+// The element types of an offloaded optimizer's arrays: the master parameters and the gradients
+// are fp32, or bf16 with bf16.bf16_master_weights_and_grads; the moments (exp_avg, exp_avg_sq)
+// are fp32, or bf16 with bf16.bf16_optimizer_states. A bf16 array is widened, stepped with the
+// fp32 math and rounded to nearest even (cpu_adam/optimizer.h).
+struct StateTypes {
+  bool bf16_master_and_grads = false;
+  bool bf16_moments = false;
+
+  std::int64_t master_bytes() const { return bf16_master_and_grads ? 2 : 4; }
+  std::int64_t grad_bytes() const { return master_bytes(); }
+  std::int64_t moment_bytes() const { return bf16_moments ? 2 : 4; }
+  bool all_fp32() const { return !bf16_master_and_grads && !bf16_moments; }
+};
+StateTypes state_types(const Bf16Config& bf16);
+
+// One slice of an optimizer's arrays as raw memory of their StateTypes, `count` elements each;
+// exp_avg / exp_avg_sq are empty when the optimizer has no such state.
+struct StateArrays {
+  std::span<std::byte> params;
+  std::span<const std::byte> grads;
+  std::span<std::byte> exp_avg;
+  std::span<std::byte> exp_avg_sq;
+};
+
 // The optimizer the config chose (optimizer.type and its params), as one call over any slice of
 // a partition. The update is elementwise, so cutting a partition into sub-groups or modules
 // gives the same bits as one call over the whole (cpu_adam is bitwise identical for any tiling
@@ -41,6 +65,9 @@ class Optimizer {
   void step(const StepHyperparameters& hyper, std::span<float> params, std::span<const float> grads,
             std::span<float> exp_avg, std::span<float> exp_avg_sq, ParamCopy copy_type,
             std::span<std::uint16_t> copy) const;
+  // The same over arrays of `types`, `count` elements each.
+  void step(const StepHyperparameters& hyper, StateTypes types, const StateArrays& arrays,
+            std::int64_t count, ParamCopy copy_type, std::span<std::uint16_t> copy) const;
 
  private:
   OptimizerConfig config_;

@@ -55,9 +55,10 @@ void read_bf16(JsonReader& top, Bf16Config& out) {
   if (out.bf16_optimizer_states && !out.bf16_master_weights_and_grads)
     section.error("bf16_optimizer_states",
                   "true requires bf16_master_weights_and_grads true; set both or neither");
-  if (out.bf16_master_weights_and_grads)
-    section.unsupported("bf16_master_weights_and_grads", "bf16 master weights",
-                        "strata keeps fp32 master weights and optimizer states; set it to false");
+  if (out.bf16_master_weights_and_grads && !out.enabled)
+    section.error("bf16_master_weights_and_grads",
+                  "true keeps master weights in bf16, which needs bf16 training: set "
+                  "bf16.enabled true, or set bf16_master_weights_and_grads false");
   section.finish();
 }
 

@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "aio/errors.h"
 #include "base/assert.h"
 #include "base/error.h"
+#include "cpu_adam/half.h"
 #include "gpu/stream.h"
 
 namespace strata::engine::zero {
@@ -39,9 +41,10 @@ GradReducer::GradReducer(gpu::Device& device, gpu::Ops& ops, gpu::Comm& comm, gp
     std::int64_t largest = 0;
     for (int m = 0; m < layout.module_count(); ++m)
       largest = std::max(largest, layout.module(m).shard_numel);
-    // The partition, or with to_nvme the shard read back to be added to; then the staging.
-    const std::int64_t accumulated = options_.to_nvme ? largest : partition;
-    host_bytes_ = (accumulated + largest) * 4;
+    // The partition, or with to_nvme the shard read back to be added to; then the staging. Both
+    // are whole 4 KiB blocks: shards are multiples of 2048 elements.
+    const std::int64_t accumulated = (options_.to_nvme ? largest : partition) * grad_bytes();
+    host_bytes_ = accumulated + largest * 4;
     std::byte* base = nullptr;
     if (options_.pin_memory) {
       pinned_memory_ = device.allocate_pinned(host_bytes_);
@@ -50,13 +53,13 @@ GradReducer::GradReducer(gpu::Device& device, gpu::Ops& ops, gpu::Comm& comm, gp
       host_memory_ = aio::AlignedBuffer(host_bytes_);
       base = host_memory_.data();
     }
-    host_partition_ = reinterpret_cast<float*>(base);
-    staging_ = host_partition_ + accumulated;
+    host_partition_ = base;
+    staging_ = reinterpret_cast<float*>(base + accumulated);
     if (options_.to_nvme) {
       memory::NvmeStoreOptions store_options = options_.nvme;
       store_options.store_name = "grads";
       if (pinned_memory_) store_options.registered = {base, static_cast<std::size_t>(host_bytes_)};
-      const std::int64_t extent = std::max<std::int64_t>(partition * 4, 4096);
+      const std::int64_t extent = std::max<std::int64_t>(partition * grad_bytes(), 4096);
       store_ = std::make_unique<memory::NvmeStore>(std::move(store_options),
                                                    std::span<const std::int64_t>(&extent, 1));
       contributions_.assign(static_cast<std::size_t>(layout.module_count()), 0);
@@ -77,20 +80,22 @@ GradReducer::~GradReducer() {
     memory_.release(stream_, std::move(buffer.grads));
 }
 
-std::span<const float> GradReducer::grads(Range range) {
+std::span<const std::byte> GradReducer::grads(Range range) {
   STRATA_ASSERT(options_.to_host);
   STRATA_ASSERT(range.begin >= 0 && range.end <= layout_.partition_numel());
-  const auto count = static_cast<std::size_t>(range.size());
-  if (!store_) return {host_partition_ + range.begin, count};
-  const auto bytes = static_cast<std::int64_t>(count * sizeof(float));
-  // Partition offsets are multiples of 2048 elements, so every range read is whole 4 KiB blocks
-  // except perhaps at the partition's end, which the extent pads.
+  const std::int64_t offset = range.begin * grad_bytes();
+  const std::int64_t bytes = range.size() * grad_bytes();
+  if (!store_) {
+    return {host_partition_ + offset, static_cast<std::size_t>(bytes)};
+  }
+  // Sub-groups start on multiples of 2048 elements, so every read is whole 4 KiB blocks except
+  // perhaps at the partition's end, which the extent pads.
   const std::int64_t blocks = (bytes + 4095) / 4096 * 4096;
   if (read_buffer_.size_bytes() < blocks) read_buffer_ = aio::AlignedBuffer(blocks);
-  store_->wait(
-      store_->submit_read(0, range.begin * 4, read_buffer_.span().first(static_cast<std::size_t>(blocks))));
+  store_->wait(store_->submit_read(0, offset,
+                                   read_buffer_.span().first(static_cast<std::size_t>(blocks))));
   nvme_read_bytes_ += blocks;
-  return {reinterpret_cast<const float*>(read_buffer_.data()), count};
+  return read_buffer_.span().first(static_cast<std::size_t>(bytes));
 }
 
 void GradReducer::make(int module) {
@@ -113,9 +118,11 @@ void GradReducer::begin_step() {
       swapped_stats_ = {};
     });
   } else if (options_.to_host) {
-    float* partition = host_partition_;
-    const std::int64_t n = layout_.partition_numel();
-    stream_.launch([partition, n] { std::fill(partition, partition + n, 0.0f); });
+    std::byte* partition = host_partition_;
+    const std::int64_t bytes = layout_.partition_numel() * grad_bytes();
+    stream_.launch([partition, bytes] {
+      std::memset(partition, 0, static_cast<std::size_t>(bytes));  // +0 in fp32 and bf16
+    });
   } else {
     stream_.fill_zero(device_partition_.data(), device_partition_.bytes());
   }
@@ -221,53 +228,72 @@ void GradReducer::add_to_partition(int module, const float* source, bool last_mi
     });
     return;
   }
-  float* target = host_partition_ + slice.partition_offset;
-  stream_.launch([target, staging, count] {
-    for (std::int64_t i = 0; i < count; ++i)
-      target[i] += staging[i];
-  });
+  std::byte* target = host_partition_ + slice.partition_offset * grad_bytes();
+  stream_.launch([this, target, count] { add_staged(target, target, count); });
+}
+
+void GradReducer::add_staged(const std::byte* earlier, std::byte* out, std::int64_t count) const {
+  const auto n = static_cast<std::size_t>(count);
+  const float* staged = staging_;
+  if (options_.bf16) {
+    const auto* before = reinterpret_cast<const cpu_adam::bf16*>(earlier);
+    auto* sum = reinterpret_cast<cpu_adam::bf16*>(out);
+    for (std::size_t i = 0; i < n; ++i)
+      sum[i] = cpu_adam::to_bf16((before ? cpu_adam::to_float(before[i]) : 0.0f) + staged[i]);
+    return;
+  }
+  const auto* before = reinterpret_cast<const float*>(earlier);
+  auto* sum = reinterpret_cast<float*>(out);
+  for (std::size_t i = 0; i < n; ++i)
+    sum[i] = (before ? before[i] : 0.0f) + staged[i];
 }
 
 // The sum is formed exactly as the in-memory partition forms it (0 + first, then + each next),
-// so the gradients have the same bits on either tier, signed zeros included.
+// so the gradients have the same bits on either tier, signed zeros included. It is made in the
+// accumulation buffer, from which it is written.
 void GradReducer::swap_shard(int module, bool last_micro) {
   const ModuleSlice& slice = layout_.module(module);
-  const auto count = static_cast<std::size_t>(slice.shard_numel);
-  const std::int64_t offset = slice.partition_offset * 4;
+  const std::int64_t count = slice.shard_numel;
+  const std::int64_t offset = slice.partition_offset * grad_bytes();
+  const std::span<std::byte> sum(host_partition_, static_cast<std::size_t>(count * grad_bytes()));
   int& contributions = contributions_[static_cast<std::size_t>(module)];
-  float* sum = staging_;
-  if (contributions == 0) {
-    for (std::size_t i = 0; i < count; ++i)
-      staging_[i] = 0.0f + staging_[i];
-  } else {
-    const std::span<std::byte> earlier(reinterpret_cast<std::byte*>(host_partition_), count * 4);
-    store_->wait(store_->submit_read(0, offset, earlier));
-    nvme_read_bytes_ += static_cast<std::int64_t>(earlier.size());
-    for (std::size_t i = 0; i < count; ++i)
-      host_partition_[i] += staging_[i];
-    sum = host_partition_;
+  if (contributions > 0) {
+    store_->wait(store_->submit_read(0, offset, sum));
+    nvme_read_bytes_ += static_cast<std::int64_t>(sum.size());
   }
+  add_staged(contributions > 0 ? sum.data() : nullptr, sum.data(), count);
   ++contributions;
-  const std::span<const std::byte> result(reinterpret_cast<const std::byte*>(sum), count * 4);
-  store_->wait(store_->submit_write(0, offset, result));
-  nvme_write_bytes_ += static_cast<std::int64_t>(result.size());
+  store_->wait(store_->submit_write(0, offset, sum));
+  nvme_write_bytes_ += static_cast<std::int64_t>(sum.size());
   if (!last_micro) return;
-  const cpu_adam::GradStats stats = cpu_adam::scan_gradients<float>({sum, count});
+  const cpu_adam::GradStats stats = scan(sum.data(), count);
   swapped_stats_.sum_squares += stats.sum_squares;
   swapped_stats_.has_inf_or_nan = swapped_stats_.has_inf_or_nan || stats.has_inf_or_nan;
 }
 
+cpu_adam::GradStats GradReducer::scan(const std::byte* grads, std::int64_t count) const {
+  const auto n = static_cast<std::size_t>(count);
+  if (options_.bf16)
+    return cpu_adam::scan_gradients<cpu_adam::bf16>(
+        {reinterpret_cast<const cpu_adam::bf16*>(grads), n});
+  return cpu_adam::scan_gradients<float>({reinterpret_cast<const float*>(grads), n});
+}
+
 cpu_adam::GradStats GradReducer::global_stats() {
   const std::int64_t n = layout_.partition_numel();
-  const float* partition = options_.to_host ? host_partition_ : device_partition();
   // On the host backend the scan reads device memory from a stream task, as a reduction kernel
   // would on a GPU (the CUDA backend will bring its own kernel). Swapped gradients were scanned
   // on their way to the file.
   STRATA_ASSERT(options_.to_host || device_.kind() == gpu::DeviceKind::host);
-  stream_.launch([this, partition, n] {
-    local_stats_ = store_ ? swapped_stats_
-                          : cpu_adam::scan_gradients<float>(
-                                {partition, static_cast<std::size_t>(n)});
+  stream_.launch([this, n] {
+    if (store_) {
+      local_stats_ = swapped_stats_;
+    } else if (options_.to_host) {
+      local_stats_ = scan(host_partition_, n);
+    } else {
+      local_stats_ =
+          cpu_adam::scan_gradients<float>({device_partition(), static_cast<std::size_t>(n)});
+    }
   });
   if (layout_.world_size() == 1) {
     stream_.synchronize();

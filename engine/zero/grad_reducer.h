@@ -27,6 +27,9 @@ struct GradReducerOptions {
   // (the optimizer's states are on NVMe): CPU memory holds two module shards, not the partition.
   bool to_nvme = false;
   memory::NvmeStoreOptions nvme;
+  // With to_host, the partition holds bf16 gradients (bf16.bf16_master_weights_and_grads): each
+  // reduced fp32 shard is added in fp32 and the sum rounded to nearest even.
+  bool bf16 = false;
   // offload_optimizer.pin_memory: the host partition and its staging buffer are page-locked.
   bool pin_memory = false;
   // zero_optimization.reduce_bucket_size: elements per collective call.
@@ -77,7 +80,7 @@ class GradReducer final : public GradSource {
   // GradSource, with to_host: the gradients of `range` once the step's reductions have run (read
   // from the swap file with to_nvme, into a buffer of the largest range asked for). Throws
   // aio::IoError / ChecksumError for a failed read.
-  std::span<const float> grads(Range range) override;
+  std::span<const std::byte> grads(Range range) override;
   // The squared L2 norm and inf/NaN flag of the whole model's gradients (every rank's partition
   // together); waits for the stream.
   cpu_adam::GradStats global_stats();
@@ -105,6 +108,8 @@ class GradReducer final : public GradSource {
   void add_to_partition(int module, const float* source, bool last_micro);
   // A stream task of to_nvme: the shard in staging_ goes into the swap file.
   void swap_shard(int module, bool last_micro);
+  // The squared norm and inf/NaN flag of `count` gradients of the gradient type.
+  cpu_adam::GradStats scan(const std::byte* grads, std::int64_t count) const;
 
   gpu::Device& device_;
   gpu::Ops& ops_;
@@ -116,12 +121,15 @@ class GradReducer final : public GradSource {
   GradReducerOptions options_;
   std::vector<Buffer> buffers_;
   gpu::DeviceBuffer device_partition_;
-  // to_host: the partition (or with to_nvme a shard read back to be added to) and one shard's
-  // staging (copied down before it is added), in host memory that is page-locked when pin_memory
-  // (one allocation either way).
+  // to_host: the partition (or with to_nvme a shard read back to be added to), in the gradient
+  // type, and one fp32 shard's staging (copied down before it is added), in host memory that is
+  // page-locked when pin_memory (one allocation either way).
+  std::int64_t grad_bytes() const { return options_.bf16 ? 2 : 4; }
+  // out[i] = (earlier[i] + staging_[i]) in the gradient type (earlier null: 0 + staging_[i]).
+  void add_staged(const std::byte* earlier, std::byte* out, std::int64_t count) const;
   aio::AlignedBuffer host_memory_;
   gpu::PinnedBuffer pinned_memory_;
-  float* host_partition_ = nullptr;
+  std::byte* host_partition_ = nullptr;
   float* staging_ = nullptr;
   std::int64_t host_bytes_ = 0;
   // to_nvme: the swap file (one extent: the partition), how many contributions each module's

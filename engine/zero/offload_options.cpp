@@ -37,6 +37,7 @@ OptimizerOffloadOptions optimizer_offload_options(const Config& config, int rank
   options.buffer_count = offload.buffer_count;
   options.pin_memory = offload.pin_memory;
   options.nvme = store_options(config, offload, rank);
+  options.types = state_types(config.bf16);
   return options;
 }
 

@@ -10,6 +10,7 @@
 #include "base/assert.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "cpu_adam/half.h"
 
 namespace strata::engine::zero {
 namespace {
@@ -91,12 +92,13 @@ OptimizerOffload::OptimizerOffload(gpu::Device& device, const Optimizer& optimiz
     STRATA_ASSERT(sub_groups_[g].begin == (g == 0 ? 0 : sub_groups_[g - 1].end));
   }
   STRATA_ASSERT(sub_groups_.empty() || sub_groups_.back().end == numel_);
-  const int regions_per_group = 1 + (has_exp_avg_ ? 1 : 0) + (has_exp_avg_sq_ ? 1 : 0);
+  const int moments = (has_exp_avg_ ? 1 : 0) + (has_exp_avg_sq_ ? 1 : 0);
   std::vector<std::int64_t> extents;
   std::int64_t largest = 0;
   for (const Range& range : sub_groups_) {
-    region_bytes_.push_back(round_up(range.size() * static_cast<std::int64_t>(sizeof(float))));
-    extents.push_back(region_bytes_.back() * regions_per_group);
+    master_region_bytes_.push_back(round_up(range.size() * options_.types.master_bytes()));
+    moment_region_bytes_.push_back(round_up(range.size() * options_.types.moment_bytes()));
+    extents.push_back(master_region_bytes_.back() + moments * moment_region_bytes_.back());
     largest = std::max(largest, extents.back());
   }
 
@@ -151,16 +153,31 @@ OptimizerOffload::Regions OptimizerOffload::regions(int sub_group,
                                                     std::span<std::byte> bytes) const {
   const auto g = static_cast<std::size_t>(sub_group);
   const auto numel = static_cast<std::size_t>(sub_groups_[g].size());
-  const auto region = static_cast<std::size_t>(region_bytes_[g]);
-  auto floats = [&](std::size_t index) {
-    return std::span<float>(reinterpret_cast<float*>(bytes.data() + index * region), numel);
-  };
+  const auto master = static_cast<std::size_t>(master_region_bytes_[g]);
+  const auto moment = static_cast<std::size_t>(moment_region_bytes_[g]);
+  const auto moment_bytes = numel * static_cast<std::size_t>(options_.types.moment_bytes());
   Regions result;
-  std::size_t next = 0;
-  result.params = floats(next++);
-  if (has_exp_avg_) result.exp_avg = floats(next++);
-  if (has_exp_avg_sq_) result.exp_avg_sq = floats(next++);
+  result.params = bytes.first(numel * static_cast<std::size_t>(options_.types.master_bytes()));
+  std::size_t next = master;
+  if (has_exp_avg_) {
+    result.exp_avg = bytes.subspan(next, moment_bytes);
+    next += moment;
+  }
+  if (has_exp_avg_sq_) result.exp_avg_sq = bytes.subspan(next, moment_bytes);
   return result;
+}
+
+void OptimizerOffload::zero_padding(int sub_group, std::span<std::byte> bytes) const {
+  const auto g = static_cast<std::size_t>(sub_group);
+  const Regions r = regions(sub_group, bytes);
+  auto pad = [](std::span<std::byte> values, std::int64_t region) {
+    if (values.empty()) return;
+    std::memset(values.data() + values.size(), 0,
+                static_cast<std::size_t>(region) - values.size());
+  };
+  pad(r.params, master_region_bytes_[g]);
+  pad(r.exp_avg, moment_region_bytes_[g]);
+  pad(r.exp_avg_sq, moment_region_bytes_[g]);
 }
 
 void OptimizerOffload::check_consistent() const {
@@ -221,10 +238,11 @@ void OptimizerOffload::compute(int sub_group, std::span<std::byte> bytes,
   STRATA_ASSERT(new_params.empty() ||
                 new_params.size() == size * static_cast<std::size_t>(
                                                 param_bytes_per_element(io.copy_type)));
-  const std::span<const float> grads = io.grads->grads(range);
-  STRATA_ASSERT(grads.size() == size);
-  optimizer_.step(hyper, r.params, grads, r.exp_avg, r.exp_avg_sq,
-                  copies ? io.copy_type : ParamCopy::none,
+  // bf16 masters exist only beside a bf16 copy (bf16.enabled), never as fp32 storage.
+  STRATA_ASSERT(!options_.types.bf16_master_and_grads || io.copy_type == ParamCopy::bf16);
+  const std::span<const std::byte> grads = io.grads->grads(range);
+  optimizer_.step(hyper, options_.types, StateArrays{r.params, grads, r.exp_avg, r.exp_avg_sq},
+                  range.size(), copies ? io.copy_type : ParamCopy::none,
                   copies ? std::span<std::uint16_t>(
                                reinterpret_cast<std::uint16_t*>(new_params.data()), size)
                          : std::span<std::uint16_t>());
@@ -423,18 +441,65 @@ void OptimizerOffload::read_states(std::span<float> params, std::span<float> exp
   });
 }
 
+aio::AlignedBuffer OptimizerOffload::states_scratch() const {
+  if (options_.types.all_fp32()) return {};
+  std::int64_t largest = 0;
+  for (const Range& range : sub_groups_)
+    largest = std::max(largest, range.size());
+  return aio::AlignedBuffer(3 * largest * static_cast<std::int64_t>(sizeof(float)));
+}
+
 OptimizerOffload::SubGroupStates OptimizerOffload::states_of(int sub_group,
-                                                             std::span<std::byte> bytes) const {
+                                                             std::span<std::byte> bytes,
+                                                             std::span<float> scratch) const {
+  const Range range = sub_groups_[static_cast<std::size_t>(sub_group)];
+  const auto numel = static_cast<std::size_t>(range.size());
   const Regions r = regions(sub_group, bytes);
-  return {sub_groups_[static_cast<std::size_t>(sub_group)], r.params, r.exp_avg, r.exp_avg_sq};
+  SubGroupStates states{range, {}, {}, {}};
+  std::size_t next = 0;
+  auto as_floats = [&](std::span<std::byte> region, std::int64_t element_bytes) {
+    if (region.empty()) return std::span<float>();
+    if (element_bytes == 4) return std::span<float>(reinterpret_cast<float*>(region.data()), numel);
+    std::span<float> wide = scratch.subspan(next, numel);
+    next += numel;
+    const auto* bits = reinterpret_cast<const cpu_adam::bf16*>(region.data());
+    for (std::size_t i = 0; i < numel; ++i)
+      wide[i] = cpu_adam::to_float(bits[i]);
+    return wide;
+  };
+  states.params = as_floats(r.params, options_.types.master_bytes());
+  states.exp_avg = as_floats(r.exp_avg, options_.types.moment_bytes());
+  states.exp_avg_sq = as_floats(r.exp_avg_sq, options_.types.moment_bytes());
+  return states;
+}
+
+void OptimizerOffload::narrow_into(int sub_group, const SubGroupStates& states,
+                                   std::span<std::byte> bytes) const {
+  const Regions r = regions(sub_group, bytes);
+  auto narrow = [](std::span<const float> wide, std::span<std::byte> region,
+                   std::int64_t element_bytes) {
+    if (region.empty() || element_bytes == 4) return;  // fp32: written in place
+    auto* bits = reinterpret_cast<cpu_adam::bf16*>(region.data());
+    for (std::size_t i = 0; i < wide.size(); ++i)
+      bits[i] = cpu_adam::to_bf16(wide[i]);
+  };
+  narrow(states.params, r.params, options_.types.master_bytes());
+  narrow(states.exp_avg, r.exp_avg, options_.types.moment_bytes());
+  narrow(states.exp_avg_sq, r.exp_avg_sq, options_.types.moment_bytes());
 }
 
 void OptimizerOffload::visit_states(const StatesVisitor& visit) {
   check_consistent();
   const int count = static_cast<int>(sub_groups_.size());
+  // bf16 states reach the visitor widened, through one sub-group of fp32 scratch.
+  aio::AlignedBuffer scratch_memory = states_scratch();
+  const std::span<float> scratch(reinterpret_cast<float*>(scratch_memory.data()),
+                                 static_cast<std::size_t>(scratch_memory.size_bytes()) / 4);
   if (!store_) {
-    for (int g = 0; g < count; ++g)
-      visit(states_of(g, residency_->view(partitions_[static_cast<std::size_t>(g)]).bytes()));
+    for (int g = 0; g < count; ++g) {
+      visit(states_of(g, residency_->view(partitions_[static_cast<std::size_t>(g)]).bytes(),
+                      scratch));
+    }
     return;
   }
   std::deque<InFlight> reads;
@@ -459,7 +524,7 @@ void OptimizerOffload::visit_states(const StatesVisitor& visit) {
       throw fail(error, "reading the optimizer states for a checkpoint");
     }
     try {
-      visit(states_of(g, view.bytes()));
+      visit(states_of(g, view.bytes(), scratch));
     } catch (...) {
       // The visitor's own failure (the checkpoint's disk): the states are intact.
       residency_->drop_clean(std::move(view));
@@ -474,18 +539,16 @@ void OptimizerOffload::fill_states(const StatesVisitor& fill) {
   check_consistent();
   const int count = static_cast<int>(sub_groups_.size());
   // `fill` writes every element of the regions; only the padding after each region is zeroed
-  // here, so that the swap file holds no stale bytes of another sub-group.
+  // here, so that the swap file holds no stale bytes of another sub-group. bf16 states are
+  // filled as fp32 in one sub-group of scratch and rounded into the extent.
+  aio::AlignedBuffer scratch_memory = states_scratch();
+  const std::span<float> scratch(reinterpret_cast<float*>(scratch_memory.data()),
+                                 static_cast<std::size_t>(scratch_memory.size_bytes()) / 4);
   auto filled = [&](int g, std::span<std::byte> bytes) {
-    const SubGroupStates states = states_of(g, bytes);
-    const auto region = static_cast<std::size_t>(region_bytes_[static_cast<std::size_t>(g)]);
-    for (std::span<float> values : {states.params, states.exp_avg, states.exp_avg_sq}) {
-      if (values.empty()) continue;
-      const auto begin =
-          static_cast<std::size_t>(reinterpret_cast<std::byte*>(values.data()) - bytes.data());
-      const std::size_t end = std::min(bytes.size(), begin - begin % region + region);
-      std::memset(bytes.data() + begin + values.size_bytes(), 0, end - begin - values.size_bytes());
-    }
+    zero_padding(g, bytes);
+    const SubGroupStates states = states_of(g, bytes, scratch);
     fill(states);
+    narrow_into(g, states, bytes);
   };
   if (!store_) {
     for (int g = 0; g < count; ++g)

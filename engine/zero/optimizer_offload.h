@@ -38,6 +38,9 @@ struct OptimizerOffloadOptions {
   // Bytes per element of the parameters a step hands its ParamSink: 2 (a 16-bit copy) or 4
   // (fp32). A kept sub-group holds its new parameters until commit_kept.
   std::int64_t keep_param_bytes_per_element = 2;
+  // The states' element types (bf16.bf16_master_weights_and_grads, bf16_optimizer_states); the
+  // gradients StepIo brings have the master's type.
+  StateTypes types;
   // nvme: nvme_path, job, rank, aio options (and fault injection for tests).
   memory::NvmeStoreOptions nvme;
 };
@@ -135,11 +138,20 @@ class OptimizerOffload {
   std::int64_t peak_in_flight() const noexcept { return peak_in_flight_; }
 
  private:
+  // A sub-group's arrays in its extent, each range.size() elements of its StateTypes type.
   struct Regions {
-    std::span<float> params, exp_avg, exp_avg_sq;
+    std::span<std::byte> params, exp_avg, exp_avg_sq;
   };
   Regions regions(int sub_group, std::span<std::byte> bytes) const;
-  SubGroupStates states_of(int sub_group, std::span<std::byte> bytes) const;
+  // The sub-group's states as fp32 for a checkpoint: its extent itself when the states are fp32,
+  // else widened into `scratch` (3 x the largest sub-group's fp32 elements).
+  SubGroupStates states_of(int sub_group, std::span<std::byte> bytes,
+                           std::span<float> scratch) const;
+  // Rounds what a fill wrote into `scratch` (states_of's) into the extent (bf16 states only).
+  void narrow_into(int sub_group, const SubGroupStates& states, std::span<std::byte> bytes) const;
+  // Zeroes the padding after each region of the extent.
+  void zero_padding(int sub_group, std::span<std::byte> bytes) const;
+  aio::AlignedBuffer states_scratch() const;
   void check_consistent() const;
   // Marks the state inconsistent with `error` (which happened while `doing`) and returns the
   // UserError to throw.
@@ -162,7 +174,9 @@ class OptimizerOffload {
   OptimizerOffloadOptions options_;
   std::int64_t numel_;
   std::vector<Range> sub_groups_;
-  std::vector<std::int64_t> region_bytes_;  // per sub-group, 4 KiB multiple
+  // Per sub-group: the bytes of its master region and of each moment region, 4 KiB multiples.
+  std::vector<std::int64_t> master_region_bytes_;
+  std::vector<std::int64_t> moment_region_bytes_;
   bool has_exp_avg_;
   bool has_exp_avg_sq_;
   aio::AlignedBuffer cpu_states_;             // cpu tier: every sub-group's extent, back to back

@@ -51,21 +51,26 @@ class PartitionMemory final : public ParamSink {
 class GradSource {
  public:
   virtual ~GradSource() = default;
-  // The gradients of `range` (range.size() elements), valid until the next call.
-  virtual std::span<const float> grads(Range range) = 0;
+  // The gradients of `range`: range.size() elements of the gradient type (fp32, or bf16 with
+  // bf16.bf16_master_weights_and_grads: StateTypes::grad_bytes), valid until the next call.
+  virtual std::span<const std::byte> grads(Range range) = 0;
 };
 
-// A GradSource over a whole gradient partition in memory.
+// A GradSource over a whole gradient partition in memory, of `element_bytes` per gradient.
 class PartitionGrads final : public GradSource {
  public:
-  explicit PartitionGrads(std::span<const float> partition) : partition_(partition) {}
-  std::span<const float> grads(Range range) override {
-    return partition_.subspan(static_cast<std::size_t>(range.begin),
-                              static_cast<std::size_t>(range.size()));
+  explicit PartitionGrads(std::span<const float> partition)
+      : PartitionGrads(std::as_bytes(partition), sizeof(float)) {}
+  PartitionGrads(std::span<const std::byte> partition, std::int64_t element_bytes)
+      : partition_(partition), element_bytes_(element_bytes) {}
+  std::span<const std::byte> grads(Range range) override {
+    return partition_.subspan(static_cast<std::size_t>(range.begin * element_bytes_),
+                              static_cast<std::size_t>(range.size() * element_bytes_));
   }
 
  private:
-  std::span<const float> partition_;
+  std::span<const std::byte> partition_;
+  std::int64_t element_bytes_;
 };
 
 // What a step reads besides the optimizer states, and where its new parameters go.

@@ -97,6 +97,10 @@ const BadCase bad_cases[] = {
     {"alias_conflict.json",
      {"aio.intra_op_parallelism and aio.thread_count name the same setting but differ (4 vs 2)"}},
     {"bf16_alias_conflict.json", {"bf16 and bfloat16 name the same setting but differ"}},
+    {"bf16_master_without_bf16.json",
+     {"bf16.bf16_master_weights_and_grads", "set bf16.enabled true"}},
+    {"bf16_states_without_master.json",
+     {"bf16.bf16_optimizer_states", "requires bf16_master_weights_and_grads true"}},
     {"stage3_alias_conflict.json",
      {"zero_optimization.stage3_max_live_parameters and zero_optimization.max_live_parameters "
       "name the same setting"}},

@@ -258,6 +258,23 @@ TEST(EstimateAgreement, OverlappedOptimizerWithOneSubGroupIsExactToTheByte) {
   expect_estimate_agrees(config, /*margin_percent=*/0);
 }
 
+// bf16 master weights, gradients and moments on NVMe: the extents' 2-byte regions, the bf16
+// gradient swap file and its shard buffers, to the byte.
+TEST(EstimateAgreement, Bf16StatesOnNvmeAreExactToTheByte) {
+  SwapDirectory swap;
+  const std::string offload =
+      R"("device": "nvme", "nvme_path": ")" + swap.string() + R"(", "pin_memory": false)";
+  Config config = tiny_config(R"({"stage": 3, "stage3_param_persistence_threshold": 0,
+                                   "sub_group_size": 20000,
+                                   "offload_param": {)" +
+                              offload + R"(, "max_in_cpu": 0},
+                                   "offload_optimizer": {)" +
+                              offload + "}}");
+  config.bf16.bf16_master_weights_and_grads = true;
+  config.bf16.bf16_optimizer_states = true;
+  expect_estimate_agrees(config, /*margin_percent=*/0);
+}
+
 // Issue 14: with parameters, gradients and optimizer states on NVMe, CPU memory holds buffers
 // whose sizes the config sets (the pools, one sub-group, one module shard), not the model: three
 // times the blocks, the same CPU bytes, measured and estimated.

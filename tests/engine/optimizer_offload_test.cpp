@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "base/error.h"
+#include "cpu_adam/half.h"
 #include "gpu/open_device.h"
 #include "tests/engine/random_floats.h"
 
@@ -115,6 +116,67 @@ INSTANTIATE_TEST_SUITE_P(SizesAndPipelines, OffloadBitwise,
                                             ::testing::Values(1000, 3 * 4096 + 5, 40001),
                                             ::testing::Values(2048, 6000, 1'000'000'000),
                                             ::testing::Bool(), ::testing::Bool()));
+
+// bf16 master weights, gradients and moments (bf16.bf16_master_weights_and_grads and
+// bf16_optimizer_states), offloaded to CPU memory or NVMe: two steps are the in-memory typed step
+// bit for bit, and the states come back out widened exactly.
+TEST_F(OffloadTest, Bf16StatesStepIsBitwiseTheInMemoryStep) {
+  for (OffloadDevice where : {OffloadDevice::cpu, OffloadDevice::nvme}) {
+    for (bool moments : {false, true}) {
+      SCOPED_TRACE(fmt::format("{} moments {}", where == OffloadDevice::cpu ? "cpu" : "nvme",
+                               moments ? "bf16" : "fp32"));
+      OptimizerConfig config;
+      config.type = OptimizerType::adamw;
+      config.weight_decay = 0.01;
+      const Optimizer optimizer(config);
+      const StateTypes types{true, moments};
+      const std::int64_t n = 3 * 4096 + 5;
+      const auto count = static_cast<std::size_t>(n);
+      std::vector<float> master = random_floats(n, 1, 1.0f);
+      std::vector<cpu_adam::bf16> p(count);
+      for (std::size_t i = 0; i < count; ++i) {
+        p[i] = cpu_adam::to_bf16(master[i]);
+        master[i] = cpu_adam::to_float(p[i]);  // bf16-exact, so the fill holds it as it is
+      }
+      const std::size_t moment_bytes = count * static_cast<std::size_t>(types.moment_bytes());
+      std::vector<std::byte> m(moment_bytes), v(moment_bytes);  // zero in either type
+      OptimizerOffloadOptions o = options(where, 6000, true, true);
+      o.types = types;
+      OptimizerOffload offload(*device_, optimizer, master, o);
+      std::vector<std::uint16_t> expected_copy(count), copy(count);
+      for (std::int64_t step = 1; step <= 2; ++step) {
+        std::vector<cpu_adam::bf16> grads(count);
+        const std::vector<float> wide = random_floats(n, static_cast<std::uint32_t>(step + 10), 0.1f);
+        for (std::size_t i = 0; i < count; ++i)
+          grads[i] = cpu_adam::to_bf16(wide[i]);
+        const auto grad_bytes = std::as_bytes(std::span(grads));
+        optimizer.step(hyper(step), types,
+                       StateArrays{std::as_writable_bytes(std::span(p)), grad_bytes, m, v}, n,
+                       ParamCopy::bf16, expected_copy);
+        PartitionGrads source(grad_bytes, 2);
+        PartitionMemory sink(std::as_writable_bytes(std::span(copy)), 2);
+        offload.step(hyper(step), StepIo{&source, ParamCopy::bf16, &sink});
+      }
+      std::vector<float> params(count), exp_avg(count), exp_avg_sq(count);
+      offload.read_states(params, exp_avg, exp_avg_sq);
+      auto widened = [&](std::span<const std::byte> bytes, bool bf16) {
+        std::vector<float> out(count);
+        for (std::size_t i = 0; i < count; ++i) {
+          if (bf16) {
+            out[i] = cpu_adam::to_float(reinterpret_cast<const cpu_adam::bf16*>(bytes.data())[i]);
+          } else {
+            std::memcpy(&out[i], bytes.data() + i * 4, 4);
+          }
+        }
+        return out;
+      };
+      EXPECT_TRUE(same_bits(params, widened(std::as_bytes(std::span(p)), true)));
+      EXPECT_TRUE(same_bits(exp_avg, widened(m, moments)));
+      EXPECT_TRUE(same_bits(exp_avg_sq, widened(v, moments)));
+      EXPECT_EQ(copy, expected_copy);
+    }
+  }
+}
 
 TEST_F(OffloadTest, AdagradAndLionKeepOneState) {
   for (OptimizerType type : {OptimizerType::adagrad, OptimizerType::lion})

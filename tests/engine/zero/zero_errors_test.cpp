@@ -47,6 +47,15 @@ TEST(ZeroErrors, NvmePathThatDoesNotExistIsNamed) {
   EXPECT_THAT(message, HasSubstr("nvme_path"));
 }
 
+TEST(ZeroErrors, Bf16MasterWeightsWithoutAnOffloadedOptimizerNamesBothKeys) {
+  nlohmann::json config = base_config(2);
+  config["zero_optimization"] = {{"stage", 2}};
+  config["bf16"]["bf16_master_weights_and_grads"] = true;
+  const std::string message = message_of(config);
+  EXPECT_THAT(message, HasSubstr("bf16_master_weights_and_grads"));
+  EXPECT_THAT(message, HasSubstr("offload_optimizer"));
+}
+
 TEST(ZeroErrors, OverlapOptimizerWithoutAnOffloadedOptimizerNamesBothKeys) {
   nlohmann::json config = base_config(2);
   config["zero_optimization"] = {{"stage", 2}};
