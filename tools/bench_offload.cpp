@@ -19,6 +19,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/units.h"
+#include "cpu_adam/half.h"
 #include "cpu_adam/workers.h"
 #include "engine/memory/nvme_store.h"
 #include "engine/memory/pinned_pool.h"
@@ -50,6 +51,9 @@ struct OffloadBenchOptions {
   bool no_pin = false;
   bool no_pipeline = false;
   bool json = false;
+  // fp32, bf16 (bf16.bf16_master_weights_and_grads + bf16_optimizer_states: master, gradients
+  // and moments in bf16), or both, one after the other in the same run.
+  std::string states = "fp32";
 };
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
@@ -198,6 +202,120 @@ class IoAlone {
   IoSchedule schedule_;
 };
 
+// One configuration's figures: the step, its stages alone, and the bytes it moves.
+struct Measured {
+  std::string states;
+  double step_s = 0;
+  double adam_s = 0;
+  double io_s = 0;
+  std::vector<std::int64_t> extents;
+  engine::memory::ResidencyCounters counters;
+  std::int64_t moved() const {
+    std::int64_t bytes = 0;
+    for (std::int64_t extent : extents)
+      bytes += extent;
+    return bytes;
+  }
+};
+
+Measured measure(const OffloadBenchOptions& options, engine::StateTypes types,
+                 const engine::Optimizer& optimizer, gpu::Device& device, std::int64_t n,
+                 std::int64_t sub_group_size) {
+  const bool nvme = options.device == "nvme";
+  const auto count = static_cast<std::size_t>(n);
+  Measured result;
+  result.states = types.all_fp32() ? "fp32" : "bf16";
+  // Gradients of the master's type, 1e-3 (and 0.5 for the master: both exact in bf16).
+  std::vector<std::byte> grads(count * static_cast<std::size_t>(types.grad_bytes()));
+  for (std::size_t i = 0; i < count; ++i) {
+    if (types.bf16_master_and_grads) {
+      reinterpret_cast<cpu_adam::bf16*>(grads.data())[i] = cpu_adam::to_bf16(1e-3f);
+    } else {
+      reinterpret_cast<float*>(grads.data())[i] = 1e-3f;
+    }
+  }
+  const std::vector<float> master(count, 0.5f);
+  std::vector<std::uint16_t> copy(count);
+  StepHyperparameters hyper;
+  hyper.lr = 1e-4;
+  {
+    OptimizerOffloadOptions offload_options;
+    offload_options.device = nvme ? OffloadDevice::nvme : OffloadDevice::cpu;
+    offload_options.sub_group_size = sub_group_size;
+    offload_options.pipeline_read = !options.no_pipeline;
+    offload_options.pipeline_write = !options.no_pipeline;
+    offload_options.buffer_count = options.buffer_count;
+    offload_options.pin_memory = !options.no_pin;
+    offload_options.types = types;
+    offload_options.nvme.nvme_path = options.path;
+    offload_options.nvme.job_name = "bench-offload";
+    OptimizerOffload offload(device, optimizer, master, offload_options);
+    const int moments = optimizer.state_count();
+    for (const auto& range : offload.sub_groups()) {
+      result.extents.push_back(round_up(range.size() * types.master_bytes()) +
+                               moments * round_up(range.size() * types.moment_bytes()));
+    }
+    // I/O alone alternates with the step, a pass after each step, both swap files on the disk
+    // at once, so that drift of the disk hits both alike. Run after all the steps (issue #5),
+    // the same passes came out 15-20% slower than the step on the development machine's
+    // virtual disk (64M params: 1.02-1.04 s against 0.89 s; 0.88 s when run before the steps).
+    std::optional<IoAlone> io;
+    if (nvme) io.emplace(device, options, result.extents);
+    engine::zero::PartitionGrads source(grads, types.grad_bytes());
+    engine::zero::PartitionMemory sink(std::as_writable_bytes(std::span(copy)), 2);
+    std::vector<double> seconds;
+    std::vector<double> io_seconds;
+    for (int step = 0; step <= options.steps; ++step) {  // step 0 (and pass 0) warm up
+      hyper.step = step + 1;
+      const auto start = std::chrono::steady_clock::now();
+      offload.step(hyper, engine::zero::StepIo{&source, ParamCopy::bf16, &sink});
+      if (step > 0) seconds.push_back(seconds_since(start));
+      if (io) {
+        const double pass_s = io->pass();
+        if (step > 0) io_seconds.push_back(pass_s);
+      }
+    }
+    result.step_s = median(seconds);
+    if (io) result.io_s = median(io_seconds);
+    result.counters = offload.counters();
+  }
+  {
+    // The optimizer alone: the same arrays in memory, stepped sub-group by sub-group.
+    const std::size_t moment_bytes = count * static_cast<std::size_t>(types.moment_bytes());
+    std::vector<std::byte> params(count * static_cast<std::size_t>(types.master_bytes()));
+    for (std::size_t i = 0; i < count; ++i) {
+      if (types.bf16_master_and_grads) {
+        reinterpret_cast<cpu_adam::bf16*>(params.data())[i] = cpu_adam::to_bf16(0.5f);
+      } else {
+        reinterpret_cast<float*>(params.data())[i] = 0.5f;
+      }
+    }
+    std::vector<std::byte> exp_avg(moment_bytes), exp_avg_sq(moment_bytes);
+    const auto groups = engine::zero::make_sub_groups(n, sub_group_size);
+    std::vector<double> seconds;
+    for (int step = 0; step <= options.steps; ++step) {
+      hyper.step = step + 1;
+      const auto start = std::chrono::steady_clock::now();
+      for (const auto& range : groups) {
+        auto slice = [&](auto& bytes, std::int64_t element) {
+          return std::span(bytes).subspan(static_cast<std::size_t>(range.begin * element),
+                                          static_cast<std::size_t>(range.size() * element));
+        };
+        const engine::StateArrays arrays{
+            slice(params, types.master_bytes()),
+            std::as_bytes(slice(grads, types.grad_bytes())),
+            slice(exp_avg, types.moment_bytes()), slice(exp_avg_sq, types.moment_bytes())};
+        optimizer.step(hyper, types, arrays, range.size(), ParamCopy::bf16,
+                       std::span(copy).subspan(static_cast<std::size_t>(range.begin),
+                                               static_cast<std::size_t>(range.size())));
+      }
+      if (step > 0) seconds.push_back(seconds_since(start));
+    }
+    result.adam_s = median(seconds);
+  }
+  return result;
+}
+
 void run_bench_offload(const OffloadBenchOptions& options) {
   const std::int64_t n = count_option(options.params, "--params");
   const std::int64_t sub_group_size = count_option(options.sub_group_size, "--sub-group-size");
@@ -208,6 +326,12 @@ void run_bench_offload(const OffloadBenchOptions& options) {
   if (nvme && options.path.empty())
     throw UserError("--device nvme needs --path", "pass --path DIR, a directory on the NVMe drive",
                     2);
+  std::vector<engine::StateTypes> runs;
+  if (options.states == "fp32" || options.states == "both") runs.push_back({});
+  if (options.states == "bf16" || options.states == "both") runs.push_back({true, true});
+  if (runs.empty())
+    throw UserError(fmt::format("--states {} is not fp32, bf16 or both", options.states),
+                    "pass --states fp32, --states bf16 or --states both", 2);
   OptimizerConfig config;
   if (options.optimizer == "adam")
     config.type = OptimizerType::adam;
@@ -220,123 +344,74 @@ void run_bench_offload(const OffloadBenchOptions& options) {
   cpu_adam::Workers workers(cpu_adam::WorkersOptions{.threads = options.threads});
   auto device = gpu::create_host_device({});
 
-  double step_s = 0;
-  double adam_s = 0;
-  double io_s = 0;
-  std::vector<std::int64_t> extents;
-  engine::memory::ResidencyCounters counters;
+  std::vector<Measured> results;
   workers.run([&] {
-    std::vector<float> grads(static_cast<std::size_t>(n), 1e-3f);
-    std::vector<float> master(static_cast<std::size_t>(n), 0.5f);
-    std::vector<std::uint16_t> copy(static_cast<std::size_t>(n));
-    StepHyperparameters hyper;
-    hyper.lr = 1e-4;
-    {
-      OptimizerOffloadOptions offload_options;
-      offload_options.device = nvme ? OffloadDevice::nvme : OffloadDevice::cpu;
-      offload_options.sub_group_size = sub_group_size;
-      offload_options.pipeline_read = !options.no_pipeline;
-      offload_options.pipeline_write = !options.no_pipeline;
-      offload_options.buffer_count = options.buffer_count;
-      offload_options.pin_memory = !options.no_pin;
-      offload_options.nvme.nvme_path = options.path;
-      offload_options.nvme.job_name = "bench-offload";
-      OptimizerOffload offload(*device, optimizer, master, offload_options);
-      const int regions = 1 + optimizer.state_count();
-      for (const auto& range : offload.sub_groups())
-        extents.push_back(round_up(range.size() * 4) * regions);
-      // I/O alone alternates with the step, a pass after each step, both swap files on the disk
-      // at once, so that drift of the disk hits both alike. Run after all the steps (issue #5),
-      // the same passes came out 15-20% slower than the step on the development machine's
-      // virtual disk (64M params: 1.02-1.04 s against 0.89 s; 0.88 s when run before the steps).
-      std::optional<IoAlone> io;
-      if (nvme) io.emplace(*device, options, extents);
-      std::vector<double> seconds;
-      std::vector<double> io_seconds;
-      for (int step = 0; step <= options.steps; ++step) {  // step 0 (and pass 0) warm up
-        hyper.step = step + 1;
-        const auto start = std::chrono::steady_clock::now();
-        offload.step(hyper, grads, ParamCopy::bf16, copy);
-        if (step > 0) seconds.push_back(seconds_since(start));
-        if (io) {
-          const double pass_s = io->pass();
-          if (step > 0) io_seconds.push_back(pass_s);
-        }
-      }
-      step_s = median(seconds);
-      if (io) io_s = median(io_seconds);
-      counters = offload.counters();
-    }
-    {
-      std::vector<float> exp_avg(static_cast<std::size_t>(n));
-      std::vector<float> exp_avg_sq(static_cast<std::size_t>(n));
-      std::vector<float> params = master;
-      const auto groups = engine::zero::make_sub_groups(n, sub_group_size);
-      std::vector<double> seconds;
-      for (int step = 0; step <= options.steps; ++step) {
-        hyper.step = step + 1;
-        const auto start = std::chrono::steady_clock::now();
-        for (const auto& range : groups) {
-          const auto b = static_cast<std::size_t>(range.begin);
-          const auto s = static_cast<std::size_t>(range.size());
-          optimizer.step(hyper, std::span(params).subspan(b, s),
-                         std::span<const float>(grads).subspan(b, s),
-                         std::span(exp_avg).subspan(b, s), std::span(exp_avg_sq).subspan(b, s),
-                         ParamCopy::bf16, std::span(copy).subspan(b, s));
-        }
-        if (step > 0) seconds.push_back(seconds_since(start));
-      }
-      adam_s = median(seconds);
-    }
+    for (const engine::StateTypes& types : runs)
+      results.push_back(measure(options, types, optimizer, *device, n, sub_group_size));
   });
-  const double bound_s = std::max(adam_s, io_s);
-  const double ratio = step_s / bound_s;
   const double target = nvme ? 1.10 : 1.05;
-  std::int64_t moved = 0;
-  for (std::int64_t bytes : extents)
-    moved += bytes;
-  if (options.json) {
-    nlohmann::json out = {
+  auto as_json = [&](const Measured& m) {
+    const double bound_s = std::max(m.adam_s, m.io_s);
+    return nlohmann::json{
         {"params", n},
         {"device", options.device},
         {"optimizer", options.optimizer},
+        {"states", m.states},
         {"sub_group_size", sub_group_size},
-        {"sub_groups", extents.size()},
+        {"sub_groups", m.extents.size()},
         {"buffer_count", options.buffer_count},
         {"pinned", !options.no_pin},
         {"pipeline", !options.no_pipeline},
         {"threads", workers.thread_count()},
         {"steps", options.steps},
-        {"seconds_per_step", step_s},
-        {"adam_alone_s", adam_s},
-        {"io_alone_s", io_s},
+        {"seconds_per_step", m.step_s},
+        {"adam_alone_s", m.adam_s},
+        {"io_alone_s", m.io_s},
         {"bound_s", bound_s},
-        {"ratio_to_bound", ratio},
+        {"ratio_to_bound", m.step_s / bound_s},
         {"target_ratio", target},
-        {"state_bytes", moved},
+        {"state_bytes", m.moved()},
         // Per step, from the residency counters (the initial write and
         // the warm-up step taken out).
-        {"nvme_read_bytes_per_step", counters.moved_bytes[2] / (options.steps + 1)},
+        {"nvme_read_bytes_per_step", m.counters.moved_bytes[2] / (options.steps + 1)},
         {"nvme_write_bytes_per_step",
-         nvme ? (counters.moved_bytes[3] - moved) / (options.steps + 1) : 0}};
-    fmt::print("{}\n", out.dump(2));
+         nvme ? (m.counters.moved_bytes[3] - m.moved()) / (options.steps + 1) : 0}};
+  };
+  if (options.json) {
+    if (results.size() == 1) {
+      fmt::print("{}\n", as_json(results.front()).dump(2));
+    } else {
+      nlohmann::json out;
+      for (const Measured& m : results)
+        out[m.states] = as_json(m);
+      fmt::print("{}\n", out.dump(2));
+    }
     return;
   }
-  fmt::print(
-      "strata bench offload: {} {} params, states on {}, sub-groups of {} ({}), "
-      "{} buffers{}, {} thread(s)\n",
-      options.optimizer, base::format_count(static_cast<double>(n)), options.device,
-      base::format_count(static_cast<double>(sub_group_size)), extents.size(), options.buffer_count,
-      options.no_pin ? " (not pinned)" : "", workers.thread_count());
-  fmt::print("state bytes per step: {} read + {} written\n",
-             base::format_bytes(nvme ? static_cast<double>(moved) : 0.0),
-             base::format_bytes(nvme ? static_cast<double>(moved) : 0.0));
-  fmt::print("{:<18} {:>10.4f} s\n", "seconds_per_step", step_s);
-  fmt::print("{:<18} {:>10.4f} s\n", "adam_alone_s", adam_s);
-  fmt::print("{:<18} {:>10.4f} s\n", "io_alone_s", io_s);
-  fmt::print("{:<18} {:>10.4f} s\n", "bound_s", bound_s);
-  fmt::print("verdict: step = {:.3f}x bound (target <= {:.2f}x): {}\n", ratio, target,
-             ratio <= target ? "ok" : "ABOVE TARGET");
+  for (const Measured& m : results) {
+    const double bound_s = std::max(m.adam_s, m.io_s);
+    const double ratio = m.step_s / bound_s;
+    fmt::print(
+        "strata bench offload: {} {} params, {} states on {}, sub-groups of {} ({}), "
+        "{} buffers{}, {} thread(s)\n",
+        options.optimizer, base::format_count(static_cast<double>(n)), m.states, options.device,
+        base::format_count(static_cast<double>(sub_group_size)), m.extents.size(),
+        options.buffer_count, options.no_pin ? " (not pinned)" : "", workers.thread_count());
+    fmt::print("state bytes per step: {} read + {} written\n",
+               base::format_bytes(nvme ? static_cast<double>(m.moved()) : 0.0),
+               base::format_bytes(nvme ? static_cast<double>(m.moved()) : 0.0));
+    fmt::print("{:<18} {:>10.4f} s\n", "seconds_per_step", m.step_s);
+    fmt::print("{:<18} {:>10.4f} s\n", "adam_alone_s", m.adam_s);
+    fmt::print("{:<18} {:>10.4f} s\n", "io_alone_s", m.io_s);
+    fmt::print("{:<18} {:>10.4f} s\n", "bound_s", bound_s);
+    fmt::print("verdict: step = {:.3f}x bound (target <= {:.2f}x): {}\n", ratio, target,
+               ratio <= target ? "ok" : "ABOVE TARGET");
+  }
+  if (results.size() == 2) {
+    fmt::print("bf16 states: {:.2f}x the fp32 states' step time, {:.2f}x their bytes\n",
+               results[1].step_s / results[0].step_s,
+               static_cast<double>(results[1].moved()) / static_cast<double>(results[0].moved()));
+  }
 }
 
 }  // namespace
@@ -368,6 +443,10 @@ void add_bench_offload_command(CLI::App& bench, CommandContext& /*context*/) {
                     "plain aligned memory for the swap buffers (no RLIMIT_MEMLOCK needed)");
   command->add_flag("--no-pipeline", options->no_pipeline,
                     "pipeline_read and pipeline_write off: strictly read, compute, write");
+  command->add_option("--states", options->states,
+                      "fp32, bf16 (master weights, gradients and moments in bf16) or both, one "
+                      "after the other in the same run")
+      ->capture_default_str();
   command->add_flag("--json", options->json, "one JSON object instead of text");
   command->callback([options] { run_bench_offload(*options); });
 }

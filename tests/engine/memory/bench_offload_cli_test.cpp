@@ -37,7 +37,7 @@ TEST(BenchOffloadCli, UsageErrorsExitTwoWithAFix) {
   for (const char* arguments :
        {"--params 1M --device nvme", "--params 1M --device tape", "--params zero --device cpu",
         "--params 1M --device cpu --optimizer sgd",
-        "--params 1M --device cpu --sub-group-size 0"}) {
+        "--params 1M --device cpu --sub-group-size 0", "--params 1M --device cpu --states fp8"}) {
     const Result result = run(arguments);
     EXPECT_EQ(result.status, 2) << arguments << "\n" << result.output;
     EXPECT_NE(result.output.find("fix:"), std::string::npos) << arguments << "\n" << result.output;
@@ -66,6 +66,24 @@ TEST(BenchOffloadCli, ATinyNvmeRunReportsEveryFigure) {
        {"seconds_per_step", "adam_alone_s", "io_alone_s", "bound_s", "ratio_to_bound"})
     EXPECT_GT(out.at(key).get<double>(), 0.0) << key;
   EXPECT_EQ(out.at("sub_groups").get<int>(), 4);
+}
+
+// --states both: the fp32 and the bf16 states in one run, the bf16 extents half the bytes (master
+// and two moments of 2 bytes against 4, each region a whole number of 4 KiB blocks here).
+TEST(BenchOffloadCli, Bf16StatesBesideFp32StatesInOneRun) {
+  const auto directory =
+      std::filesystem::temp_directory_path() / fmt::format("strata-bench-offload-bf16-{}", getpid());
+  std::filesystem::create_directories(directory);
+  const Result result = run(fmt::format("--params 256K --device nvme --path {} --sub-group-size "
+                                        "64K --steps 1 --threads 1 --no-pin --states both --json",
+                                        directory.string()));
+  std::filesystem::remove_all(directory);
+  ASSERT_EQ(result.status, 0) << result.output;
+  const nlohmann::json out = nlohmann::json::parse(result.output.substr(result.output.find('{')));
+  ASSERT_TRUE(out.contains("fp32") && out.contains("bf16")) << result.output;
+  EXPECT_EQ(out.at("bf16").at("state_bytes").get<std::int64_t>() * 2,
+            out.at("fp32").at("state_bytes").get<std::int64_t>());
+  EXPECT_GT(out.at("bf16").at("seconds_per_step").get<double>(), 0.0);
 }
 
 }  // namespace
