@@ -261,18 +261,18 @@ void membw_step(StateSpan<P> p, std::span<const G> g, StateSpan<S> m, StateSpan<
                 [&](std::int64_t begin, std::int64_t end) { kernel(arrays, begin, end); });
 }
 
-#define STRATA_CPU_ADAM_INSTANTIATE_STATES(G, H, P, S)                                        \
-  template void step<G, H, P, S>(const AdamConfig&, std::int64_t, StateSpan<P>,                 \
-                                 std::span<const G>, StateSpan<S>, StateSpan<S>, std::span<H>,  \
-                                 float);                                                        \
-  template void step<G, H, P, S>(const AdagradConfig&, std::int64_t, StateSpan<P>,              \
-                                 std::span<const G>, StateSpan<S>, std::span<H>, float);        \
-  template void step<G, H, P, S>(const LionConfig&, std::int64_t, StateSpan<P>,                 \
-                                 std::span<const G>, StateSpan<S>, std::span<H>, float);        \
-  template void membw_step<G, H, P, S>(StateSpan<P>, std::span<const G>, StateSpan<S>,          \
+#define STRATA_CPU_ADAM_INSTANTIATE_STATES(G, H, P, S)                                         \
+  template void step<G, H, P, S>(const AdamConfig&, std::int64_t, StateSpan<P>,                \
+                                 std::span<const G>, StateSpan<S>, StateSpan<S>, std::span<H>, \
+                                 float);                                                       \
+  template void step<G, H, P, S>(const AdagradConfig&, std::int64_t, StateSpan<P>,             \
+                                 std::span<const G>, StateSpan<S>, std::span<H>, float);       \
+  template void step<G, H, P, S>(const LionConfig&, std::int64_t, StateSpan<P>,                \
+                                 std::span<const G>, StateSpan<S>, std::span<H>, float);       \
+  template void membw_step<G, H, P, S>(StateSpan<P>, std::span<const G>, StateSpan<S>,         \
                                        StateSpan<S>, std::span<H>);
 
-#define STRATA_CPU_ADAM_INSTANTIATE(G, H)                 \
+#define STRATA_CPU_ADAM_INSTANTIATE(G, H)                \
   STRATA_CPU_ADAM_INSTANTIATE_STATES(G, H, float, float) \
   STRATA_CPU_ADAM_INSTANTIATE_STATES(G, H, float, bf16)  \
   STRATA_CPU_ADAM_INSTANTIATE_STATES(G, H, bf16, float)  \

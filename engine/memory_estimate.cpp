@@ -512,10 +512,11 @@ void add_optimizer_offload(RowBuilder& builder, const EstimateInputs& inputs, co
   const std::string extent_formula =
       master == 4 && moment == 4
           ? fmt::format("sum over sub-groups of {} x round_up(4 x sub-group, 4 KiB)", regions)
-          : fmt::format("sum over sub-groups of round_up({} x sub-group, 4 KiB) + {} x "
-                        "round_up({} x sub-group, 4 KiB) (bf16 {})",
-                        master, inputs.optimizer_moments, moment,
-                        moment == 2 ? "master and moments" : "master");
+          : fmt::format(
+                "sum over sub-groups of round_up({} x sub-group, 4 KiB) + {} x "
+                "round_up({} x sub-group, 4 KiB) (bf16 {})",
+                master, inputs.optimizer_moments, moment,
+                moment == 2 ? "master and moments" : "master");
   if (inputs.overlap_optimizer) {
     const std::int64_t window =
         std::min(inputs.optimizer_buffer_count, static_cast<std::int64_t>(groups.size()));

@@ -75,8 +75,7 @@ void Optimizer::step(const StepHyperparameters& hyper, std::span<float> params,
 }
 
 void Optimizer::step(const StepHyperparameters& hyper, StateTypes types, const StateArrays& arrays,
-                     std::int64_t count, ParamCopy copy_type,
-                     std::span<std::uint16_t> copy) const {
+                     std::int64_t count, ParamCopy copy_type, std::span<std::uint16_t> copy) const {
   const auto n = static_cast<std::size_t>(count);
   STRATA_ASSERT(arrays.params.size() == n * static_cast<std::size_t>(types.master_bytes()));
   STRATA_ASSERT(arrays.grads.size() == n * static_cast<std::size_t>(types.grad_bytes()));

@@ -41,14 +41,14 @@ void init_tensor(const ParamSpec& spec, std::uint64_t seed, std::int64_t tensor_
       // Each element on its own (a few dozen ns of log, sqrt and cos): spread over the cores, so
       // that a model of billions of parameters starts in seconds, not minutes.
       const std::uint64_t tensor_key = mix(seed ^ mix(static_cast<std::uint64_t>(tensor_index)));
-      tbb::parallel_for(tbb::blocked_range<std::size_t>(0, values.size(), std::size_t{1} << 14),
-                        [&](const tbb::blocked_range<std::size_t>& block) {
-                          for (std::size_t i = block.begin(); i != block.end(); ++i) {
-                            auto element = static_cast<std::uint64_t>(first_element) + i;
-                            values[i] = static_cast<float>(spec.init_std *
-                                                           normal(tensor_key ^ mix(element)));
-                          }
-                        });
+      tbb::parallel_for(
+          tbb::blocked_range<std::size_t>(0, values.size(), std::size_t{1} << 14),
+          [&](const tbb::blocked_range<std::size_t>& block) {
+            for (std::size_t i = block.begin(); i != block.end(); ++i) {
+              auto element = static_cast<std::uint64_t>(first_element) + i;
+              values[i] = static_cast<float>(spec.init_std * normal(tensor_key ^ mix(element)));
+            }
+          });
       return;
     }
   }

@@ -302,8 +302,7 @@ Measured measure(const OffloadBenchOptions& options, engine::StateTypes types,
                                           static_cast<std::size_t>(range.size() * element));
         };
         const engine::StateArrays arrays{
-            slice(params, types.master_bytes()),
-            std::as_bytes(slice(grads, types.grad_bytes())),
+            slice(params, types.master_bytes()), std::as_bytes(slice(grads, types.grad_bytes())),
             slice(exp_avg, types.moment_bytes()), slice(exp_avg_sq, types.moment_bytes())};
         optimizer.step(hyper, types, arrays, range.size(), ParamCopy::bf16,
                        std::span(copy).subspan(static_cast<std::size_t>(range.begin),
@@ -443,9 +442,10 @@ void add_bench_offload_command(CLI::App& bench, CommandContext& /*context*/) {
                     "plain aligned memory for the swap buffers (no RLIMIT_MEMLOCK needed)");
   command->add_flag("--no-pipeline", options->no_pipeline,
                     "pipeline_read and pipeline_write off: strictly read, compute, write");
-  command->add_option("--states", options->states,
-                      "fp32, bf16 (master weights, gradients and moments in bf16) or both, one "
-                      "after the other in the same run")
+  command
+      ->add_option("--states", options->states,
+                   "fp32, bf16 (master weights, gradients and moments in bf16) or both, one "
+                   "after the other in the same run")
       ->capture_default_str();
   command->add_flag("--json", options->json, "one JSON object instead of text");
   command->callback([options] { run_bench_offload(*options); });

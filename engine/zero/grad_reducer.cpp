@@ -92,8 +92,8 @@ std::span<const std::byte> GradReducer::grads(Range range) {
   // perhaps at the partition's end, which the extent pads.
   const std::int64_t blocks = (bytes + 4095) / 4096 * 4096;
   if (read_buffer_.size_bytes() < blocks) read_buffer_ = aio::AlignedBuffer(blocks);
-  store_->wait(store_->submit_read(0, offset,
-                                   read_buffer_.span().first(static_cast<std::size_t>(blocks))));
+  store_->wait(
+      store_->submit_read(0, offset, read_buffer_.span().first(static_cast<std::size_t>(blocks))));
   nvme_read_bytes_ += blocks;
   return read_buffer_.span().first(static_cast<std::size_t>(bytes));
 }

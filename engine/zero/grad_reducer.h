@@ -140,7 +140,7 @@ class GradReducer final : public GradSource {
   aio::AlignedBuffer read_buffer_;
   std::atomic<std::int64_t> nvme_read_bytes_ = 0;   // grads() may run on another thread
   std::atomic<std::int64_t> nvme_write_bytes_ = 0;  // added by stream tasks
-  gpu::DeviceBuffer stats_;  // two floats: sum of squares, inf/NaN count
+  gpu::DeviceBuffer stats_;                         // two floats: sum of squares, inf/NaN count
   gpu::PinnedBuffer stats_host_;
   cpu_adam::GradStats local_stats_;
 };

@@ -142,8 +142,8 @@ OptimizerOffload::OptimizerOffload(gpu::Device& device, const Optimizer& optimiz
   residency_ = std::make_unique<memory::Residency>(store_.get());
   // The extents hold nothing until fill_states writes them.
   for (std::size_t g = 0; g < sub_groups_.size(); ++g) {
-    partitions_.push_back(residency_->add_on_nvme(fmt::format("optimizer states {}", g),
-                                                  extents[g], static_cast<int>(g)));
+    partitions_.push_back(residency_->add_on_nvme(fmt::format("optimizer states {}", g), extents[g],
+                                                  static_cast<int>(g)));
   }
 }
 
@@ -172,8 +172,7 @@ void OptimizerOffload::zero_padding(int sub_group, std::span<std::byte> bytes) c
   const Regions r = regions(sub_group, bytes);
   auto pad = [](std::span<std::byte> values, std::int64_t region) {
     if (values.empty()) return;
-    std::memset(values.data() + values.size(), 0,
-                static_cast<std::size_t>(region) - values.size());
+    std::memset(values.data() + values.size(), 0, static_cast<std::size_t>(region) - values.size());
   };
   pad(r.params, master_region_bytes_[g]);
   pad(r.exp_avg, moment_region_bytes_[g]);
@@ -236,16 +235,16 @@ void OptimizerOffload::compute(int sub_group, std::span<std::byte> bytes,
   const Regions r = regions(sub_group, bytes);
   const bool copies = io.copy_type != ParamCopy::none && !new_params.empty();
   STRATA_ASSERT(new_params.empty() ||
-                new_params.size() == size * static_cast<std::size_t>(
-                                                param_bytes_per_element(io.copy_type)));
+                new_params.size() ==
+                    size * static_cast<std::size_t>(param_bytes_per_element(io.copy_type)));
   // bf16 masters exist only beside a bf16 copy (bf16.enabled), never as fp32 storage.
   STRATA_ASSERT(!options_.types.bf16_master_and_grads || io.copy_type == ParamCopy::bf16);
   const std::span<const std::byte> grads = io.grads->grads(range);
-  optimizer_.step(hyper, options_.types, StateArrays{r.params, grads, r.exp_avg, r.exp_avg_sq},
-                  range.size(), copies ? io.copy_type : ParamCopy::none,
-                  copies ? std::span<std::uint16_t>(
-                               reinterpret_cast<std::uint16_t*>(new_params.data()), size)
-                         : std::span<std::uint16_t>());
+  optimizer_.step(
+      hyper, options_.types, StateArrays{r.params, grads, r.exp_avg, r.exp_avg_sq}, range.size(),
+      copies ? io.copy_type : ParamCopy::none,
+      copies ? std::span<std::uint16_t>(reinterpret_cast<std::uint16_t*>(new_params.data()), size)
+             : std::span<std::uint16_t>());
   if (io.copy_type == ParamCopy::none && !new_params.empty())
     std::memcpy(new_params.data(), r.params.data(), size * sizeof(float));
 }
@@ -329,8 +328,8 @@ int OptimizerOffload::run_step(const StepHyperparameters& hyper, const StepIo& i
   auto step_one = [&](int g, std::span<std::byte> bytes) {
     if (keep_prior) {
       const std::size_t slot = keep(g, bytes);
-      compute(g, bytes, hyper, io, io.params == nullptr ? std::span<std::byte>()
-                                                        : kept_new_params(slot, g));
+      compute(g, bytes, hyper, io,
+              io.params == nullptr ? std::span<std::byte>() : kept_new_params(slot, g));
     } else {
       compute_into_sink(g, bytes, hyper, io);
     }

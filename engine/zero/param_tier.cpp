@@ -245,12 +245,12 @@ void ParamTier::commit_to_nvme(Range range) {
       const ModuleSlice& slice = layout_.module(m);
       const std::int64_t begin = std::max(range.begin, slice.partition_offset);
       const std::int64_t end = std::min(range.end, slice.partition_offset + slice.shard_numel);
-      const std::span<const std::byte> piece = staging_.span().subspan(
-          static_cast<std::size_t>((begin - range.begin) * element),
-          static_cast<std::size_t>((end - begin) * element));
+      const std::span<const std::byte> piece =
+          staging_.span().subspan(static_cast<std::size_t>((begin - range.begin) * element),
+                                  static_cast<std::size_t>((end - begin) * element));
       if (!on_nvme(m)) {
-        std::memcpy(host_shard(m).data() + (begin - slice.partition_offset) * element,
-                    piece.data(), piece.size());
+        std::memcpy(host_shard(m).data() + (begin - slice.partition_offset) * element, piece.data(),
+                    piece.size());
         continue;
       }
       drop_read(m);

@@ -44,7 +44,6 @@ class PartitionMemory final : public ParamSink {
   std::int64_t element_bytes_;
 };
 
-
 // Where a step's fp32 gradients come from, sub-group by sub-group: the rank's reduced gradient
 // partition in CPU memory, or its swap file (engine/zero/grad_reducer.h). May be called from the
 // overlapped step's thread while the engine's thread reduces other modules' gradients.

@@ -140,7 +140,8 @@ void check_everywhere() {
       check_adam<P, S>(isa, config, 1, 1023);
       check_adam<P, S>(isa, config, 5, 17);
     }
-    for (std::size_t n : {std::size_t{1}, std::size_t{15}, static_cast<std::size_t>(kTileElements) + 3})
+    for (std::size_t n :
+         {std::size_t{1}, std::size_t{15}, static_cast<std::size_t>(kTileElements) + 3})
       check_adam<P, S>(isa, AdamConfig{}, 3, n);
     check_adagrad_and_lion<P, S>(isa, 1029);
   }

@@ -146,7 +146,8 @@ TEST_F(OffloadTest, Bf16StatesStepIsBitwiseTheInMemoryStep) {
       std::vector<std::uint16_t> expected_copy(count), copy(count);
       for (std::int64_t step = 1; step <= 2; ++step) {
         std::vector<cpu_adam::bf16> grads(count);
-        const std::vector<float> wide = random_floats(n, static_cast<std::uint32_t>(step + 10), 0.1f);
+        const std::vector<float> wide =
+            random_floats(n, static_cast<std::uint32_t>(step + 10), 0.1f);
         for (std::size_t i = 0; i < count; ++i)
           grads[i] = cpu_adam::to_bf16(wide[i]);
         const auto grad_bytes = std::as_bytes(std::span(grads));

@@ -36,8 +36,8 @@ Result run(const std::string& arguments) {
 TEST(BenchOffloadCli, UsageErrorsExitTwoWithAFix) {
   for (const char* arguments :
        {"--params 1M --device nvme", "--params 1M --device tape", "--params zero --device cpu",
-        "--params 1M --device cpu --optimizer sgd",
-        "--params 1M --device cpu --sub-group-size 0", "--params 1M --device cpu --states fp8"}) {
+        "--params 1M --device cpu --optimizer sgd", "--params 1M --device cpu --sub-group-size 0",
+        "--params 1M --device cpu --states fp8"}) {
     const Result result = run(arguments);
     EXPECT_EQ(result.status, 2) << arguments << "\n" << result.output;
     EXPECT_NE(result.output.find("fix:"), std::string::npos) << arguments << "\n" << result.output;
@@ -71,12 +71,13 @@ TEST(BenchOffloadCli, ATinyNvmeRunReportsEveryFigure) {
 // --states both: the fp32 and the bf16 states in one run, the bf16 extents half the bytes (master
 // and two moments of 2 bytes against 4, each region a whole number of 4 KiB blocks here).
 TEST(BenchOffloadCli, Bf16StatesBesideFp32StatesInOneRun) {
-  const auto directory =
-      std::filesystem::temp_directory_path() / fmt::format("strata-bench-offload-bf16-{}", getpid());
+  const auto directory = std::filesystem::temp_directory_path() /
+                         fmt::format("strata-bench-offload-bf16-{}", getpid());
   std::filesystem::create_directories(directory);
-  const Result result = run(fmt::format("--params 256K --device nvme --path {} --sub-group-size "
-                                        "64K --steps 1 --threads 1 --no-pin --states both --json",
-                                        directory.string()));
+  const Result result =
+      run(fmt::format("--params 256K --device nvme --path {} --sub-group-size "
+                      "64K --steps 1 --threads 1 --no-pin --states both --json",
+                      directory.string()));
   std::filesystem::remove_all(directory);
   ASSERT_EQ(result.status, 0) << result.output;
   const nlohmann::json out = nlohmann::json::parse(result.output.substr(result.output.find('{')));

@@ -75,7 +75,7 @@ class Driver {
                      const StepHyperparameters* real, std::vector<std::uint16_t>& copy) {
     gpu::Stream& stream = device_.compute_stream();
     PartitionGrads partition_grads(partition_);
-  PartitionMemory sink(std::as_writable_bytes(std::span(copy)), 2);
+    PartitionMemory sink(std::as_writable_bytes(std::span(copy)), 2);
     step.begin(guess, StepIo{&partition_grads, ParamCopy::bf16, &sink});
     for (int m = layout_.module_count(); m-- > 0;) {
       const ModuleSlice& slice = layout_.module(m);

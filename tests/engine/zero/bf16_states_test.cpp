@@ -26,8 +26,8 @@ nlohmann::json config_for(const std::string& device, const std::string& nvme_pat
                                {"reduce_bucket_size", 5000},
                                {"sub_group_size", 8192},
                                {"stage3_param_persistence_threshold", 0}};
-  nlohmann::json config = with_zero(base_config(kMicroBatch, accumulation), zero, device, device,
-                                    nvme_path);
+  nlohmann::json config =
+      with_zero(base_config(kMicroBatch, accumulation), zero, device, device, nvme_path);
   config["bf16"]["bf16_master_weights_and_grads"] = true;
   config["bf16"]["bf16_optimizer_states"] = moments;
   return config;
