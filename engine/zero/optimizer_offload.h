@@ -117,14 +117,16 @@ class OptimizerOffload {
     std::span<float> params, exp_avg, exp_avg_sq;
   };
   using StatesVisitor = std::function<void(const SubGroupStates&)>;
-  // Hands every sub-group's states to `visit`, in partition order (a checkpoint's save). On NVMe
-  // they come through the pool's buffers, read ahead while `visit` runs on the one before, so
-  // memory holds buffer_count sub-groups whatever the partition's size.
+  // Hands every sub-group's states, as fp32 (bf16 ones widened, exactly), to `visit`, in
+  // partition order (a checkpoint's save). On NVMe they come through the pool's buffers, read
+  // ahead while `visit` runs on the one before, so memory holds buffer_count sub-groups whatever
+  // the partition's size.
   void visit_states(const StatesVisitor& visit);
-  // Hands every sub-group's states, zeroed, to `fill`, in partition order, and makes what it
-  // wrote the optimizer's states (a checkpoint's load). On NVMe each is written back while
-  // `fill` runs on the next, through the pool's buffers. A failed write leaves the states
-  // inconsistent (every later call refuses).
+  // Hands every sub-group's states, as fp32, to `fill`, in partition order, and makes what it
+  // wrote the optimizer's states (start-up, a checkpoint's load); `fill` writes every element
+  // (their prior contents are undefined). bf16 states are filled through fp32 scratch and
+  // rounded. On NVMe each is written back while `fill` runs on the next, through the pool's
+  // buffers. A failed write leaves the states inconsistent (every later call refuses).
   void fill_states(const StatesVisitor& fill);
 
   std::int64_t partition_numel() const noexcept { return numel_; }
