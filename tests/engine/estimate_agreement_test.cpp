@@ -65,6 +65,16 @@ Config tiny_config(const std::string& zero, const std::string& extra = "") {
   return parse_config_text(text, "estimate agreement config").config;
 }
 
+// zero_optimization at stage 3 with parameters (max_in_cpu 0) and optimizer states on NVMe under
+// `swap`, unpinned, and `more` keys ("\"sub_group_size\": 20000, ").
+std::string everything_on_nvme(const SwapDirectory& swap, const std::string& more = "") {
+  const std::string offload =
+      R"("device": "nvme", "nvme_path": ")" + swap.string() + R"(", "pin_memory": false)";
+  return R"({"stage": 3, "stage3_param_persistence_threshold": 0, )" + more +
+         R"("offload_param": {)" + offload + R"(, "max_in_cpu": 0}, "offload_optimizer": {)" +
+         offload + "}}";
+}
+
 models::GptShape shape_of(const Config& config) {
   const ModelConfig& m = config.strata.model;
   return {m.n_layer, m.n_head, m.d_model,
@@ -208,14 +218,7 @@ TEST(EstimateAgreement, Stage3ParamsAndOptimizerOnCpu) {
 
 TEST(EstimateAgreement, Stage3ParamsAndOptimizerOnNvme) {
   SwapDirectory swap;
-  const std::string offload =
-      R"("device": "nvme", "nvme_path": ")" + swap.string() + R"(", "pin_memory": false)";
-  expect_estimate_agrees(tiny_config(R"({"stage": 3, "stage3_param_persistence_threshold": 0,
-                                          "sub_group_size": 50000,
-                                          "offload_param": {)" +
-                                     offload + R"(, "max_in_cpu": 0},
-                                          "offload_optimizer": {)" +
-                                     offload + "}}"));
+  expect_estimate_agrees(tiny_config(everything_on_nvme(swap, R"("sub_group_size": 50000, )")));
 }
 
 // The estimate is the engine's own arithmetic, not an approximation of it: the ZeRO-Infinity demo's
@@ -223,28 +226,14 @@ TEST(EstimateAgreement, Stage3ParamsAndOptimizerOnNvme) {
 // memory and swap files are the estimate to the byte.
 TEST(EstimateAgreement, Stage3OnNvmeIsExactToTheByte) {
   SwapDirectory swap;
-  const std::string offload =
-      R"("device": "nvme", "nvme_path": ")" + swap.string() + R"(", "pin_memory": false)";
-  expect_estimate_agrees(tiny_config(R"({"stage": 3, "stage3_param_persistence_threshold": 0,
-                                          "offload_param": {)" +
-                                     offload + R"(, "max_in_cpu": 0},
-                                          "offload_optimizer": {)" +
-                                     offload + "}}"),
-                         /*margin_percent=*/0);
+  expect_estimate_agrees(tiny_config(everything_on_nvme(swap)), /*margin_percent=*/0);
 }
 
 // strata.overlap_optimizer's rollback window (buffer_count sub-groups' prior values and
 // parameter slices) is CPU memory the estimate names, to the byte.
 TEST(EstimateAgreement, OverlappedOptimizerOnNvmeIsExactToTheByte) {
   SwapDirectory swap;
-  const std::string offload =
-      R"("device": "nvme", "nvme_path": ")" + swap.string() + R"(", "pin_memory": false)";
-  Config config = tiny_config(R"({"stage": 3, "stage3_param_persistence_threshold": 0,
-                                   "sub_group_size": 20000,
-                                   "offload_param": {)" +
-                              offload + R"(, "max_in_cpu": 0},
-                                   "offload_optimizer": {)" +
-                              offload + "}}");
+  Config config = tiny_config(everything_on_nvme(swap, R"("sub_group_size": 20000, )"));
   config.strata.overlap_optimizer = true;
   expect_estimate_agrees(config, /*margin_percent=*/0);
 }
@@ -262,14 +251,7 @@ TEST(EstimateAgreement, OverlappedOptimizerWithOneSubGroupIsExactToTheByte) {
 // gradient swap file and its shard buffers, to the byte.
 TEST(EstimateAgreement, Bf16StatesOnNvmeAreExactToTheByte) {
   SwapDirectory swap;
-  const std::string offload =
-      R"("device": "nvme", "nvme_path": ")" + swap.string() + R"(", "pin_memory": false)";
-  Config config = tiny_config(R"({"stage": 3, "stage3_param_persistence_threshold": 0,
-                                   "sub_group_size": 20000,
-                                   "offload_param": {)" +
-                              offload + R"(, "max_in_cpu": 0},
-                                   "offload_optimizer": {)" +
-                              offload + "}}");
+  Config config = tiny_config(everything_on_nvme(swap, R"("sub_group_size": 20000, )"));
   config.bf16.bf16_master_weights_and_grads = true;
   config.bf16.bf16_optimizer_states = true;
   expect_estimate_agrees(config, /*margin_percent=*/0);
@@ -280,14 +262,7 @@ TEST(EstimateAgreement, Bf16StatesOnNvmeAreExactToTheByte) {
 // times the blocks, the same CPU bytes, measured and estimated.
 TEST(EstimateAgreement, EverythingOnNvmeHoldsTheSameCpuBytesForABiggerModel) {
   SwapDirectory swap;
-  const std::string offload =
-      R"("device": "nvme", "nvme_path": ")" + swap.string() + R"(", "pin_memory": false)";
-  const std::string zero = R"({"stage": 3, "stage3_param_persistence_threshold": 0,
-                               "sub_group_size": 20000,
-                               "offload_param": {)" +
-                           offload + R"(, "max_in_cpu": 0},
-                               "offload_optimizer": {)" +
-                           offload + "}}";
+  const std::string zero = everything_on_nvme(swap, R"("sub_group_size": 20000, )");
   std::vector<std::int64_t> measured;
   std::vector<std::int64_t> estimated;
   std::vector<std::int64_t> partitions;
