@@ -73,6 +73,11 @@ bool offloaded(OffloadDevice device) {
   return device != OffloadDevice::none;
 }
 
+bool same_directory(const std::filesystem::path& a, const std::filesystem::path& b) {
+  return std::filesystem::absolute(a).lexically_normal() ==
+         std::filesystem::absolute(b).lexically_normal();
+}
+
 // What the engine refuses before it allocates anything.
 void check_supported(const Runtime& runtime, const Config& config, Model& model) {
   if (config.strata.overlap_optimizer && !offloaded(config.zero.offload_optimizer.device)) {
@@ -150,11 +155,22 @@ void Engine::State::build() {
 
   zero::ParamTierOptions tier_options = zero::param_tier_options(config, rank, element);
   tier_options.nvme.faults = runtime.faults.swap;
+  // One swap store per rank serves the optimizer's states, the gradients and, on the same
+  // nvme_path, the parameters; each reserves its extents, then it opens once, below.
+  const bool optimizer_on_nvme = config.zero.offload_optimizer.device == OffloadDevice::nvme;
+  const bool params_on_nvme = config.zero.offload_param.device == OffloadDevice::nvme;
+  memory::NvmeStoreOptions swap_options =
+      optimizer_on_nvme ? zero::optimizer_offload_options(config, rank).nvme : tier_options.nvme;
+  swap_options.faults = runtime.faults.swap;
+  if (optimizer_on_nvme || params_on_nvme) swap = std::make_unique<memory::NvmeStore>(swap_options);
+  if (params_on_nvme && same_directory(tier_options.nvme.nvme_path, swap_options.nvme_path))
+    tier_options.store = swap.get();
   tier = std::make_unique<zero::ParamTier>(device, layout, tier_options);
 
   if (offloaded(config.zero.offload_optimizer.device)) {
     zero::OptimizerOffloadOptions options = zero::optimizer_offload_options(config, rank);
     options.nvme.faults = runtime.faults.swap;
+    if (optimizer_on_nvme) options.store = swap.get();
     options.sub_groups = zero::make_sub_groups(layout, config.zero.sub_group_size);
     if (config.strata.overlap_optimizer) {
       options.keep_capacity = overlap_window(options);
@@ -181,14 +197,16 @@ void Engine::State::build() {
   // only (docs/memory.md).
   reduce.to_nvme = config.zero.offload_optimizer.device == OffloadDevice::nvme;
   reduce.bf16 = state_types(config.bf16).bf16_master_and_grads;
-  if (reduce.to_nvme) {
-    reduce.nvme = zero::optimizer_offload_options(config, rank).nvme;
-    reduce.nvme.faults = runtime.faults.swap;
-  }
+  if (reduce.to_nvme) reduce.store = swap.get();
   reduce.pin_memory = config.zero.offload_optimizer.pin_memory;
   reduce.bucket_elements = std::max<std::int64_t>(1, settings.reduce_bucket_size);
   reducer = std::make_unique<zero::GradReducer>(device, runtime.ops, runtime.comm, stream(), layout,
                                                 memory, module_names(model), reduce);
+  if (swap) {
+    // The optimizer's pool carries the most traffic: its buffers are the ones the rings register.
+    const memory::PinnedPool* pool = offload ? offload->pool() : nullptr;
+    swap->open(pool != nullptr && pool->pinned() ? pool->arena() : std::span<std::byte>());
+  }
 
   zero::CoordinatorOptions gather;
   gather.release_after_use = settings.stage == 3;
@@ -509,8 +527,7 @@ MemoryUse Engine::memory_use() const {
   use.device_peak_bytes = s.device_peak;
   use.cpu_bytes = s.host_bytes();
   use.nvme_bytes = s.tier->nvme_bytes() + s.reducer->nvme_bytes();
-  if (s.offload && s.offload->store() != nullptr)
-    use.nvme_bytes += s.offload->store()->planned_bytes();
+  if (s.offload) use.nvme_bytes += s.offload->nvme_bytes();
   return use;
 }
 

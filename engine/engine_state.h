@@ -17,6 +17,7 @@
 #include "engine/checkpoint/shard_reader.h"
 #include "engine/checkpoint/state_stream.h"
 #include "engine/engine.h"
+#include "engine/memory/nvme_store.h"
 #include "engine/memory/stream_ordered_memory.h"
 #include "engine/optim/loss_scaler.h"
 #include "engine/optim/lr_schedule.h"
@@ -69,6 +70,9 @@ struct Engine::State {
   gpu::DataType storage;
   memory::StreamOrderedMemory memory;
 
+  // The rank's one swap store, when anything is on NVMe: the tier, the reducer and the offloaded
+  // optimizer reserve their extents in it (declared first: it outlives them).
+  std::unique_ptr<memory::NvmeStore> swap;
   std::unique_ptr<zero::ParamTier> tier;
   std::unique_ptr<zero::ParamCoordinator> coordinator;
   std::unique_ptr<zero::GradReducer> reducer;

@@ -99,9 +99,7 @@ std::string read_lock_owner(const fs::path& lock_path) {
 
 }  // namespace
 
-NvmeStore::NvmeStore(NvmeStoreOptions options, std::span<const std::int64_t> partition_bytes)
-    : options_(std::move(options)) {
-  auto& log = base::logger("engine");
+NvmeStore::NvmeStore(NvmeStoreOptions options) : options_(std::move(options)) {
   check_nvme_path(options_.nvme_path);
   const fs::path base_path = fs::absolute(options_.nvme_path).lexically_normal();
   job_directory_ = base_path / fmt::format("strata-{}", options_.job_name);
@@ -110,14 +108,39 @@ NvmeStore::NvmeStore(NvmeStoreOptions options, std::span<const std::int64_t> par
                                     : fmt::format("rank{}-{}", options_.rank, options_.store_name);
   rank_directory_ = job_directory_ / rank_name;
   lock_path_ = job_directory_ / (rank_name + ".lock");
-  swap_path_ = rank_directory_ / "swap.bin";
+}
 
+NvmeStore::NvmeStore(NvmeStoreOptions options, std::span<const std::int64_t> partition_bytes)
+    : NvmeStore(std::move(options)) {
+  reserve(partition_bytes);
+  open(options_.registered);
+}
+
+int NvmeStore::reserve(std::span<const std::int64_t> partition_bytes) {
+  STRATA_ASSERT(!is_open());
+  const int first = partition_count();
   for (std::int64_t bytes : partition_bytes) {
     STRATA_ASSERT(bytes >= 0);
     offsets_.push_back(planned_bytes_);
     sizes_.push_back(round_up(bytes));
     planned_bytes_ += round_up(bytes);
   }
+  return first;
+}
+
+std::int64_t NvmeStore::planned_bytes(int first, int count) const {
+  STRATA_ASSERT(first >= 0 && count >= 0 && first + count <= partition_count());
+  std::int64_t bytes = 0;
+  for (int i = first; i < first + count; ++i)
+    bytes += sizes_[static_cast<std::size_t>(i)];
+  return bytes;
+}
+
+void NvmeStore::open(std::span<std::byte> registered) {
+  STRATA_ASSERT(!is_open());
+  auto& log = base::logger("engine");
+  const fs::path base_path = fs::absolute(options_.nvme_path).lexically_normal();
+  swap_path_ = rank_directory_ / "swap.bin";
   // The plan's bytes plus the checksum sidecar (4 bytes per 4 KiB block) and a little slack.
   const std::int64_t needed = planned_bytes_ + planned_bytes_ / kBlock * 4 + (1 << 20);
   struct statvfs fs_info {};
@@ -169,7 +192,7 @@ NvmeStore::NvmeStore(NvmeStoreOptions options, std::span<const std::int64_t> par
 
     aio::EngineOptions engine_options = options_.aio;
     engine_options.verify_checksums = true;
-    engine_ = std::make_unique<aio::Engine>(engine_options, options_.faults, options_.registered);
+    engine_ = std::make_unique<aio::Engine>(engine_options, options_.faults, registered);
     file_.emplace(engine_->open(swap_path_, aio::OpenMode::create));
     if (planned_bytes_ > 0) file_->allocate(planned_bytes_);
   } catch (...) {
@@ -198,17 +221,17 @@ NvmeStore::~NvmeStore() {
   }
   file_.reset();
   engine_.reset();
+  if (lock_fd_ < 0) return;  // never opened: nothing was made
   std::error_code error;
   if (!swap_path_.empty()) aio::remove_file(swap_path_);
   fs::remove_all(rank_directory_, error);
-  if (lock_fd_ >= 0) {
-    fs::remove(lock_path_, error);
-    ::close(lock_fd_);
-    fs::remove(job_directory_, error);  // only when empty: other ranks may still be there
-  }
+  fs::remove(lock_path_, error);
+  ::close(lock_fd_);
+  fs::remove(job_directory_, error);  // only when empty: other ranks may still be there
 }
 
 void NvmeStore::check_partition(int partition, std::int64_t bytes) const {
+  STRATA_ASSERT(is_open());
   STRATA_ASSERT(partition >= 0 && partition < partition_count());
   STRATA_ASSERT(bytes <= sizes_[static_cast<std::size_t>(partition)]);
 }

@@ -18,8 +18,8 @@ struct NvmeStoreOptions {
   std::filesystem::path nvme_path;
   std::string job_name = "strata";  // strata.job_name
   int rank = 0;
-  // A second store of the same rank (the parameters beside the optimizer states) names itself
-  // here: it lives in `rank<r>-<store_name>/` with its own lock, so the two never meet.
+  // A second store of the same rank (the parameters on another nvme_path than the optimizer
+  // states) names itself here: it lives in `rank<r>-<store_name>/` with its own lock.
   std::string store_name;
   aio::EngineOptions aio;  // checksums are always verified, whatever aio.verify_checksums says
   aio::FaultPlan faults;   // tests only
@@ -30,15 +30,25 @@ struct NvmeStoreOptions {
 // A rank's swap space (docs/architecture.md, "The tiers"): one preallocated swap file under
 // `<nvme_path>/strata-<job>/rank<r>/` (directory 0700, file 0600, O_DIRECT | O_NOFOLLOW through
 // aio::Engine, CRC32C per 4 KiB block), with one extent per partition planned up front. The
-// directory is held with flock on `strata-<job>/rank<r>.lock` while the store lives; a directory
-// left by a crashed run is removed at start with one log line; it is removed at clean exit.
+// engine makes one per rank and swap directory: the parameter tier, the gradient reducer and the
+// offloaded optimizer each reserve their extents in it, then it is opened once. The directory is
+// held with flock on `strata-<job>/rank<r>.lock` while the store is open; a directory left by a
+// crashed run is removed at open with one log line; it is removed at clean exit.
 class NvmeStore {
  public:
-  // `partition_bytes[i]` is the size of partition i; each extent is rounded up to 4 KiB.
-  // Throws UserError (cause + fix) for: a missing nvme_path, one that is not a directory, a path
-  // through a symlink, an unwritable one, too little free space for the plan (statvfs), or a
-  // rank directory held by a live job (named from the lock file).
+  // A store with no extents yet, nothing made on disk. Throws UserError (cause + fix) for a
+  // missing nvme_path, one that is not a directory, or a path through a symlink.
+  explicit NvmeStore(NvmeStoreOptions options);
+  // Reserves `partition_bytes` (each extent rounded up to 4 KiB) and opens: a store of one user.
   NvmeStore(NvmeStoreOptions options, std::span<const std::int64_t> partition_bytes);
+  // Before open(): adds one extent per element of `partition_bytes`; returns the first's index
+  // (the partitions a caller names are that index plus its own).
+  int reserve(std::span<const std::int64_t> partition_bytes);
+  // Creates the swap file with every extent reserved, `registered` (optional) memory registered
+  // with the engine's rings. Throws UserError for an unwritable nvme_path, too little free space
+  // for the plan (statvfs), or a rank directory held by a live job (named from the lock file).
+  void open(std::span<std::byte> registered = {});
+  bool is_open() const noexcept { return engine_ != nullptr; }
   // Waits for transfers still in flight, then removes the swap file, its checksums, the rank
   // directory, the lock file and the job directory when empty.
   ~NvmeStore();
@@ -67,6 +77,8 @@ class NvmeStore {
   std::int64_t extent_offset(int partition) const;
   // The sum of all extents: the swap file's size.
   std::int64_t planned_bytes() const noexcept { return planned_bytes_; }
+  // The sum of extents [first, first + count): one user's share of the file.
+  std::int64_t planned_bytes(int first, int count) const;
   const std::filesystem::path& directory() const noexcept { return rank_directory_; }
   const std::filesystem::path& swap_file() const noexcept { return swap_path_; }
 

@@ -56,12 +56,10 @@ GradReducer::GradReducer(gpu::Device& device, gpu::Ops& ops, gpu::Comm& comm, gp
     host_partition_ = base;
     staging_ = reinterpret_cast<float*>(base + accumulated);
     if (options_.to_nvme) {
-      memory::NvmeStoreOptions store_options = options_.nvme;
-      store_options.store_name = "grads";
-      if (pinned_memory_) store_options.registered = {base, static_cast<std::size_t>(host_bytes_)};
-      const std::int64_t extent = std::max<std::int64_t>(partition * grad_bytes(), 4096);
-      store_ = std::make_unique<memory::NvmeStore>(std::move(store_options),
-                                                   std::span<const std::int64_t>(&extent, 1));
+      STRATA_ASSERT(options_.store != nullptr && !options_.store->is_open());
+      store_ = options_.store;
+      const std::int64_t bytes = std::max<std::int64_t>(partition * grad_bytes(), 4096);
+      extent_ = store_->reserve(std::span<const std::int64_t>(&bytes, 1));
       contributions_.assign(static_cast<std::size_t>(layout.module_count()), 0);
     }
   } else {
@@ -92,8 +90,8 @@ std::span<const std::byte> GradReducer::grads(Range range) {
   // perhaps at the partition's end, which the extent pads.
   const std::int64_t blocks = (bytes + 4095) / 4096 * 4096;
   if (read_buffer_.size_bytes() < blocks) read_buffer_ = aio::AlignedBuffer(blocks);
-  store_->wait(
-      store_->submit_read(0, offset, read_buffer_.span().first(static_cast<std::size_t>(blocks))));
+  store_->wait(store_->submit_read(extent_, offset,
+                                   read_buffer_.span().first(static_cast<std::size_t>(blocks))));
   nvme_read_bytes_ += blocks;
   return read_buffer_.span().first(static_cast<std::size_t>(bytes));
 }
@@ -258,12 +256,12 @@ void GradReducer::swap_shard(int module, bool last_micro) {
   const std::span<std::byte> sum(host_partition_, static_cast<std::size_t>(count * grad_bytes()));
   int& contributions = contributions_[static_cast<std::size_t>(module)];
   if (contributions > 0) {
-    store_->wait(store_->submit_read(0, offset, sum));
+    store_->wait(store_->submit_read(extent_, offset, sum));
     nvme_read_bytes_ += static_cast<std::int64_t>(sum.size());
   }
   add_staged(contributions > 0 ? sum.data() : nullptr, sum.data(), count);
   ++contributions;
-  store_->wait(store_->submit_write(0, offset, sum));
+  store_->wait(store_->submit_write(extent_, offset, sum));
   nvme_write_bytes_ += static_cast<std::int64_t>(sum.size());
   if (!last_micro) return;
   const cpu_adam::GradStats stats = scan(sum.data(), count);

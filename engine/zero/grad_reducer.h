@@ -23,10 +23,11 @@ struct GradReducerOptions {
   int stage = 0;
   // The optimizer is offloaded: the rank's fp32 gradient partition lives in host memory.
   bool to_host = false;
-  // With to_host, the partition lives in a swap file of its own under nvme.nvme_path instead
-  // (the optimizer's states are on NVMe): CPU memory holds two module shards, not the partition.
+  // With to_host, the partition lives in an extent of the rank's swap store instead (the
+  // optimizer's states are on NVMe): CPU memory holds two module shards, not the partition.
   bool to_nvme = false;
-  memory::NvmeStoreOptions nvme;
+  // to_nvme: that store, not yet open; the reducer reserves its extent in it.
+  memory::NvmeStore* store = nullptr;
   // With to_host, the partition holds bf16 gradients (bf16.bf16_master_weights_and_grads): each
   // reduced fp32 shard is added in fp32 and the sum rounded to nearest even.
   bool bf16 = false;
@@ -90,7 +91,7 @@ class GradReducer final : public GradSource {
     return (pinned_memory_ ? 0 : host_bytes_) + read_buffer_.size_bytes();
   }
   // The gradient swap file's size (0 unless to_nvme), and the bytes moved through it so far.
-  std::int64_t nvme_bytes() const { return store_ ? store_->planned_bytes() : 0; }
+  std::int64_t nvme_bytes() const { return store_ ? store_->planned_bytes(extent_, 1) : 0; }
   std::int64_t nvme_read_bytes() const { return nvme_read_bytes_; }
   std::int64_t nvme_write_bytes() const { return nvme_write_bytes_; }
 
@@ -134,7 +135,8 @@ class GradReducer final : public GradSource {
   std::int64_t host_bytes_ = 0;
   // to_nvme: the swap file (one extent: the partition), how many contributions each module's
   // shard has this step, the final shards' statistics, and what grads() reads into.
-  std::unique_ptr<memory::NvmeStore> store_;
+  memory::NvmeStore* store_ = nullptr;
+  int extent_ = 0;  // the partition's extent in store_
   std::vector<int> contributions_;
   cpu_adam::GradStats swapped_stats_;
   aio::AlignedBuffer read_buffer_;

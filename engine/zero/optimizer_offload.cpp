@@ -136,14 +136,19 @@ OptimizerOffload::OptimizerOffload(gpu::Device& device, const Optimizer& optimiz
   pool_ = std::make_unique<memory::PinnedPool>(
       device, options_.buffer_count, std::max<std::int64_t>(largest, kBlock),
       memory::PinnedPoolOptions{options_.pin_memory, "optimizer swap buffers"});
-  memory::NvmeStoreOptions store_options = options_.nvme;
-  if (pool_->pinned()) store_options.registered = pool_->arena();
-  store_ = std::make_unique<memory::NvmeStore>(std::move(store_options), extents);
-  residency_ = std::make_unique<memory::Residency>(store_.get());
+  if (options_.store != nullptr) {
+    store_ = options_.store;
+  } else {
+    own_store_ = std::make_unique<memory::NvmeStore>(options_.nvme);
+    store_ = own_store_.get();
+  }
+  first_extent_ = store_->reserve(extents);
+  if (own_store_) own_store_->open(pool_->pinned() ? pool_->arena() : std::span<std::byte>());
+  residency_ = std::make_unique<memory::Residency>(store_);
   // The extents hold nothing until fill_states writes them.
   for (std::size_t g = 0; g < sub_groups_.size(); ++g) {
     partitions_.push_back(residency_->add_on_nvme(fmt::format("optimizer states {}", g), extents[g],
-                                                  static_cast<int>(g)));
+                                                  first_extent_ + static_cast<int>(g)));
   }
 }
 
@@ -559,9 +564,11 @@ void OptimizerOffload::fill_states(const StatesVisitor& fill) {
     for (int g = 0; g < count; ++g) {
       memory::PinnedPool::Lease lease = pool_->try_acquire();
       if (!lease) {
-        residency_->finish_write(std::move(writes.front().move));
-        lease = std::move(writes.front().lease);
+        // Out of the queue first: a failed write must not be waited for again by the drain.
+        InFlight oldest = std::move(writes.front());
         writes.pop_front();
+        residency_->finish_write(std::move(oldest.move));
+        lease = std::move(oldest.lease);
       }
       const memory::PartitionId id = partitions_[static_cast<std::size_t>(g)];
       auto bytes = lease.bytes().first(static_cast<std::size_t>(residency_->bytes(id)));
@@ -570,12 +577,13 @@ void OptimizerOffload::fill_states(const StatesVisitor& fill) {
       writes.push_back({g, std::move(lease), residency_->begin_write(std::move(view))});
     }
     while (!writes.empty()) {
-      residency_->finish_write(std::move(writes.front().move));
+      InFlight oldest = std::move(writes.front());
       writes.pop_front();
+      residency_->finish_write(std::move(oldest.move));
     }
   } catch (const aio::IoError& error) {
     drain_writes(*residency_, writes);
-    throw fail(error, "writing the optimizer states of a checkpoint");
+    throw fail(error, "writing the optimizer states");
   } catch (...) {
     drain_writes(*residency_, writes);
     throw;

@@ -43,6 +43,9 @@ struct OptimizerOffloadOptions {
   StateTypes types;
   // nvme: nvme_path, job, rank, aio options (and fault injection for tests).
   memory::NvmeStoreOptions nvme;
+  // nvme: the rank's swap store, not yet open, in which the states reserve their extents (the
+  // engine's one store); null: a store of their own, opened with `nvme` (tests, benchmarks).
+  memory::NvmeStore* store = nullptr;
 };
 
 // The step's third stage (docs/architecture.md, "One training step", 3): a rank's optimizer
@@ -135,7 +138,11 @@ class OptimizerOffload {
   memory::ResidencyCounters counters() const { return residency_->counters(); }
   // The swap buffer pool (nvme only; null on cpu).
   const memory::PinnedPool* pool() const noexcept { return pool_.get(); }
-  const memory::NvmeStore* store() const noexcept { return store_.get(); }
+  const memory::NvmeStore* store() const noexcept { return store_; }
+  // Bytes of the swap file the states take (0 on cpu).
+  std::int64_t nvme_bytes() const {
+    return store_ ? store_->planned_bytes(first_extent_, static_cast<int>(partitions_.size())) : 0;
+  }
   // Most sub-groups in flight at once during the last step (nvme), for tests of buffer_count.
   std::int64_t peak_in_flight() const noexcept { return peak_in_flight_; }
 
@@ -183,7 +190,9 @@ class OptimizerOffload {
   bool has_exp_avg_sq_;
   aio::AlignedBuffer cpu_states_;             // cpu tier: every sub-group's extent, back to back
   std::unique_ptr<memory::PinnedPool> pool_;  // before the store: the store's rings register it
-  std::unique_ptr<memory::NvmeStore> store_;
+  std::unique_ptr<memory::NvmeStore> own_store_;
+  memory::NvmeStore* store_ = nullptr;  // own_store_ or the engine's
+  int first_extent_ = 0;                // the states' extents in store_
   std::unique_ptr<memory::Residency> residency_;
   std::vector<memory::PartitionId> partitions_;  // per sub-group
   std::string failure_;                          // the first error, once inconsistent

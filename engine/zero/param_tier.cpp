@@ -65,17 +65,24 @@ ParamTier::ParamTier(gpu::Device& device, const FlatLayout& layout, ParamTierOpt
   pool_ = std::make_unique<memory::PinnedPool>(
       device, options_.buffer_count, largest,
       memory::PinnedPoolOptions{options_.pin_memory, "parameter swap buffers"});
-  memory::NvmeStoreOptions store_options = options_.nvme;
-  store_options.store_name = "params";
-  if (pool_->pinned()) store_options.registered = pool_->arena();
-  store_ = std::make_unique<memory::NvmeStore>(std::move(store_options), extents);
-  residency_ = std::make_unique<memory::Residency>(store_.get());
+  if (options_.store != nullptr) {
+    store_ = options_.store;
+  } else {
+    memory::NvmeStoreOptions store_options = options_.nvme;
+    store_options.store_name = "params";
+    own_store_ = std::make_unique<memory::NvmeStore>(std::move(store_options));
+    store_ = own_store_.get();
+  }
+  first_extent_ = store_->reserve(extents);
+  extent_count_ = static_cast<int>(extents.size());
+  if (own_store_) own_store_->open(pool_->pinned() ? pool_->arena() : std::span<std::byte>());
+  residency_ = std::make_unique<memory::Residency>(store_);
   for (int m = 0; m < layout.module_count(); ++m) {
-    const int extent = nvme_partition_[static_cast<std::size_t>(m)];
-    if (extent < 0) continue;
+    const int index = nvme_partition_[static_cast<std::size_t>(m)];
+    if (index < 0) continue;
     const memory::PartitionId id = residency_->add_on_nvme(
-        fmt::format("parameter shard of module {}", m), shard_bytes(m), extent);
-    STRATA_ASSERT(id == extent);
+        fmt::format("parameter shard of module {}", m), shard_bytes(m), first_extent_ + index);
+    STRATA_ASSERT(id == index);
   }
 }
 

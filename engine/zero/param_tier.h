@@ -33,6 +33,9 @@ struct ParamTierOptions {
   std::int64_t buffer_size = 100'000'000;
   bool pin_memory = false;
   memory::NvmeStoreOptions nvme;  // nvme: where, and the aio settings
+  // nvme: the rank's swap store, not yet open, in which the tier reserves its extents (the
+  // engine's one store); null: the tier opens a store of its own with `nvme` (tests).
+  memory::NvmeStore* store = nullptr;
 };
 
 // Where a rank's parameter shards live between uses (docs/architecture.md, "The tiers"): each
@@ -91,7 +94,9 @@ class ParamTier final : public ParamSink {
   std::int64_t nvme_read_bytes() const;
   std::int64_t nvme_write_bytes() const;
   // The swap file's size (0 unless nvme).
-  std::int64_t nvme_bytes() const { return store_ ? store_->planned_bytes() : 0; }
+  std::int64_t nvme_bytes() const {
+    return store_ ? store_->planned_bytes(first_extent_, extent_count_) : 0;
+  }
   // Host bytes the tier holds that are not page-locked (its CPU-resident shards, the staging
   // range, and the pool unless pinned: pinned memory is the device's to count).
   std::int64_t unpinned_host_bytes() const;
@@ -122,7 +127,10 @@ class ParamTier final : public ParamSink {
   std::vector<std::int64_t> cpu_offset_;
   aio::AlignedBuffer staging_;  // values() of the nvme and device tiers
   std::unique_ptr<memory::PinnedPool> pool_;
-  std::unique_ptr<memory::NvmeStore> store_;
+  std::unique_ptr<memory::NvmeStore> own_store_;
+  memory::NvmeStore* store_ = nullptr;  // own_store_ or the engine's
+  int first_extent_ = 0;                // this tier's extents in store_
+  int extent_count_ = 0;
   std::unique_ptr<memory::Residency> residency_;
   // Per module: its NVMe partition (-1 when it is not on NVMe) and the read in flight.
   std::vector<memory::PartitionId> nvme_partition_;
