@@ -420,31 +420,45 @@ void add_param_tier(RowBuilder& builder, const EstimateInputs& inputs, const Cho
   if (choice.offload_param == OffloadDevice::cpu) {
     builder.add("param_host_partition", Tier::cpu, host_buffer(storage * part),
                 fmt::format("{} x part (the tier)", storage));
-  } else if (choice.optimizer_offloaded()) {
-    // The offloaded optimizer hands the tier its new parameters one sub-group at a time.
-    std::int64_t largest_group = 0;
-    for (const zero::Range& group : zero::make_sub_groups(layout, inputs.sub_group_size))
-      largest_group = std::max(largest_group, group.size());
-    builder.add("param_staging", Tier::cpu, round_up(storage * largest_group, kBlock),
-                fmt::format("round_up({} x largest sub-group, 4 KiB) (a sub-group's new "
-                            "parameters on their way to the tier)",
-                            storage));
+    return;
   }
-  if (choice.offload_param != OffloadDevice::nvme) return;
-  // Modules stay in CPU memory, in module order, while their shards total at most max_in_cpu
-  // elements; each other module's shard is an extent on NVMe.
+  // With nvme, modules stay in CPU memory, in module order, while their shards total at most
+  // max_in_cpu elements; each other module's shard is an extent on NVMe.
+  std::vector<bool> on_nvme_module(static_cast<std::size_t>(layout.module_count()),
+                                   choice.offload_param == OffloadDevice::none);
   std::int64_t in_cpu = 0;
   std::int64_t on_nvme = 0;
   std::int64_t largest = 0;
-  for (int m = 0; m < layout.module_count(); ++m) {
-    const std::int64_t shard = layout.module(m).shard_numel;
-    if (in_cpu + shard <= inputs.max_in_cpu) {
-      in_cpu += shard;
-      continue;
+  if (choice.offload_param == OffloadDevice::nvme) {
+    for (int m = 0; m < layout.module_count(); ++m) {
+      const std::int64_t shard = layout.module(m).shard_numel;
+      if (in_cpu + shard <= inputs.max_in_cpu) {
+        in_cpu += shard;
+        continue;
+      }
+      on_nvme_module[static_cast<std::size_t>(m)] = true;
+      on_nvme += round_up(storage * shard, kBlock);
+      largest = std::max(largest, storage * shard);
     }
-    on_nvme += round_up(storage * shard, kBlock);
-    largest = std::max(largest, storage * shard);
   }
+  if (choice.optimizer_offloaded()) {
+    // The offloaded optimizer hands the tier its new parameters one sub-group at a time; those
+    // that touch a module not in CPU memory pass through staging.
+    std::int64_t largest_group = 0;
+    for (const zero::Range& group : zero::make_sub_groups(layout, inputs.sub_group_size)) {
+      for (int m : layout.modules_in(group)) {
+        if (on_nvme_module[static_cast<std::size_t>(m)])
+          largest_group = std::max(largest_group, group.size());
+      }
+    }
+    if (largest_group > 0) {
+      builder.add("param_staging", Tier::cpu, round_up(storage * largest_group, kBlock),
+                  fmt::format("round_up({} x largest sub-group that touches a module not in CPU "
+                              "memory, 4 KiB) (its new parameters on their way to the tier)",
+                              storage));
+    }
+  }
+  if (choice.offload_param != OffloadDevice::nvme) return;
   if (in_cpu > 0) {
     builder.add("param_cpu_modules", Tier::cpu, round_up(storage * in_cpu, kBlock),
                 fmt::format("round_up({} x {} elements, 4 KiB) (the modules offload_param."

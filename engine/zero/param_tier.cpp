@@ -207,12 +207,25 @@ std::byte* ParamTier::device_partition() const {
   return device_partition_.as<std::byte>();
 }
 
+// Where `range` starts in host_partition_ when every module it covers is in CPU memory (then
+// they are consecutive there too: modules are kept in module order); -1 otherwise.
+std::int64_t ParamTier::cpu_offset_of(Range range) const {
+  if (options_.device == OffloadDevice::none) return -1;
+  for (int m : layout_.modules_in(range)) {
+    if (cpu_offset_[static_cast<std::size_t>(m)] < 0) return -1;
+  }
+  const int first = layout_.modules_in({range.begin, range.begin + 1}).front();
+  return cpu_offset_[static_cast<std::size_t>(first)] +
+         (range.begin - layout_.module(first).partition_offset);
+}
+
 std::span<std::byte> ParamTier::values(Range range) {
-  STRATA_ASSERT(range.begin >= 0 && range.begin <= range.end &&
+  STRATA_ASSERT(range.begin >= 0 && range.begin < range.end &&
                 range.end <= layout_.partition_numel());
   const auto bytes = static_cast<std::size_t>(range.size() * element_bytes());
-  if (options_.device == OffloadDevice::cpu)
-    return host_partition_.span().subspan(static_cast<std::size_t>(range.begin * element_bytes()),
+  const std::int64_t in_cpu = cpu_offset_of(range);
+  if (in_cpu >= 0)
+    return host_partition_.span().subspan(static_cast<std::size_t>(in_cpu * element_bytes()),
                                           bytes);
   if (staging_.size_bytes() < static_cast<std::int64_t>(bytes))
     staging_ = aio::AlignedBuffer(static_cast<std::int64_t>(bytes));
@@ -221,9 +234,10 @@ std::span<std::byte> ParamTier::values(Range range) {
 
 void ParamTier::commit(Range range) {
   const std::int64_t element = element_bytes();
+  if (cpu_offset_of(range) >= 0) return;  // values() was the tier's own memory
   switch (options_.device) {
     case OffloadDevice::cpu:
-      return;  // values() was the tier's own memory
+      return;
     case OffloadDevice::none:
       upload(staging_.data(), range.size() * element, device_.compute_stream(),
              device_partition_.as<std::byte>() + range.begin * element)

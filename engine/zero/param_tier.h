@@ -46,9 +46,10 @@ struct ParamTierOptions {
 // step one sub-group at a time; an optimizer on the device writes `device_partition()` itself.
 //
 // CPU memory: the cpu tier holds the whole partition (it is the tier). The nvme tier holds the
-// modules max_in_cpu keeps, the read buffers (offload_param.buffer_count) and one staging range
-// (the largest range written, an optimizer sub-group); the device tier fed by an offloaded
-// optimizer holds the staging range. Neither grows with the model beyond what is configured.
+// modules max_in_cpu keeps (ranges wholly among them are written in place), the read buffers
+// (offload_param.buffer_count) and one staging range (the largest range written that touches an
+// NVMe-resident module, an optimizer sub-group); the device tier fed by an offloaded optimizer
+// holds the staging range. Neither grows with the model beyond what is configured.
 //
 // A failed NVMe transfer (aio::IoError, ChecksumError) leaves the tier inconsistent: the call
 // throws a UserError saying so, and so does every later one (the Engine adds where the run can
@@ -106,6 +107,7 @@ class ParamTier final : public ParamSink {
   std::int64_t shard_bytes(int module) const;
   std::int64_t partition_offset_bytes(int module) const;
   std::span<std::byte> host_shard(int module);
+  std::int64_t cpu_offset_of(Range range) const;
   void check_consistent() const;
   // Records `error` as the tier's failure and returns the UserError to throw.
   UserError fail(const std::exception& error, const char* doing);

@@ -247,6 +247,25 @@ TEST(EstimateAgreement, OverlappedOptimizerWithOneSubGroupIsExactToTheByte) {
   expect_estimate_agrees(config, /*margin_percent=*/0);
 }
 
+// offload_param nvme with max_in_cpu keeping every module (DeepSpeed's default), then about
+// half of them: sub-groups wholly among the CPU-resident modules are written in place, the others
+// through one sub-group of staging, to the byte.
+TEST(EstimateAgreement, ParamsKeptInCpuByMaxInCpuAreExactToTheByte) {
+  for (const char* max_in_cpu : {"1000000000", "40000"}) {
+    SCOPED_TRACE(max_in_cpu);
+    SwapDirectory swap;
+    const std::string offload =
+        R"("device": "nvme", "nvme_path": ")" + swap.string() + R"(", "pin_memory": false)";
+    expect_estimate_agrees(
+        tiny_config(R"({"stage": 3, "stage3_param_persistence_threshold": 0, "sub_group_size": 0,
+                        "offload_param": {)" +
+                    offload + R"(, "max_in_cpu": )" + max_in_cpu + R"(},
+                        "offload_optimizer": {)" +
+                    offload + "}}"),
+        /*margin_percent=*/0);
+  }
+}
+
 // bf16 master weights, gradients and moments on NVMe: the extents' 2-byte regions, the bf16
 // gradient swap file and its shard buffers, to the byte.
 TEST(EstimateAgreement, Bf16StatesOnNvmeAreExactToTheByte) {
