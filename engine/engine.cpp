@@ -195,7 +195,7 @@ void Engine::State::build() {
   reduce.to_host = offload != nullptr;
   // With the optimizer's states on NVMe the gradients go there too, so CPU memory holds buffers
   // only (docs/memory.md).
-  reduce.to_nvme = config.zero.offload_optimizer.device == OffloadDevice::nvme;
+  reduce.to_nvme = optimizer_on_nvme;
   reduce.bf16 = state_types(config.bf16).bf16_master_and_grads;
   if (reduce.to_nvme) reduce.store = swap.get();
   reduce.pin_memory = config.zero.offload_optimizer.pin_memory;

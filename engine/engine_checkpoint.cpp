@@ -26,8 +26,6 @@ namespace {
 namespace fs = std::filesystem;
 using checkpoint::ManifestFile;
 
-// The device optimizer's states go down to the host in chunks of this many elements.
-constexpr std::int64_t kChunk = std::int64_t{1} << 20;
 // Tags travel between ranks in a buffer of this size (check_tag keeps them shorter).
 constexpr std::int64_t kTagBytes = 256;
 // What a rank tells rank 0 about each state file it wrote: bytes and CRC32C, or -1 bytes when
@@ -227,8 +225,8 @@ std::vector<ManifestFile> Engine::State::write_states(const fs::path& directory)
   const std::array<const gpu::DeviceBuffer*, 3> buffers = {&master, &exp_avg, &exp_avg_sq};
   std::vector<std::vector<float>> host;
   const std::int64_t n = layout.partition_numel();
-  for (std::int64_t begin = 0; begin < n; begin += kChunk) {
-    const zero::Range range{begin, std::min(n, begin + kChunk)};
+  for (std::int64_t begin = 0; begin < n; begin += kDeviceStateChunk) {
+    const zero::Range range{begin, std::min(n, begin + kDeviceStateChunk)};
     std::vector<std::span<const float>> values;
     host.resize(buffers.size());
     for (std::size_t b = 0; b < buffers.size(); ++b) {

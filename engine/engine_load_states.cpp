@@ -14,13 +14,6 @@
 #include "engine/param_init.h"
 
 namespace strata::engine {
-namespace {
-
-// The device optimizer's states go up from the host in chunks of this many elements (a multiple
-// of the layout's shard alignment).
-constexpr std::int64_t kChunk = std::int64_t{1} << 20;
-
-}  // namespace
 
 // An offloaded optimizer takes its states sub-group by sub-group (through its swap buffers on
 // NVMe), and each sub-group's masters, in the storage type, go to the parameter tier. An
@@ -40,14 +33,14 @@ void Engine::State::load_states(const StateSource& source) {
   }
   const std::int64_t n = layout.partition_numel();
   const std::int64_t element = gpu::size_bytes(storage);
-  std::vector<float> values(static_cast<std::size_t>(std::min(n, kChunk)));
+  std::vector<float> values(static_cast<std::size_t>(std::min(n, kDeviceStateChunk)));
   std::vector<std::byte> shards(values.size() * static_cast<std::size_t>(element));
   const std::array<std::pair<gpu::DeviceBuffer*, const char*>, 3> targets = {
       {{&master, checkpoint::kMasterState},
        {&exp_avg, checkpoint::kExpAvgState},
        {&exp_avg_sq, checkpoint::kExpAvgSqState}}};
-  for (std::int64_t begin = 0; begin < n; begin += kChunk) {
-    const zero::Range range{begin, std::min(n, begin + kChunk)};
+  for (std::int64_t begin = 0; begin < n; begin += kDeviceStateChunk) {
+    const zero::Range range{begin, std::min(n, begin + kDeviceStateChunk)};
     std::span<float> chunk = std::span(values).first(static_cast<std::size_t>(range.size()));
     for (const auto& [buffer, state] : targets) {
       if (!*buffer) continue;

@@ -32,6 +32,10 @@
 
 namespace strata::engine {
 
+// The device optimizer's states move between host and device (a checkpoint's save and load,
+// start-up) in chunks of this many elements.
+inline constexpr std::int64_t kDeviceStateChunk = std::int64_t{1} << 20;
+
 // Every module's parameters, in module order.
 std::vector<std::vector<ParamSpec>> declared_parameters(Model& model);
 // The 16-bit copy the config asks for (bf16, fp16), or none for fp32.
