@@ -15,6 +15,7 @@ void add_report_command(CLI::App& app, CommandContext& context);
 void add_estimate_command(CLI::App& app, CommandContext& context);
 void add_config_command(CLI::App& app, CommandContext& context);
 void add_train_command(CLI::App& app, CommandContext& context);
+void add_eval_command(CLI::App& app, CommandContext& context);
 void add_ckpt_command(CLI::App& app, CommandContext& context);
 void add_bench_command(CLI::App& app, CommandContext& context);
 void add_io_bench_command(CLI::App& app, CommandContext& context);

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
 
   tools::CommandContext context;
   tools::add_train_command(app, context);
+  tools::add_eval_command(app, context);
   tools::add_ckpt_command(app, context);
   tools::add_report_command(app, context);
   tools::add_estimate_command(app, context);

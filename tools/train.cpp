@@ -17,12 +17,10 @@
 #include "gpu/open_device.h"
 #include "gpu/ops.h"
 #include "gpu/process_group.h"
-#include "models/data/byte_tokenizer.h"
-#include "models/data/synthetic_corpus.h"
 #include "models/data/token_dataset.h"
 #include "models/gpt/gpt.h"
 #include "tools/commands.h"
-#include "tools/demo_config.h"
+#include "tools/run_setup.h"
 #include "tools/train_output.h"
 #include "tools/train_stop.h"
 
@@ -43,10 +41,7 @@ struct TrainOptions {
 };
 
 engine::LoadedConfig load(const TrainOptions& options, int world_size) {
-  engine::LoadedConfig loaded =
-      options.config_path.empty()
-          ? engine::parse_config_text(demo_config_json(), "the built-in demo config", world_size)
-          : engine::load_config_file(options.config_path, world_size);
+  engine::LoadedConfig loaded = load_run_config(options.config_path, world_size);
   engine::CheckpointConfig& checkpoint = loaded.config.checkpoint;
   if (!options.save_dir.empty()) checkpoint.dir = options.save_dir;
   if (options.save_every) checkpoint.every_steps = *options.save_every;
@@ -80,44 +75,6 @@ std::int64_t resume(engine::Engine& engine, const std::string& from, bool leader
         info.seconds, info.batches + 1);
   }
   return info.batches;
-}
-
-// Shapes the config loader cannot judge alone: they need the tokenizer and the data.
-models::GptShape model_shape(const engine::Config& config) {
-  const engine::ModelConfig& m = config.strata.model;
-  auto refuse = [](const std::string& cause, const std::string& fix) {
-    throw UserError(cause, fix, 2);
-  };
-  if (m.n_layer < 1 || m.n_head < 1 || m.d_model < 1 || m.seq_len < 1) {
-    refuse("strata.model needs n_layer, n_head, d_model and seq_len of at least 1",
-           "set positive values under \"strata\": {\"model\": {...}}");
-  }
-  if (m.vocab < models::kByteVocab) {
-    refuse(fmt::format("strata.model.vocab {} is smaller than the byte tokenizer's {} tokens",
-                       m.vocab, models::kByteVocab),
-           fmt::format("set \"strata\": {{\"model\": {{\"vocab\": {}}}}} or more",
-                       models::kByteVocab));
-  }
-  return {m.n_layer, m.n_head, m.d_model,
-          m.seq_len, m.vocab,  config.batch.train_micro_batch_size_per_gpu};
-}
-
-models::TokenDataset load_data(const engine::Config& config) {
-  const engine::DataConfig& data = config.strata.data;
-  if (!data.path.empty()) {
-    models::TokenDataset dataset =
-        models::TokenDataset::from_file(data.path, data.validation_fraction);
-    return dataset;
-  }
-  const models::CorpusSpec spec;
-  models::SyntheticCorpus corpus = models::generate_corpus(spec);
-  models::TokenDataset dataset = models::TokenDataset::from_tokens(
-      models::encode_bytes(corpus.text), data.validation_fraction);
-  dataset.source = fmt::format(
-      "the built-in synthetic corpus (first-order Markov chain over {} words, {} successors each)",
-      spec.word_count, spec.successors_per_word);
-  dataset.entropy_floor_nats = corpus.entropy_floor_nats_per_byte;
-  return dataset;
 }
 
 // Where each model state lives under the config's ZeRO stage and offload settings.
@@ -223,8 +180,10 @@ int train_on(gpu::World& world, const TrainOptions& options) {
     if (leader) base::logger("tools").info("{}", note);
   }
   models::GptShape shape = model_shape(config);
-  models::TokenDataset data = load_data(config);
-  data.check_fits(static_cast<int>(shape.seq_len), static_cast<int>(shape.vocab));
+  models::TokenDataset data = load_data(config, shape);
+  const bool sequential = config.strata.data.order == engine::DataOrder::sequential;
+  if (sequential)
+    data.check_sequential_fits(static_cast<int>(shape.batch), static_cast<int>(shape.seq_len));
   std::int64_t steps = options.steps > 0 ? options.steps : config.strata.train_steps;
 
   gpu::DeviceOptions device_options;
@@ -258,17 +217,27 @@ int train_on(gpu::World& world, const TrainOptions& options) {
   std::vector<std::int32_t> inputs(static_cast<std::size_t>(accumulation * micro_tokens));
   std::vector<std::int32_t> targets(inputs.size());
   std::vector<LossPoint> curve;
-  auto sample = [&](std::span<const std::uint16_t> split, std::uint64_t seed, std::int64_t step,
+  // The step's micro-batches on this rank: random windows (the step's global batch, whatever the
+  // world size and micro-batch split), or the file in order; validation always draws at random.
+  auto sample = [&](models::TokenView split, bool in_order, std::uint64_t seed, std::int64_t step,
                     std::int64_t batches) {
     for (std::int64_t micro = 0; micro < batches; ++micro) {
-      // The step's global batch, whatever the world size and micro-batch split.
-      std::int64_t first =
-          models::first_sequence(micro, world.rank(), world.world_size(), shape.batch);
       auto at = static_cast<std::size_t>(micro * micro_tokens);
       auto count = static_cast<std::size_t>(micro_tokens);
-      models::sample_sequences(
-          split, seed, step, first, static_cast<int>(shape.batch), static_cast<int>(shape.seq_len),
-          std::span(inputs).subspan(at, count), std::span(targets).subspan(at, count));
+      std::span<std::int32_t> micro_inputs = std::span(inputs).subspan(at, count);
+      std::span<std::int32_t> micro_targets = std::span(targets).subspan(at, count);
+      if (in_order) {
+        models::sequential_batch(
+            split,
+            models::global_micro_batch(step, micro, accumulation, world.rank(), world.world_size()),
+            static_cast<int>(shape.batch), static_cast<int>(shape.seq_len), micro_inputs,
+            micro_targets);
+        continue;
+      }
+      std::int64_t first =
+          models::first_sequence(micro, world.rank(), world.world_size(), shape.batch);
+      models::sample_sequences(split, seed, step, first, static_cast<int>(shape.batch),
+                               static_cast<int>(shape.seq_len), micro_inputs, micro_targets);
     }
   };
 
@@ -279,11 +248,11 @@ int train_on(gpu::World& world, const TrainOptions& options) {
   std::int64_t tokens_trained = 0;
   int stopped_by = signals.requested(*comm, *device);
   for (std::int64_t step = done_before + 1; step <= steps && stopped_by == 0; ++step) {
-    sample(data.train(), config.strata.seed, step, accumulation);
+    sample(data.train(), sequential, config.strata.seed, step, accumulation);
     engine::StepStats stats = engine.train_batch(inputs, targets);
     double validation = -1;
     if (step % options.eval_every == 0 || step == steps) {
-      sample(data.validation(), config.strata.seed ^ 0x5EED, 0, accumulation);
+      sample(data.validation(), false, config.strata.seed ^ 0x5EED, 0, accumulation);
       validation = engine.evaluate(inputs, targets);
       last_validation = validation;
     }

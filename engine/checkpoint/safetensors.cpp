@@ -1,10 +1,6 @@
 #include "engine/checkpoint/safetensors.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -12,6 +8,8 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <string_view>
+#include <system_error>
 
 #include "base/assert.h"
 #include "base/error.h"
@@ -176,28 +174,25 @@ std::int64_t TensorEntry::numel() const {
 SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) {
   SafetensorsFile file;
   file.path_ = path;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    throw UserError(fmt::format("{}: cannot be opened ({})", path.string(), std::strerror(errno)),
-                    "give the path of an existing, readable .safetensors file", 1);
-  struct stat status = {};
-  const bool stated = ::fstat(fd, &status) == 0;
-  const auto size = stated ? static_cast<std::size_t>(status.st_size) : 0;
-  void* mapping = size >= 8 ? ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
-  ::close(fd);  // the mapping keeps the file
+  try {
+    file.mapping_ = base::MappedFile::open(path);
+  } catch (const std::system_error& error) {
+    throw UserError(fmt::format("{}: {}", path.string(), error.what()),
+                    std::string_view(error.what()).starts_with("cannot be mapped")
+                        ? "check the file and its disk"
+                        : "give the path of an existing, readable .safetensors file",
+                    1);
+  }
+  const std::size_t size = file.mapping_.size();
   if (size < 8) refuse(path, fmt::format("it holds {} bytes, less than a header length", size));
-  if (mapping == MAP_FAILED)
-    throw UserError(fmt::format("{}: cannot be mapped ({})", path.string(), std::strerror(errno)),
-                    "check the file and its disk", 1);
-  file.mapping_ = static_cast<const std::byte*>(mapping);
-  file.mapping_bytes_ = size;
-  const std::uint64_t header_bytes = read_le64(file.mapping_);
+  const std::byte* bytes = file.mapping_.bytes().data();
+  const std::uint64_t header_bytes = read_le64(bytes);
   if (header_bytes > max_header_bytes || header_bytes > size - 8)
     refuse(path, fmt::format("its header length says {} bytes, but the file holds {} in all",
                              header_bytes, size));
   file.data_offset_ = 8 + static_cast<std::int64_t>(header_bytes);
-  const json header = parse_header(
-      path, std::string_view(reinterpret_cast<const char*>(file.mapping_) + 8, header_bytes));
+  const json header =
+      parse_header(path, std::string_view(reinterpret_cast<const char*>(bytes) + 8, header_bytes));
   for (const auto& [name, value] : header.items()) {
     if (name != "__metadata__") {
       file.tensors_.push_back(parse_entry(path, name, value));
@@ -215,30 +210,6 @@ SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) {
   return file;
 }
 
-SafetensorsFile::SafetensorsFile(SafetensorsFile&& other) noexcept
-    : path_(std::move(other.path_)),
-      tensors_(std::move(other.tensors_)),
-      metadata_(std::move(other.metadata_)),
-      mapping_(std::exchange(other.mapping_, nullptr)),
-      mapping_bytes_(std::exchange(other.mapping_bytes_, 0)),
-      data_offset_(other.data_offset_) {}
-
-SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& other) noexcept {
-  if (this == &other) return *this;
-  if (mapping_ != nullptr) ::munmap(const_cast<std::byte*>(mapping_), mapping_bytes_);
-  path_ = std::move(other.path_);
-  tensors_ = std::move(other.tensors_);
-  metadata_ = std::move(other.metadata_);
-  mapping_ = std::exchange(other.mapping_, nullptr);
-  mapping_bytes_ = std::exchange(other.mapping_bytes_, 0);
-  data_offset_ = other.data_offset_;
-  return *this;
-}
-
-SafetensorsFile::~SafetensorsFile() {
-  if (mapping_ != nullptr) ::munmap(const_cast<std::byte*>(mapping_), mapping_bytes_);
-}
-
 const TensorEntry* SafetensorsFile::find(std::string_view name) const {
   for (const TensorEntry& tensor : tensors_)
     if (tensor.name == name) return &tensor;
@@ -246,9 +217,9 @@ const TensorEntry* SafetensorsFile::find(std::string_view name) const {
 }
 
 std::span<const std::byte> SafetensorsFile::data(const TensorEntry& tensor) const {
-  STRATA_ASSERT(mapping_ != nullptr);
-  STRATA_ASSERT(data_offset_ + tensor.end <= static_cast<std::int64_t>(mapping_bytes_));
-  return {mapping_ + data_offset_ + tensor.begin, static_cast<std::size_t>(tensor.bytes())};
+  STRATA_ASSERT(data_offset_ + tensor.end <= static_cast<std::int64_t>(mapping_.size()));
+  return mapping_.bytes().subspan(static_cast<std::size_t>(data_offset_ + tensor.begin),
+                                  static_cast<std::size_t>(tensor.bytes()));
 }
 
 }  // namespace strata::engine::checkpoint

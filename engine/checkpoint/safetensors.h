@@ -23,6 +23,7 @@
 #include "aio/aligned_buffer.h"
 #include "aio/crc32c.h"
 #include "aio/engine.h"
+#include "base/mapped_file.h"
 
 namespace strata::engine::checkpoint {
 
@@ -55,11 +56,8 @@ class SafetensorsFile {
   // tensors.
   static SafetensorsFile open(const std::filesystem::path& path);
 
-  SafetensorsFile(SafetensorsFile&& other) noexcept;
-  SafetensorsFile& operator=(SafetensorsFile&& other) noexcept;
-  SafetensorsFile(const SafetensorsFile&) = delete;
-  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
-  ~SafetensorsFile();
+  SafetensorsFile(SafetensorsFile&& other) noexcept = default;
+  SafetensorsFile& operator=(SafetensorsFile&& other) noexcept = default;
 
   const std::filesystem::path& path() const noexcept { return path_; }
   // Every tensor, in the order of their bytes in the file.
@@ -78,8 +76,7 @@ class SafetensorsFile {
   std::filesystem::path path_;
   std::vector<TensorEntry> tensors_;
   std::map<std::string, std::string> metadata_;
-  const std::byte* mapping_ = nullptr;
-  std::size_t mapping_bytes_ = 0;
+  base::MappedFile mapping_;
   std::int64_t data_offset_ = 0;  // where the data section starts in the file
 };
 

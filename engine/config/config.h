@@ -207,9 +207,20 @@ struct ModelConfig {
 };
 
 // strata.data: where the training tokens come from.
+// How `strata train` picks each step's sequences (docs/data.md).
+enum class DataOrder {
+  random,      // windows chosen from (seed, step, sequence index) alone: any world size, any split
+  sequential,  // the file front to back in micro-batches, as llm.c's loader reads it
+};
+
 struct DataConfig {
-  std::string path;  // "" = the built-in synthetic corpus; else a text file or llm.c .bin file
+  // "" = the built-in synthetic corpus; else a text file, an llm.c .bin, a raw token array (with
+  // `dtype`) or a Megatron-LM .bin/.idx pair (models/data/token_file.h).
+  std::string path;
+  std::string dtype;                 // "" = the file says; "uint16" or "uint32" = a raw token array
+  std::string validation_path;       // "" = the validation split is the tail of `path`
   double validation_fraction = 0.1;  // tail of the tokens held out for validation, in (0, 0.5]
+  DataOrder order = DataOrder::random;
 };
 
 // strata: settings DeepSpeed has no key for, under one top-level key so that the rest of the

@@ -16,7 +16,7 @@ void read_model(JsonReader& strata, ModelConfig& out) {
   model.read("n_head", out.n_head, IntRange{1, 4096});
   model.read("d_model", out.d_model, IntRange{1, 1 << 20});
   model.read("seq_len", out.seq_len, IntRange{1, 1 << 24});
-  model.read("vocab", out.vocab, IntRange{2, 65536});  // token ids are stored as uint16
+  model.read("vocab", out.vocab, IntRange{2, 1 << 24});
   if (out.d_model % out.n_head != 0) {
     model.error("d_model", fmt::format("{} is not a multiple of n_head {}; each head takes "
                                        "d_model / n_head channels: choose an n_head that "
@@ -29,7 +29,14 @@ void read_model(JsonReader& strata, ModelConfig& out) {
 void read_data(JsonReader& strata, DataConfig& out) {
   JsonReader data(strata.find("data"), "strata.data", strata.diagnostics());
   data.read("path", out.path);
+  data.read("validation_path", out.validation_path);
   data.read("validation_fraction", out.validation_fraction, RealRange{0, 0.5, true});
+  if (data.read("dtype", out.dtype) && !out.dtype.empty() && out.dtype != "uint16" &&
+      out.dtype != "uint32") {
+    data.bad_value("dtype", "\"uint16\" or \"uint32\" (the width of a raw token array's ids)");
+  }
+  data.read_enum("order", out.order,
+                 {{"random", DataOrder::random}, {"sequential", DataOrder::sequential}});
   data.finish();
 }
 

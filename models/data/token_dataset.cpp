@@ -3,63 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <iterator>
 
 #include "base/assert.h"
 #include "base/error.h"
-#include "models/data/byte_tokenizer.h"
 
 namespace strata::models {
 namespace {
-
-constexpr std::int32_t kLlmcMagic = 20240520;
-constexpr int kLlmcHeaderInts = 256;
-
-const char* kDataFix =
-    "set \"strata\": {\"data\": {\"path\": ...}} to a readable text file or an llm.c .bin token "
-    "file, or remove the key to train on the built-in corpus";
-
-std::string read_whole_file(const std::filesystem::path& path) {
-  std::error_code error;
-  if (!std::filesystem::is_regular_file(path, error)) {
-    throw UserError(
-        fmt::format("strata.data.path {} does not exist or is not a regular file", path.string()),
-        kDataFix, 2);
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw UserError(
-        fmt::format("cannot open strata.data.path {}: {}", path.string(), std::strerror(errno)),
-        kDataFix);
-  }
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-std::vector<std::uint16_t> decode_llmc(const std::filesystem::path& path,
-                                       const std::string& bytes) {
-  constexpr std::size_t kHeaderBytes = kLlmcHeaderInts * sizeof(std::int32_t);
-  std::int32_t header[kLlmcHeaderInts] = {};
-  if (bytes.size() >= kHeaderBytes) std::memcpy(header, bytes.data(), kHeaderBytes);
-  if (bytes.size() < kHeaderBytes || header[0] != kLlmcMagic || header[1] != 1) {
-    throw UserError(fmt::format("{} is not an llm.c token file (expected magic {} and version 1 "
-                                "in a 1024-byte header)",
-                                path.string(), kLlmcMagic),
-                    kDataFix);
-  }
-  std::size_t count = static_cast<std::size_t>(header[2]);
-  if (header[2] < 0 || bytes.size() != kHeaderBytes + count * sizeof(std::uint16_t)) {
-    throw UserError(fmt::format("{} is truncated or corrupt: its header says {} tokens but the "
-                                "file holds {} bytes after the header",
-                                path.string(), header[2], bytes.size() - kHeaderBytes),
-                    kDataFix);
-  }
-  std::vector<std::uint16_t> tokens(count);
-  std::memcpy(tokens.data(), bytes.data() + kHeaderBytes, count * sizeof(std::uint16_t));
-  return tokens;
-}
 
 std::uint64_t mix(std::uint64_t x) {
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -72,43 +21,51 @@ std::uint64_t mix(std::uint64_t x) {
 TokenDataset TokenDataset::from_tokens(std::vector<std::uint16_t> tokens,
                                        double validation_fraction) {
   STRATA_ASSERT(validation_fraction >= 0 && validation_fraction < 1);
+  auto file = std::make_shared<TokenFile>();
+  file->format = "tokens in memory";
+  file->owned = std::move(tokens);
+  file->tokens = std::span<const std::uint16_t>(file->owned);
   TokenDataset dataset;
+  dataset.train_file_ = file;
+  dataset.validation_file_ = file;
+  const TokenView all = file->tokens;
   auto validation_count =
-      static_cast<std::size_t>(static_cast<double>(tokens.size()) * validation_fraction);
-  dataset.train_count_ = tokens.size() - validation_count;
-  dataset.max_token_ = tokens.empty() ? 0 : *std::max_element(tokens.begin(), tokens.end());
-  dataset.tokens_ = std::move(tokens);
+      static_cast<std::size_t>(static_cast<double>(all.size()) * validation_fraction);
+  dataset.train_ = all.subview(0, all.size() - validation_count);
+  dataset.validation_ = all.subview(all.size() - validation_count, validation_count);
   return dataset;
 }
 
-TokenDataset TokenDataset::from_file(const std::filesystem::path& path,
-                                     double validation_fraction) {
-  std::string bytes = read_whole_file(path);
-  if (bytes.empty()) {
-    throw UserError(fmt::format("strata.data.path {} is empty", path.string()), kDataFix, 2);
+TokenDataset TokenDataset::from_file(const std::filesystem::path& path, double validation_fraction,
+                                     const std::string& dtype,
+                                     const std::filesystem::path& validation_path) {
+  STRATA_ASSERT(validation_fraction >= 0 && validation_fraction < 1);
+  TokenDataset dataset;
+  dataset.train_file_ =
+      std::make_shared<const TokenFile>(open_token_file(path, dtype, "strata.data.path"));
+  const TokenView all = dataset.train_file_->tokens;
+  dataset.source =
+      fmt::format("{} ({})", dataset.train_file_->path.string(), dataset.train_file_->format);
+  if (validation_path.empty()) {
+    dataset.validation_file_ = dataset.train_file_;
+    auto validation_count =
+        static_cast<std::size_t>(static_cast<double>(all.size()) * validation_fraction);
+    dataset.train_ = all.subview(0, all.size() - validation_count);
+    dataset.validation_ = all.subview(all.size() - validation_count, validation_count);
+  } else {
+    dataset.validation_file_ = std::make_shared<const TokenFile>(
+        open_token_file(validation_path, dtype, "strata.data.validation_path"));
+    dataset.train_ = all;
+    dataset.validation_ = dataset.validation_file_->tokens;
+    dataset.source += fmt::format(", validation {}", dataset.validation_file_->path.string());
   }
-  std::vector<std::uint16_t> tokens =
-      path.extension() == ".bin" ? decode_llmc(path, bytes) : encode_bytes(bytes);
-  TokenDataset dataset = from_tokens(std::move(tokens), validation_fraction);
-  dataset.source = path.string();
+  dataset.byte_level = dataset.train_file_->format == kTextFormat;
   return dataset;
-}
-
-std::span<const std::uint16_t> TokenDataset::train() const {
-  return {tokens_.data(), train_count_};
-}
-
-std::span<const std::uint16_t> TokenDataset::validation() const {
-  return {tokens_.data() + train_count_, tokens_.size() - train_count_};
 }
 
 void TokenDataset::check_fits(int seq_len, int vocab) const {
-  if (max_token_ >= vocab) {
-    throw UserError(
-        fmt::format("the data in {} holds token {} but strata.model.vocab is {}", source,
-                    max_token_, vocab),
-        fmt::format("set \"strata\": {{\"model\": {{\"vocab\": {}}}}} or more", max_token_ + 1), 2);
-  }
+  check_token_ids(*train_file_, vocab, source);
+  if (validation_file_ != train_file_) check_token_ids(*validation_file_, vocab, source);
   // A window is seq_len inputs plus the one target after them, from each split.
   auto needed = static_cast<std::size_t>(seq_len) + 1;
   std::size_t shortest = std::min(train().size(), validation().size());
@@ -127,7 +84,19 @@ void TokenDataset::check_fits(int seq_len, int vocab) const {
       fix, 2);
 }
 
-void sample_sequences(std::span<const std::uint16_t> split, std::uint64_t seed, std::int64_t step,
+void TokenDataset::check_sequential_fits(int batch, int seq_len) const {
+  const auto needed = static_cast<std::size_t>(batch) * static_cast<std::size_t>(seq_len) + 1;
+  if (train_.size() >= needed) return;
+  throw UserError(
+      fmt::format("strata.data.order \"sequential\" reads micro-batches of {} x {} + 1 = {} "
+                  "tokens, but the training split of {} has {}",
+                  batch, seq_len, needed, source, train_.size()),
+      "use a longer file, a smaller train_micro_batch_size_per_gpu or seq_len, or the default "
+      "\"order\": \"random\"",
+      2);
+}
+
+void sample_sequences(TokenView split, std::uint64_t seed, std::int64_t step,
                       std::int64_t first_sequence, int count, int seq_len,
                       std::span<std::int32_t> inputs, std::span<std::int32_t> targets) {
   auto window = static_cast<std::size_t>(seq_len) + 1;
@@ -143,13 +112,42 @@ void sample_sequences(std::span<const std::uint16_t> split, std::uint64_t seed, 
     std::uint64_t key = mix(
         seed ^ mix(static_cast<std::uint64_t>(step) * 0x9E3779B97F4A7C15ull ^ mix(sequence << 10)));
     std::size_t start = static_cast<std::size_t>(key % starts);
-    for (int t = 0; t < seq_len; ++t) {
-      std::size_t at = static_cast<std::size_t>(row) * static_cast<std::size_t>(seq_len) +
-                       static_cast<std::size_t>(t);
-      inputs[at] = split[start + static_cast<std::size_t>(t)];
-      targets[at] = split[start + static_cast<std::size_t>(t) + 1];
-    }
+    const auto at = static_cast<std::size_t>(row) * static_cast<std::size_t>(seq_len);
+    split.copy(start, inputs.subspan(at, static_cast<std::size_t>(seq_len)));
+    split.copy(start + 1, targets.subspan(at, static_cast<std::size_t>(seq_len)));
   }
+}
+
+std::int64_t window_count(TokenView split, int seq_len) {
+  STRATA_ASSERT(seq_len > 0);
+  return split.empty() ? 0 : static_cast<std::int64_t>(split.size() - 1) / seq_len;
+}
+
+void copy_windows(TokenView split, std::int64_t first, int count, int seq_len,
+                  std::span<std::int32_t> inputs, std::span<std::int32_t> targets) {
+  STRATA_ASSERT(first >= 0 && first + count <= window_count(split, seq_len));
+  STRATA_ASSERT(inputs.size() ==
+                static_cast<std::size_t>(count) * static_cast<std::size_t>(seq_len));
+  STRATA_ASSERT(targets.size() == inputs.size());
+  // Consecutive windows are one run of count x seq_len tokens, and its targets the run one later.
+  const auto start = static_cast<std::size_t>(first) * static_cast<std::size_t>(seq_len);
+  split.copy(start, inputs);
+  split.copy(start + 1, targets);
+}
+
+void sequential_batch(TokenView split, std::int64_t micro_batch_index, int batch, int seq_len,
+                      std::span<std::int32_t> inputs, std::span<std::int32_t> targets) {
+  STRATA_ASSERT(micro_batch_index >= 0 && batch > 0);
+  const std::int64_t per_pass = window_count(split, seq_len) / batch;
+  STRATA_ASSERT(per_pass > 0);
+  copy_windows(split, micro_batch_index % per_pass * batch, batch, seq_len, inputs, targets);
+}
+
+std::int64_t global_micro_batch(std::int64_t step, std::int64_t micro_step,
+                                std::int64_t accumulation, int rank, int world_size) {
+  STRATA_ASSERT(step >= 1 && micro_step >= 0 && micro_step < accumulation);
+  STRATA_ASSERT(rank >= 0 && rank < world_size);
+  return ((step - 1) * accumulation + micro_step) * world_size + rank;
 }
 
 std::int64_t first_sequence(std::int64_t micro_step, int rank, int world_size,

@@ -2,38 +2,51 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "models/data/token_file.h"
+
 namespace strata::models {
 
-// A token stream split into a training part and a held-out validation tail.
+// A token stream split into a training part and a validation part: the validation file when one
+// is given, else a held-out tail of the training file.
 //
-// Sources: a text file (byte-tokenized), a pre-tokenized file in llm.c's format (a 256 x int32
-// header with magic 20240520, version 1 and the token count, then uint16 tokens; extension
-// .bin), or the built-in synthetic corpus.
+// Sources: any format of models/data/token_file.h (text, llm.c .bin, raw uint16/uint32 arrays,
+// Megatron-LM indexed datasets), or tokens in memory (the built-in synthetic corpus). Files are
+// mapped, not read into memory.
 class TokenDataset {
  public:
   // `validation_fraction` of the tokens, taken from the end, form the validation split.
   static TokenDataset from_tokens(std::vector<std::uint16_t> tokens, double validation_fraction);
-  // Throws UserError naming the path when the file is missing, unreadable or malformed.
-  static TokenDataset from_file(const std::filesystem::path& path, double validation_fraction);
+  // `dtype` "" (the file says), "uint16" or "uint32" (a raw array); a non-empty
+  // `validation_path` is the validation split, whole, and `validation_fraction` is unused. Throws
+  // UserError naming the path when a file is missing, unreadable or malformed.
+  static TokenDataset from_file(const std::filesystem::path& path, double validation_fraction,
+                                const std::string& dtype = "",
+                                const std::filesystem::path& validation_path = "");
 
-  std::span<const std::uint16_t> train() const;
-  std::span<const std::uint16_t> validation() const;
-  int max_token() const { return max_token_; }
+  TokenView train() const { return train_; }
+  TokenView validation() const { return validation_; }
   std::string source;             // where the tokens came from, for the start-up summary
   double entropy_floor_nats = 0;  // known floor of the loss (synthetic corpus only), else 0
+  bool byte_level = false;        // one token per byte (text, the synthetic corpus)
 
-  // Refuses, with the fix, a dataset whose tokens do not fit `vocab` or whose splits are
-  // shorter than one sequence of `seq_len` + 1 tokens.
+  // Refuses, with the fix, a dataset holding a token at or past `vocab` (naming the file and the
+  // token's position in it) or whose splits are shorter than one sequence of `seq_len` + 1 tokens.
   void check_fits(int seq_len, int vocab) const;
+  // Refuses, with the fix, a training split shorter than one sequential micro-batch (batch x
+  // seq_len + 1 tokens).
+  void check_sequential_fits(int batch, int seq_len) const;
 
  private:
-  std::vector<std::uint16_t> tokens_;
-  std::size_t train_count_ = 0;
-  int max_token_ = 0;
+  // Each split's file (shared when the validation split is the training file's tail).
+  std::shared_ptr<const TokenFile> train_file_;
+  std::shared_ptr<const TokenFile> validation_file_;
+  TokenView train_;
+  TokenView validation_;
 };
 
 // A step's global batch is its sequences 0 .. train_batch_size - 1. Each sequence is a window of
@@ -41,9 +54,28 @@ class TokenDataset {
 // batch is the same for every world size and every micro-batch split, on every run and rank, and
 // a run resumed at a step trains on what it would have seen. Fills `inputs` and `targets` (each
 // count x seq_len) with sequences first_sequence .. first_sequence + count - 1 of `step`.
-void sample_sequences(std::span<const std::uint16_t> split, std::uint64_t seed, std::int64_t step,
+void sample_sequences(TokenView split, std::uint64_t seed, std::int64_t step,
                       std::int64_t first_sequence, int count, int seq_len,
                       std::span<std::int32_t> inputs, std::span<std::int32_t> targets);
+
+// "order": "sequential", as llm.c's loader walks a file: micro-batch `micro_batch_index` of the
+// run (counted from 0 over every step, accumulation step and rank) reads batch x seq_len + 1
+// tokens at offset (micro_batch_index mod n) x batch x seq_len, where n micro-batches fit the
+// split; its rows are consecutive windows (inputs the first batch x seq_len tokens, targets the
+// same shifted by one). Wraps to the split's start when it runs out.
+void sequential_batch(TokenView split, std::int64_t micro_batch_index, int batch, int seq_len,
+                      std::span<std::int32_t> inputs, std::span<std::int32_t> targets);
+
+// Windows `first` .. first + count - 1 of `split` as `strata eval` walks it: window j has inputs
+// at tokens [j seq_len, (j + 1) seq_len) and targets one token later. window_count() of them fit.
+std::int64_t window_count(TokenView split, int seq_len);
+void copy_windows(TokenView split, std::int64_t first, int count, int seq_len,
+                  std::span<std::int32_t> inputs, std::span<std::int32_t> targets);
+
+// The global micro-batch index of micro-step `micro_step` of step `step` (1-based) on `rank`:
+// steps, then accumulation steps, then ranks, as sequential_batch counts them.
+std::int64_t global_micro_batch(std::int64_t step, std::int64_t micro_step,
+                                std::int64_t accumulation, int rank, int world_size);
 
 // The first global sequence of micro-step `micro_step` (0-based within the step) on `rank` of
 // `world_size` ranks, each micro-batch `micro_batch` sequences: every micro-step takes the next

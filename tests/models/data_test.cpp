@@ -12,6 +12,7 @@
 #include "models/data/byte_tokenizer.h"
 #include "models/data/synthetic_corpus.h"
 #include "models/data/token_dataset.h"
+#include "models/data/token_file.h"
 
 namespace strata::models {
 namespace {
@@ -25,14 +26,47 @@ std::filesystem::path temp_file(const std::string& name, const std::string& byte
   return path;
 }
 
-std::string llmc_file(const std::vector<std::uint16_t>& tokens, std::int32_t magic = 20240520) {
+template <typename Token>
+std::string raw_bytes(const std::vector<Token>& tokens) {
+  return std::string(reinterpret_cast<const char*>(tokens.data()), tokens.size() * sizeof(Token));
+}
+
+template <typename Token = std::uint16_t>
+std::string llmc_file(const std::vector<Token>& tokens, std::int32_t magic = 20240520,
+                      std::int32_t version = 1) {
   std::int32_t header[256] = {};
   header[0] = magic;
-  header[1] = 1;
+  header[1] = version;
   header[2] = static_cast<std::int32_t>(tokens.size());
-  std::string bytes(reinterpret_cast<const char*>(header), sizeof(header));
-  bytes.append(reinterpret_cast<const char*>(tokens.data()), tokens.size() * 2);
-  return bytes;
+  return std::string(reinterpret_cast<const char*>(header), sizeof(header)) + raw_bytes(tokens);
+}
+
+// PREFIX.bin and PREFIX.idx as Megatron-LM's _IndexWriter lays them out: "MMIDIDX\0\0", version
+// 1 (u64), the dtype code (u8), sequence and document counts (u64), the sizes (i32), pointers
+// (i64) and document indices (i64).
+void write_megatron(const std::filesystem::path& prefix,
+                    const std::vector<std::vector<std::uint16_t>>& documents, std::uint8_t code) {
+  std::ofstream bin(prefix.string() + ".bin", std::ios::binary | std::ios::trunc);
+  std::ofstream idx(prefix.string() + ".idx", std::ios::binary | std::ios::trunc);
+  auto put = [&](const auto& value) {
+    idx.write(reinterpret_cast<const char*>(&value), sizeof(value));
+  };
+  idx.write("MMIDIDX\0\0", 9);
+  put(std::uint64_t{1});
+  put(code);
+  put(static_cast<std::uint64_t>(documents.size()));
+  put(static_cast<std::uint64_t>(documents.size() + 1));
+  for (const auto& document : documents)
+    put(static_cast<std::int32_t>(document.size()));
+  std::int64_t pointer = 0;
+  for (const auto& document : documents) {
+    put(pointer);
+    pointer += static_cast<std::int64_t>(document.size() * 2);
+  }
+  for (std::size_t d = 0; d <= documents.size(); ++d)
+    put(static_cast<std::int64_t>(d));
+  for (const auto& document : documents)
+    bin << raw_bytes(document);
 }
 
 TEST(SyntheticCorpus, SameSpecGivesSameBytes) {
@@ -92,14 +126,13 @@ TEST(TokenDataset, SplitsTheTailForValidation) {
   EXPECT_EQ(dataset.train().size(), 900u);
   EXPECT_EQ(dataset.validation().size(), 100u);
   EXPECT_EQ(dataset.validation()[0], tokens[900]);
-  EXPECT_EQ(dataset.max_token(), 250);
 }
 
 TEST(TokenDataset, ReadsTextFilesAsBytes) {
   auto path = temp_file("strata-text", "hello world, hello strata");
   auto dataset = TokenDataset::from_file(path, 0.2);
   EXPECT_EQ(dataset.train().size() + dataset.validation().size(), 25u);
-  EXPECT_EQ(dataset.train()[0], 'h');
+  EXPECT_EQ(dataset.train()[0], static_cast<std::uint32_t>('h'));
   std::filesystem::remove(path);
 }
 
@@ -108,8 +141,8 @@ TEST(TokenDataset, ReadsLlmcTokenFiles) {
   auto path = temp_file("strata-tokens.bin", llmc_file(tokens));
   std::filesystem::rename(path, path.string() + ".bin");
   auto dataset = TokenDataset::from_file(path.string() + ".bin", 0.5);
-  EXPECT_EQ(dataset.train()[0], 50256);
-  EXPECT_EQ(dataset.max_token(), 50256);
+  EXPECT_EQ(dataset.train()[0], 50256u);
+  EXPECT_EQ(dataset.validation()[4], 9u);
   std::filesystem::remove(path.string() + ".bin");
 }
 
@@ -125,14 +158,14 @@ TEST(TokenDataset, MissingFileNamesThePathAndTheKey) {
 
 TEST(TokenDataset, BadMagicIsRefused) {
   auto path = std::filesystem::temp_directory_path() / "strata-bad-magic.bin";
-  std::ofstream(path, std::ios::binary) << llmc_file({1, 2, 3}, 12345);
+  std::ofstream(path, std::ios::binary) << llmc_file<std::uint16_t>({1, 2, 3}, 12345);
   EXPECT_THROW(TokenDataset::from_file(path, 0.1), UserError);
   std::filesystem::remove(path);
 }
 
 TEST(TokenDataset, TruncatedTokenFileIsRefused) {
   auto path = std::filesystem::temp_directory_path() / "strata-truncated.bin";
-  std::string bytes = llmc_file({1, 2, 3, 4});
+  std::string bytes = llmc_file<std::uint16_t>({1, 2, 3, 4});
   bytes.resize(bytes.size() - 3);
   std::ofstream(path, std::ios::binary) << bytes;
   try {
@@ -175,6 +208,147 @@ TEST(TokenDataset, EmptyFileIsRefusedNamingTheKey) {
 TEST(TokenDataset, RefusesVocabSmallerThanTheTokens) {
   auto dataset = TokenDataset::from_tokens(std::vector<std::uint16_t>(100, 300), 0.1);
   EXPECT_THROW(dataset.check_fits(8, 256), UserError);
+}
+
+// llm.c's Llama 3 files: magic 20240801, version 7, uint32 tokens past 65,535.
+TEST(TokenFile, ReadsLlmcVersion7WithWideTokens) {
+  const std::vector<std::uint32_t> tokens = {128000, 1, 2, 128255, 70000, 5};
+  const auto path = temp_file("strata-llama3", llmc_file(tokens, 20240801, 7));
+  const auto bin = path.string() + ".bin";
+  std::filesystem::rename(path, bin);
+  const TokenFile file = open_token_file(bin, "", "strata.data.path");
+  EXPECT_THAT(file.format, HasSubstr("v7"));
+  ASSERT_EQ(file.tokens.size(), tokens.size());
+  for (std::size_t i = 0; i < tokens.size(); ++i)
+    EXPECT_EQ(file.tokens[i], tokens[i]);
+  EXPECT_NO_THROW(check_token_ids(file, 128256, ""));
+  std::filesystem::remove(bin);
+}
+
+// A token at or past the vocabulary is named with its file and position.
+TEST(TokenFile, TokenPastTheVocabularyIsRefusedNamingFileAndPosition) {
+  const std::vector<std::uint32_t> tokens = {1, 2, 3, 50257, 4};
+  const auto path = temp_file("strata-raw32", raw_bytes(tokens));
+  const TokenFile file = open_token_file(path, "uint32", "strata.data.path");
+  try {
+    check_token_ids(file, 50257, "");
+    FAIL() << "expected a UserError";
+  } catch (const UserError& error) {
+    EXPECT_THAT(error.what(), HasSubstr(path.string()));
+    EXPECT_THAT(error.what(), HasSubstr("token id 50257 at token 3"));
+    EXPECT_THAT(error.fix(), HasSubstr("\"vocab\": 50258"));
+  }
+  std::filesystem::remove(path);
+}
+
+// nanoGPT's train.bin: bare uint16 tokens, read as such when the dtype is given; without it a
+// .bin must carry llm.c's header, and the refusal says how to read a raw array.
+TEST(TokenFile, ReadsRawArraysWhenTheDtypeIsGiven) {
+  const std::vector<std::uint16_t> tokens = {7, 8, 9, 65535};
+  const auto path = temp_file("strata-nanogpt", raw_bytes(tokens));
+  const auto bin = path.string() + ".bin";
+  std::filesystem::rename(path, bin);
+  const TokenFile file = open_token_file(bin, "uint16", "strata.data.path");
+  ASSERT_EQ(file.tokens.size(), 4u);
+  EXPECT_EQ(file.tokens[3], 65535u);
+  try {
+    open_token_file(bin, "", "strata.data.path");
+    FAIL() << "expected a UserError";
+  } catch (const UserError& error) {
+    EXPECT_THAT(error.what(), HasSubstr("not an llm.c token file"));
+    EXPECT_THAT(error.fix(), HasSubstr("\"dtype\": \"uint16\""));
+  }
+  // 8 bytes are not a whole number of... they are; 7 bytes are not.
+  const auto odd = temp_file("strata-odd", std::string(7, '\1'));
+  EXPECT_THROW(open_token_file(odd, "uint16", "strata.data.path"), UserError);
+  std::filesystem::remove(bin);
+  std::filesystem::remove(odd);
+}
+
+// A Megatron-LM indexed dataset as preprocess_data.py writes it: the documents back to back are
+// the stream; the prefix may be given bare or with .bin.
+TEST(TokenFile, ReadsMegatronIndexedDatasets) {
+  const std::vector<std::vector<std::uint16_t>> documents = {{1, 2, 3}, {4, 5}, {6, 7, 8, 9}};
+  const auto prefix = temp_file("strata-megatron", "");
+  std::filesystem::remove(prefix);
+  write_megatron(prefix, documents, 8);
+  for (const std::string& given : {prefix.string(), prefix.string() + ".bin"}) {
+    const TokenFile file = open_token_file(given, "", "strata.data.path");
+    EXPECT_THAT(file.format, HasSubstr("Megatron"));
+    ASSERT_EQ(file.tokens.size(), 9u);
+    for (std::size_t i = 0; i < 9; ++i)
+      EXPECT_EQ(file.tokens[i], i + 1);
+  }
+  // A .bin that disagrees with its index is refused naming both.
+  std::ofstream(prefix.string() + ".bin", std::ios::binary | std::ios::app) << "xx";
+  try {
+    open_token_file(prefix, "", "strata.data.path");
+    FAIL() << "expected a UserError";
+  } catch (const UserError& error) {
+    EXPECT_THAT(error.what(), HasSubstr(".bin"));
+    EXPECT_THAT(error.what(), HasSubstr(".idx lists 9 tokens"));
+  }
+  // A foreign dtype code (float32) is refused with the types strata reads.
+  write_megatron(prefix, documents, 7);
+  EXPECT_THROW(open_token_file(prefix, "", "strata.data.path"), UserError);
+  std::filesystem::remove(prefix.string() + ".bin");
+  std::filesystem::remove(prefix.string() + ".idx");
+}
+
+TEST(TokenDataset, ReadsASeparateValidationFile) {
+  const auto train = temp_file("strata-train", raw_bytes(std::vector<std::uint16_t>(50, 3)));
+  const auto validation = temp_file("strata-val", raw_bytes(std::vector<std::uint16_t>(20, 4)));
+  const TokenDataset dataset = TokenDataset::from_file(train, 0.1, "uint16", validation);
+  EXPECT_EQ(dataset.train().size(), 50u);
+  EXPECT_EQ(dataset.validation().size(), 20u);
+  EXPECT_EQ(dataset.validation()[0], 4u);
+  EXPECT_THAT(dataset.source, HasSubstr(validation.string()));
+  std::filesystem::remove(train);
+  std::filesystem::remove(validation);
+}
+
+// "order": "sequential" reads micro-batch k at k x B x T, as llm.c's loader, and wraps when the
+// next micro-batch would pass the split's end.
+TEST(SequentialBatch, ReadsMicroBatchesInFileOrderAndWraps) {
+  std::vector<std::uint32_t> split(41);  // (41 - 1) / (2 x 4) = 5 micro-batches per pass
+  for (std::size_t i = 0; i < split.size(); ++i)
+    split[i] = static_cast<std::uint32_t>(i);
+  std::vector<std::int32_t> inputs(8), targets(8);
+  for (std::int64_t k : {0, 3, 5, 7}) {
+    sequential_batch(split, k, 2, 4, inputs, targets);
+    const std::int32_t start = static_cast<std::int32_t>(k % 5 * 8);
+    for (std::int32_t i = 0; i < 8; ++i) {
+      EXPECT_EQ(inputs[static_cast<std::size_t>(i)], start + i) << "micro-batch " << k;
+      EXPECT_EQ(targets[static_cast<std::size_t>(i)], start + i + 1) << "micro-batch " << k;
+    }
+  }
+  // Global micro-batch order: steps, then accumulation steps, then ranks.
+  EXPECT_EQ(global_micro_batch(1, 0, 2, 0, 2), 0);
+  EXPECT_EQ(global_micro_batch(1, 0, 2, 1, 2), 1);
+  EXPECT_EQ(global_micro_batch(1, 1, 2, 0, 2), 2);
+  EXPECT_EQ(global_micro_batch(2, 0, 2, 1, 2), 5);
+}
+
+TEST(TokenDataset, SequentialOrderNeedsOneMicroBatch) {
+  auto dataset = TokenDataset::from_tokens(std::vector<std::uint16_t>(100, 7), 0.1);
+  EXPECT_NO_THROW(dataset.check_sequential_fits(2, 44));  // 89 <= 90
+  try {
+    dataset.check_sequential_fits(4, 32);
+    FAIL() << "expected a UserError";
+  } catch (const UserError& error) {
+    EXPECT_THAT(error.what(), HasSubstr("129 tokens"));
+  }
+}
+
+TEST(CopyWindows, CoversEveryWholeWindowOnce) {
+  std::vector<std::uint16_t> split(35);  // (35 - 1) / 8 = 4 windows
+  for (std::size_t i = 0; i < split.size(); ++i)
+    split[i] = static_cast<std::uint16_t>(i);
+  EXPECT_EQ(window_count(split, 8), 4);
+  std::vector<std::int32_t> inputs(16), targets(16);
+  copy_windows(split, 2, 2, 8, inputs, targets);
+  EXPECT_EQ(inputs.front(), 16);
+  EXPECT_EQ(targets.back(), 32);
 }
 
 TEST(SampleSequences, IsDeterministicAndShiftsTargetsByOne) {

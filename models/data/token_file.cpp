@@ -1,0 +1,247 @@
+// The token formats of models/data/token_file.h: each file mapped, its header checked against
+// its size, and its tokens viewed in place.
+#include "models/data/token_file.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string_view>
+#include <system_error>
+
+#include "base/assert.h"
+#include "base/error.h"
+#include "models/data/byte_tokenizer.h"
+
+namespace strata::models {
+namespace {
+
+constexpr std::int32_t kLlmcMagicU16 = 20240520;  // llm.c's GPT-2 files: version 1, uint16
+constexpr std::int32_t kLlmcMagicU32 = 20240801;  // llm.c's Llama 3 files: version 7, uint32
+constexpr std::size_t kLlmcHeaderBytes = 256 * sizeof(std::int32_t);
+constexpr char kMegatronMagic[] = "MMIDIDX\0\0";  // 9 bytes, the last two NULs included
+constexpr std::size_t kMegatronMagicBytes = 9;
+
+// Reads a little-endian integer of type T at `at`; the caller has checked the bounds.
+template <typename T>
+T read_at(std::span<const std::byte> bytes, std::size_t at) {
+  T value;
+  std::memcpy(&value, bytes.data() + at, sizeof(T));
+  return value;
+}
+
+[[noreturn]] void refuse(const std::filesystem::path& path, const std::string& what,
+                         const std::string& fix) {
+  throw UserError(fmt::format("{}: {}", path.string(), what), fix, 2);
+}
+
+// The fix for a file that cannot be read as tokens, in the words of the key (or option) that
+// named it.
+std::string data_fix(const std::string& key) {
+  constexpr std::string_view kDataKey = "strata.data.";
+  const std::string where =
+      key.starts_with(kDataKey)
+          ? fmt::format("\"strata\": {{\"data\": {{\"{}\": ...}}}}", key.substr(kDataKey.size()))
+          : key;
+  return fmt::format(
+      "set {} to a text file, an llm.c .bin, a raw uint16/uint32 token array (with \"dtype\" "
+      "set) or a Megatron-LM .bin/.idx pair (docs/data.md){}",
+      where,
+      key == "strata.data.path" ? ", or remove the key to train on the built-in corpus" : "");
+}
+
+base::MappedFile map(const std::filesystem::path& path, const std::string& key) {
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) {
+    throw UserError(fmt::format("{} {} does not exist or is not a regular file", key,
+                                path.string()),
+                    data_fix(key), 2);
+  }
+  try {
+    return base::MappedFile::open(path);
+  } catch (const std::system_error& failure) {
+    throw UserError(fmt::format("{} {}: {}", key, path.string(), failure.what()),
+                    "check the file's permissions and its disk", 2);
+  }
+}
+
+TokenView view(std::span<const std::byte> bytes, bool wide) {
+  if (wide) {
+    return std::span(reinterpret_cast<const std::uint32_t*>(bytes.data()),
+                     bytes.size() / sizeof(std::uint32_t));
+  }
+  return std::span(reinterpret_cast<const std::uint16_t*>(bytes.data()),
+                   bytes.size() / sizeof(std::uint16_t));
+}
+
+void open_llmc(TokenFile& file, const std::string& key) {
+  std::span<const std::byte> bytes = file.mapping.bytes();
+  const std::int32_t magic = bytes.size() >= kLlmcHeaderBytes ? read_at<std::int32_t>(bytes, 0) : 0;
+  const std::int32_t version = bytes.size() >= kLlmcHeaderBytes ? read_at<std::int32_t>(bytes, 4) : 0;
+  const bool u16 = magic == kLlmcMagicU16 && version == 1;
+  const bool u32 = magic == kLlmcMagicU32 && version == 7;
+  if (!u16 && !u32) {
+    refuse(file.path,
+           fmt::format("not an llm.c token file: a 1024-byte header starting with magic {} "
+                       "version 1 or magic {} version 7 was expected, found {} bytes, magic {}, "
+                       "version {}",
+                       kLlmcMagicU16, kLlmcMagicU32, bytes.size(), magic, version),
+           fmt::format("for a raw token array (nanoGPT's train.bin) set \"strata\": {{\"data\": "
+                       "{{\"dtype\": \"uint16\"}}}} (or \"uint32\"); else {}",
+                       data_fix(key)));
+  }
+  const std::int32_t count = read_at<std::int32_t>(bytes, 8);
+  const std::size_t width = u32 ? 4 : 2;
+  const std::size_t body = bytes.size() - kLlmcHeaderBytes;
+  if (count < 0 || body != static_cast<std::size_t>(count) * width) {
+    refuse(file.path,
+           fmt::format("truncated or corrupt: its header says {} tokens of {} bytes but the file "
+                       "holds {} bytes after the header",
+                       count, width, body),
+           "write the file again (llm.c's dev/data scripts), or copy it again whole");
+  }
+  file.format = u32 ? "llm.c .bin v7 (uint32 tokens)" : "llm.c .bin v1 (uint16 tokens)";
+  file.tokens = view(bytes.subspan(kLlmcHeaderBytes), u32);
+}
+
+void open_raw(TokenFile& file, bool wide) {
+  const std::size_t width = wide ? 4 : 2;
+  if (file.mapping.size() % width != 0) {
+    refuse(file.path,
+           fmt::format("holds {} bytes, not a whole number of {}-byte tokens", file.mapping.size(),
+                       width),
+           wide ? "check \"strata.data.dtype\": \"uint16\" if the file holds 16-bit tokens"
+                : "check \"strata.data.dtype\": \"uint32\" if the file holds 32-bit tokens");
+  }
+  file.format = wide ? "raw uint32 tokens" : "raw uint16 tokens";
+  file.tokens = view(file.mapping.bytes(), wide);
+}
+
+// A Megatron-LM indexed dataset: `index` is PREFIX.idx, `file.path` PREFIX.bin.
+void open_megatron(TokenFile& file, const std::filesystem::path& index_path,
+                   const std::string& key) {
+  const base::MappedFile index = map(index_path, key);
+  std::span<const std::byte> bytes = index.bytes();
+  const std::string fix =
+      "write the pair again with Megatron-LM's tools/preprocess_data.py, or copy both files "
+      "again whole";
+  constexpr std::size_t kHeaderBytes = kMegatronMagicBytes + 8 + 1 + 8 + 8;
+  if (bytes.size() < kHeaderBytes ||
+      std::memcmp(bytes.data(), kMegatronMagic, kMegatronMagicBytes) != 0) {
+    refuse(index_path, "not a Megatron-LM index: it does not start with \"MMIDIDX\\0\\0\"", fix);
+  }
+  const auto version = read_at<std::uint64_t>(bytes, 9);
+  const auto code = read_at<std::uint8_t>(bytes, 17);
+  const auto sequences = read_at<std::uint64_t>(bytes, 18);
+  if (version != 1) refuse(index_path, fmt::format("index version {}, not 1", version), fix);
+  // Megatron's DType codes: 8 is uint16, 4 int32 (what preprocess_data.py writes for
+  // vocabularies past 65,500).
+  if (code != 8 && code != 4) {
+    refuse(index_path,
+           fmt::format("token type code {}: strata reads uint16 (8) and int32 (4) tokens", code),
+           "preprocess the data with a vocabulary-sized integer type (uint16 or int32)");
+  }
+  const std::size_t width = code == 8 ? 2 : 4;
+  if (sequences > (bytes.size() - kHeaderBytes) / 12) {
+    refuse(index_path, fmt::format("says {} sequences but is too short for their sizes and "
+                                   "pointers", sequences),
+           fix);
+  }
+  std::uint64_t tokens = 0;
+  for (std::uint64_t s = 0; s < sequences; ++s)
+    tokens += static_cast<std::uint64_t>(
+        read_at<std::int32_t>(bytes, kHeaderBytes + static_cast<std::size_t>(s) * 4));
+  if (tokens * width != file.mapping.size()) {
+    refuse(file.path,
+           fmt::format("holds {} bytes but its index {} lists {} tokens of {} bytes", 
+                       file.mapping.size(), index_path.string(), tokens, width),
+           fix);
+  }
+  file.format = fmt::format("Megatron-LM indexed dataset ({} sequences, {} tokens)", sequences,
+                            code == 8 ? "uint16" : "int32");
+  file.tokens = view(file.mapping.bytes(), width == 4);
+}
+
+}  // namespace
+
+TokenView TokenView::subview(std::size_t begin, std::size_t count) const {
+  STRATA_ASSERT(begin + count <= size_);
+  TokenView part = *this;
+  part.data_ = static_cast<const std::byte*>(data_) + begin * (wide_ ? 4 : 2);
+  part.size_ = count;
+  return part;
+}
+
+void TokenView::copy(std::size_t begin, std::span<std::int32_t> out) const {
+  STRATA_ASSERT(begin + out.size() <= size_);
+  if (wide_) {
+    const auto* from = static_cast<const std::uint32_t*>(data_) + begin;
+    for (std::size_t i = 0; i < out.size(); ++i)
+      out[i] = static_cast<std::int32_t>(from[i]);
+  } else {
+    const auto* from = static_cast<const std::uint16_t*>(data_) + begin;
+    for (std::size_t i = 0; i < out.size(); ++i)
+      out[i] = from[i];
+  }
+}
+
+std::size_t TokenView::find_at_or_past(std::uint32_t limit) const {
+  if (wide_) {
+    const auto* from = static_cast<const std::uint32_t*>(data_);
+    return static_cast<std::size_t>(
+        std::find_if(from, from + size_, [&](std::uint32_t t) { return t >= limit; }) - from);
+  }
+  const auto* from = static_cast<const std::uint16_t*>(data_);
+  return static_cast<std::size_t>(
+      std::find_if(from, from + size_, [&](std::uint16_t t) { return t >= limit; }) - from);
+}
+
+void check_token_ids(const TokenFile& file, int vocab, const std::string& source) {
+  STRATA_ASSERT(vocab > 0);
+  const std::size_t at = file.tokens.find_at_or_past(static_cast<std::uint32_t>(vocab));
+  if (at == file.tokens.size()) return;
+  throw UserError(
+      fmt::format("{} holds token id {} at token {} (counted from 0 after any header), but the "
+                  "model's vocabulary has {} tokens",
+                  file.path.empty() ? source : file.path.string(), file.tokens[at], at, vocab),
+      fmt::format("tokenize the data with the model's own tokenizer; for a model built from its "
+                  "shape keys, set \"strata\": {{\"model\": {{\"vocab\": {}}}}} or more",
+                  file.tokens[at] + 1),
+      2);
+}
+
+TokenFile open_token_file(const std::filesystem::path& path, const std::string& dtype,
+                          const std::string& key) {
+  STRATA_ASSERT(dtype.empty() || dtype == "uint16" || dtype == "uint32");
+  // A Megatron prefix may be given bare (as Megatron's --data-path takes it) or with .bin.
+  std::filesystem::path bin = path;
+  std::filesystem::path index = path;
+  index += ".idx";
+  if (path.extension() == ".bin") index = std::filesystem::path(path).replace_extension(".idx");
+  std::error_code error;
+  const bool megatron = dtype.empty() && std::filesystem::is_regular_file(index, error);
+  if (megatron && path.extension() != ".bin") bin += ".bin";
+
+  TokenFile file;
+  file.path = bin;
+  file.mapping = map(bin, key);
+  if (file.mapping.size() == 0) {
+    throw UserError(fmt::format("{} {} is empty", key, bin.string()), data_fix(key), 2);
+  }
+  if (!dtype.empty()) {
+    open_raw(file, dtype == "uint32");
+  } else if (megatron) {
+    open_megatron(file, index, key);
+  } else if (bin.extension() == ".bin") {
+    open_llmc(file, key);
+  } else {
+    std::span<const std::byte> bytes = file.mapping.bytes();
+    file.owned = encode_bytes({reinterpret_cast<const char*>(bytes.data()), bytes.size()});
+    file.mapping = base::MappedFile();
+    file.format = kTextFormat;
+    file.tokens = std::span<const std::uint16_t>(file.owned);
+  }
+  return file;
+}
+
+}  // namespace strata::models

@@ -1,0 +1,78 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/mapped_file.h"
+
+namespace strata::models {
+
+// Token ids stored as 16- or 32-bit unsigned integers, read without copying the whole array:
+// the view every reader of training data takes. Cheap to copy; the storage must outlive it.
+class TokenView {
+ public:
+  TokenView() = default;
+  TokenView(std::span<const std::uint16_t> tokens)  // NOLINT(google-explicit-constructor)
+      : data_(tokens.data()), size_(tokens.size()), wide_(false) {}
+  TokenView(std::span<const std::uint32_t> tokens)  // NOLINT(google-explicit-constructor)
+      : data_(tokens.data()), size_(tokens.size()), wide_(true) {}
+  TokenView(const std::vector<std::uint16_t>& tokens)  // NOLINT(google-explicit-constructor)
+      : TokenView(std::span<const std::uint16_t>(tokens)) {}
+  TokenView(const std::vector<std::uint32_t>& tokens)  // NOLINT(google-explicit-constructor)
+      : TokenView(std::span<const std::uint32_t>(tokens)) {}
+
+  std::size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+  std::uint32_t operator[](std::size_t i) const {
+    return wide_ ? static_cast<const std::uint32_t*>(data_)[i]
+                 : static_cast<const std::uint16_t*>(data_)[i];
+  }
+  TokenView subview(std::size_t begin, std::size_t count) const;
+  // Tokens [begin, begin + out.size()) into `out`.
+  void copy(std::size_t begin, std::span<std::int32_t> out) const;
+  // The index of the first token >= `limit`, or size() when there is none.
+  std::size_t find_at_or_past(std::uint32_t limit) const;
+
+ private:
+  const void* data_ = nullptr;
+  std::size_t size_ = 0;
+  bool wide_ = false;
+};
+
+// The token formats strata reads (docs/data.md):
+// - text: any other file, one token per byte (models/data/byte_tokenizer.h);
+// - llm.c .bin: a 256 x int32 header (magic 20240520 version 1 with uint16 tokens, or magic
+//   20240801 version 7 with uint32 tokens, as llm.c's Llama 3 scripts write; header[2] the token
+//   count), then the tokens;
+// - raw: a bare array of uint16 or uint32 tokens (nanoGPT's train.bin), chosen by giving the
+//   dtype (`"strata": {"data": {"dtype": "uint16"}}`);
+// - Megatron-LM indexed dataset: PREFIX.bin beside PREFIX.idx (header "MMIDIDX\0\0", version 1,
+//   a dtype code, then sequence sizes and pointers); its documents back to back are the stream.
+inline constexpr const char* kTextFormat = "text, one token per byte";
+
+struct TokenFile {
+  std::filesystem::path path;  // as given
+  std::string format;          // "text", "llm.c .bin v1 (uint16)", ... for the start-up summary
+  TokenView tokens;
+
+  // Owners of the bytes `tokens` views.
+  base::MappedFile mapping;
+  std::vector<std::uint16_t> owned;
+};
+
+// Opens `path` (the value of the config key `key`, named in errors) as the format it is: raw
+// when `dtype` is "uint16" or "uint32", else Megatron when PATH.idx (or PATH without its .bin
+// extension, plus .idx) exists, else llm.c for a .bin, else text. Throws UserError naming the
+// file, what is wrong with it and the fix when it is missing, empty, truncated or malformed.
+TokenFile open_token_file(const std::filesystem::path& path, const std::string& dtype,
+                          const std::string& key);
+
+// Refuses, naming the file (or `source` for tokens in memory) and the position, a token id at or
+// past `vocab`: the embedding has no row for it.
+void check_token_ids(const TokenFile& file, int vocab, const std::string& source);
+
+}  // namespace strata::models

@@ -1,0 +1,154 @@
+// `strata eval` and the data formats and order of `strata train`, run as a user runs them: the
+// loss over every whole window of a file (the last partial micro-batch counted exactly), a
+// checkpoint's weights, and refusals naming the file and the fix.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "tests/tools/run_strata.h"
+
+namespace strata::tools::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+// L1 H1 C16 T8 over a 64-token vocabulary, micro-batch `batch` x `accumulation`, on `data`.
+std::string config_json(int batch, int accumulation, const std::string& data) {
+  return fmt::format(R"({{
+  "train_micro_batch_size_per_gpu": {}, "gradient_accumulation_steps": {},
+  "optimizer": {{"type": "AdamW", "params": {{"lr": 1e-2}}}},
+  "zero_optimization": {{"stage": 0}},
+  "strata": {{
+    "model": {{"n_layer": 1, "n_head": 1, "d_model": 16, "seq_len": 8, "vocab": 64}},
+    "train_steps": 1, "seed": 7, "data": {}
+  }}
+}})",
+                     batch, accumulation, data);
+}
+
+// `count` uint16 tokens of a repeating pattern below 64, as a raw array (nanoGPT's layout).
+std::filesystem::path token_file(const TempDir& dir, const std::string& name, std::size_t count) {
+  std::vector<std::uint16_t> tokens(count);
+  for (std::size_t i = 0; i < count; ++i)
+    tokens[i] = static_cast<std::uint16_t>((i * 7 + i / 5) % 64);
+  return dir.write(name, std::string(reinterpret_cast<const char*>(tokens.data()), count * 2));
+}
+
+nlohmann::json eval_json(const TempDir& dir, int batch, int accumulation,
+                         const std::filesystem::path& data) {
+  const std::filesystem::path config =
+      dir.write(fmt::format("eval-{}x{}.json", batch, accumulation),
+                config_json(batch, accumulation,
+                            fmt::format(R"({{"path": "{}", "dtype": "uint16"}})", data.string())));
+  RunResult result = run_strata(
+      {"eval", "--config", config.string(), "--data", data.string(), "--json"});
+  EXPECT_EQ(result.exit_status, 0) << result.err;
+  return nlohmann::json::parse(result.out);
+}
+
+// 81 tokens hold 10 windows of 8 + 1. One window per micro-batch evaluates each alone; three or
+// four per micro-batch leave a partial last micro-batch, whose windows must count once each.
+TEST(EvalCommand, EveryWholeWindowCountsOnceWhateverTheMicroBatch) {
+  TempDir dir;
+  const std::filesystem::path data = token_file(dir, "tokens.bin", 81);
+  const nlohmann::json alone = eval_json(dir, 1, 1, data);
+  EXPECT_EQ(alone["windows"], 10);
+  EXPECT_EQ(alone["tokens"], 80);
+  const double loss = alone["loss"].get<double>();
+  EXPECT_GT(loss, 3.0);  // about ln 64 = 4.16 for fresh weights
+  EXPECT_NEAR(alone["perplexity"].get<double>(), std::exp(loss), 1e-9 * std::exp(loss));
+  for (auto [batch, accumulation] : {std::pair{3, 1}, std::pair{4, 2}, std::pair{2, 4}}) {
+    const nlohmann::json grouped = eval_json(dir, batch, accumulation, data);
+    EXPECT_EQ(grouped["tokens"], 80);
+    EXPECT_NEAR(grouped["loss"].get<double>(), loss, 2e-5)
+        << "micro-batch " << batch << " x " << accumulation;
+  }
+}
+
+TEST(EvalCommand, ACheckpointsWeightsScoreBetterThanFreshOnes) {
+  TempDir dir;
+  const std::filesystem::path data = token_file(dir, "train.bin", 4001);
+  const std::filesystem::path config = dir.write(
+      "config.json",
+      config_json(4, 1, fmt::format(R"({{"path": "{}", "dtype": "uint16", "order": "sequential"}})",
+                                    data.string())));
+  RunResult trained = run_strata({"train", "--config", config.string(), "--steps", "40",
+                                  "--save-dir", (dir.path() / "ckpt").string(), "--out",
+                                  (dir.path() / "out").string()});
+  ASSERT_EQ(trained.exit_status, 0) << trained.err;
+  RunResult fresh = run_strata({"eval", "--config", config.string(), "--json"});
+  ASSERT_EQ(fresh.exit_status, 0) << fresh.err;
+  RunResult loaded = run_strata({"eval", "--config", config.string(), "--checkpoint",
+                                 (dir.path() / "ckpt").string(), "--json"});
+  ASSERT_EQ(loaded.exit_status, 0) << loaded.err;
+  const nlohmann::json before = nlohmann::json::parse(fresh.out);
+  const nlohmann::json after = nlohmann::json::parse(loaded.out);
+  // The validation split: the last 10% of 4001 tokens, 400 tokens, 49 windows.
+  EXPECT_EQ(after["windows"], 49);
+  EXPECT_THAT(after["data"].get<std::string>(), HasSubstr("validation split"));
+  EXPECT_THAT(after["weights"].get<std::string>(), HasSubstr("global_step40"));
+  EXPECT_LT(after["loss"].get<double>(), before["loss"].get<double>() - 1.0);
+}
+
+TEST(EvalCommand, AFileShorterThanOneWindowIsRefused) {
+  TempDir dir;
+  const std::filesystem::path data = token_file(dir, "short.bin", 8);
+  const std::filesystem::path config =
+      dir.write("config.json", config_json(1, 1, R"({"dtype": "uint16"})"));
+  RunResult result = run_strata({"eval", "--config", config.string(), "--data", data.string()});
+  EXPECT_EQ(result.exit_status, 2);
+  EXPECT_THAT(result.err, HasSubstr("holds 8 tokens, fewer than one window of seq_len 8 + 1"));
+  EXPECT_THAT(result.err, HasSubstr("fix:"));
+}
+
+TEST(TrainCommand, ATokenPastTheVocabularyIsRefusedNamingFileAndPosition) {
+  TempDir dir;
+  std::vector<std::uint16_t> tokens(200, 5);
+  tokens[123] = 64;
+  const std::filesystem::path data = dir.write(
+      "tokens.bin", std::string(reinterpret_cast<const char*>(tokens.data()), tokens.size() * 2));
+  const std::filesystem::path config = dir.write(
+      "config.json",
+      config_json(1, 1, fmt::format(R"({{"path": "{}", "dtype": "uint16"}})", data.string())));
+  RunResult result = run_strata({"train", "--config", config.string(), "--out",
+                                 (dir.path() / "out").string()});
+  EXPECT_EQ(result.exit_status, 2);
+  EXPECT_THAT(result.err, HasSubstr(data.string() + " holds token id 64 at token 123"));
+  EXPECT_THAT(result.err, HasSubstr("\"vocab\": 65"));
+}
+
+TEST(TrainCommand, SequentialOrderNeedsAMicroBatchOfTokens) {
+  TempDir dir;
+  const std::filesystem::path data = token_file(dir, "tokens.bin", 300);
+  const std::filesystem::path config = dir.write(
+      "config.json",
+      config_json(64, 1, fmt::format(R"({{"path": "{}", "dtype": "uint16", "order": "sequential"}})",
+                                     data.string())));
+  RunResult result = run_strata({"train", "--config", config.string(), "--out",
+                                 (dir.path() / "out").string()});
+  EXPECT_EQ(result.exit_status, 2);
+  EXPECT_THAT(result.err, HasSubstr("strata.data.order \"sequential\" reads micro-batches of 64 x 8"));
+}
+
+TEST(TrainCommand, ABadDataDtypeOrOrderNamesTheKey) {
+  TempDir dir;
+  for (const std::string& data : {std::string(R"({"dtype": "int8"})"),
+                                  std::string(R"({"order": "shuffled"})")}) {
+    const std::filesystem::path config = dir.write("config.json", config_json(1, 1, data));
+    RunResult result = run_strata({"train", "--config", config.string()});
+    EXPECT_EQ(result.exit_status, 2) << data;
+    EXPECT_THAT(result.err, HasSubstr(data.find("dtype") != std::string::npos
+                                          ? "strata.data.dtype"
+                                          : "strata.data.order"));
+  }
+}
+
+}  // namespace
+}  // namespace strata::tools::testing

@@ -1,0 +1,178 @@
+// strata eval: the mean loss and perplexity of the model a config describes (its fresh weights,
+// or a checkpoint's) over consecutive windows of a token file or of the validation split.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "engine/engine.h"
+#include "gpu/comm.h"
+#include "gpu/open_device.h"
+#include "gpu/ops.h"
+#include "gpu/process_group.h"
+#include "models/data/token_file.h"
+#include "models/gpt/gpt.h"
+#include "tools/commands.h"
+#include "tools/run_setup.h"
+
+namespace strata::tools {
+namespace {
+
+struct EvalOptions {
+  std::string config_path;
+  std::string data_path;   // "" = the config's validation split
+  std::string checkpoint;  // "" = the weights the config's seed makes
+  bool json = false;
+};
+
+struct EvalResult {
+  double loss = 0;  // mean over every target token
+  std::int64_t tokens = 0;
+  std::int64_t windows = 0;
+};
+
+// Window j of `split` has inputs [jT, jT + T) and targets one later, for every j that fits. The
+// engine's micro-batch has B rows: whole micro-batches go up to gradient_accumulation_steps at a
+// time; a last partial one of r windows is padded with copies of its first window x, and one
+// micro-batch of B copies of x measures x alone, so that the r windows' own sum is exact:
+// B mean(tail + copies) - (B - r) mean(x).
+EvalResult evaluate_windows(engine::Engine& engine, models::TokenView split,
+                            const models::GptShape& shape, std::int64_t accumulation) {
+  const int seq_len = static_cast<int>(shape.seq_len);
+  const auto rows = static_cast<int>(shape.batch);
+  const std::int64_t windows = models::window_count(split, seq_len);
+  const auto row_tokens = static_cast<std::size_t>(seq_len);
+  const std::size_t micro_tokens = static_cast<std::size_t>(rows) * row_tokens;
+  std::vector<std::int32_t> inputs(static_cast<std::size_t>(accumulation) * micro_tokens);
+  std::vector<std::int32_t> targets(inputs.size());
+
+  double row_sum = 0;  // sum over windows of each window's mean loss
+  const std::int64_t whole = windows / rows;
+  for (std::int64_t done = 0; done < whole;) {
+    const std::int64_t batches = std::min(accumulation, whole - done);
+    const auto count = static_cast<std::size_t>(batches) * micro_tokens;
+    models::copy_windows(split, done * rows, static_cast<int>(batches) * rows, seq_len,
+                         std::span(inputs).first(count), std::span(targets).first(count));
+    row_sum += engine.evaluate(std::span(inputs).first(count), std::span(targets).first(count)) *
+               static_cast<double>(batches * rows);
+    done += batches;
+  }
+  const auto tail = static_cast<int>(windows - whole * rows);
+  if (tail > 0) {
+    std::span<std::int32_t> in = std::span(inputs).first(micro_tokens);
+    std::span<std::int32_t> out = std::span(targets).first(micro_tokens);
+    const std::size_t tail_tokens = static_cast<std::size_t>(tail) * row_tokens;
+    models::copy_windows(split, whole * rows, tail, seq_len, in.first(tail_tokens),
+                         out.first(tail_tokens));
+    auto fill_with_first = [&](int from_row) {
+      for (int r = from_row; r < rows; ++r) {
+        const std::size_t at = static_cast<std::size_t>(r) * row_tokens;
+        std::copy_n(in.begin(), row_tokens, in.begin() + static_cast<std::ptrdiff_t>(at));
+        std::copy_n(out.begin(), row_tokens, out.begin() + static_cast<std::ptrdiff_t>(at));
+      }
+    };
+    fill_with_first(tail);
+    const double padded = engine.evaluate(in, out);
+    fill_with_first(1);
+    const double first_alone = engine.evaluate(in, out);
+    row_sum += padded * rows - first_alone * (rows - tail);
+  }
+  EvalResult result;
+  result.windows = windows;
+  result.tokens = windows * seq_len;
+  result.loss = row_sum / static_cast<double>(windows);
+  return result;
+}
+
+int run_eval(const EvalOptions& options) {
+  gpu::World world;
+  engine::LoadedConfig loaded = load_run_config(options.config_path, world.world_size());
+  const engine::Config& config = loaded.config;
+  const bool leader = world.rank() == 0;
+  for (const std::string& warning : loaded.warnings)
+    if (leader) base::logger("tools").warn("{}", warning);
+  const models::GptShape shape = model_shape(config);
+
+  // --data: the whole file; else the validation split of strata.data (or of the built-in corpus).
+  models::TokenDataset dataset;
+  models::TokenFile file;
+  models::TokenView split;
+  std::string source;
+  if (!options.data_path.empty()) {
+    file = models::open_token_file(options.data_path, config.strata.data.dtype, "--data");
+    models::check_token_ids(file, static_cast<int>(shape.vocab), options.data_path);
+    split = file.tokens;
+    source = fmt::format("{} ({})", file.path.string(), file.format);
+  } else {
+    dataset = load_data(config, shape);
+    split = dataset.validation();
+    source = fmt::format("the validation split of {}", dataset.source);
+  }
+  if (models::window_count(split, static_cast<int>(shape.seq_len)) == 0) {
+    throw UserError(fmt::format("{} holds {} tokens, fewer than one window of seq_len {} + 1",
+                                source, split.size(), shape.seq_len),
+                    "evaluate a longer file, or a model with a shorter strata.model.seq_len", 2);
+  }
+
+  gpu::DeviceOptions device_options;
+  device_options.memory_budget_bytes = config.strata.device_memory_budget;
+  device_options.cuda_device_index = world.local_rank();
+  std::unique_ptr<gpu::Device> device = gpu::open_device(device_options);
+  std::unique_ptr<gpu::Ops> ops = gpu::create_ops(*device);
+  std::unique_ptr<gpu::Comm> comm = gpu::create_comm(world, *device);
+  models::Gpt model(shape);
+  engine::Runtime runtime{*device, *ops, *comm};
+  engine::Engine engine(runtime, config, model);
+  std::string weights = fmt::format("fresh weights (strata.seed {})", config.strata.seed);
+  if (!options.checkpoint.empty()) {
+    const engine::CheckpointInfo info = engine.load_checkpoint(options.checkpoint);
+    weights = fmt::format("{} (step {})", info.path.string(), info.step);
+  }
+
+  // Every rank evaluates the same windows (ZeRO-3 gathers need every rank in each forward).
+  const EvalResult result =
+      evaluate_windows(engine, split, shape, config.batch.gradient_accumulation_steps);
+  if (!leader) return 0;
+  const double perplexity = std::exp(result.loss);
+  if (options.json) {
+    nlohmann::json out = {{"loss", result.loss},       {"perplexity", perplexity},
+                          {"tokens", result.tokens},   {"windows", result.windows},
+                          {"seq_len", shape.seq_len},  {"data", source},
+                          {"weights", weights}};
+    fmt::print("{}\n", out.dump(2));
+  } else {
+    fmt::print("strata eval\n  data     {}\n  weights  {}\n  windows  {} of {} tokens\n", source,
+               weights, result.windows, shape.seq_len);
+    fmt::print("  loss     {:.6f} nats/token over {} tokens, perplexity {:.4f}\n", result.loss,
+               result.tokens, perplexity);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_eval_command(CLI::App& app, CommandContext& context) {
+  auto options = std::make_shared<EvalOptions>();
+  auto* command = app.add_subcommand(
+      "eval",
+      "Mean loss and perplexity over consecutive windows of a token file or the validation split");
+  command
+      ->add_option("--config", options->config_path,
+                   "DeepSpeed JSON config or Accelerate config (YAML); the built-in demo without")
+      ->check(CLI::ExistingFile);
+  command->add_option("--data", options->data_path,
+                      "Token file to evaluate, whole (default: the config's validation split); "
+                      "strata.data.dtype applies");
+  command->add_option("--checkpoint", options->checkpoint,
+                      "Evaluate this checkpoint's weights: a save directory (its latest) or "
+                      "DIR/TAG (default: the weights strata.seed makes)");
+  command->add_flag("--json", options->json, "Print one JSON object: loss, perplexity, tokens, ...");
+  command->callback([options, &context] { context.exit_status = run_eval(*options); });
+}
+
+}  // namespace strata::tools
