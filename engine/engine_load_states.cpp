@@ -58,9 +58,10 @@ void Engine::State::load_states(const StateSource& source) {
   coordinator->invalidate();
 }
 
-// The seed's initial values: every element of a tensor is a pure function of (seed, tensor,
-// element) (engine/param_init.h), so each range is made on its own, whatever the layout; the
-// padding and the gaps between tensors are zero, and so are the optimizer's moments.
+// The initial values: the model's pretrained weights when it brings them, else the seed's (every
+// element of a tensor a pure function of (seed, tensor, element), engine/param_init.h); each
+// range is made on its own, whatever the layout; the padding and the gaps between tensors are
+// zero, and so are the optimizer's moments.
 void Engine::State::initialise_states() {
   std::vector<const ParamSpec*> specs;
   const std::vector<std::vector<ParamSpec>> declared = declared_parameters(model);
@@ -71,16 +72,22 @@ void Engine::State::initialise_states() {
   const std::vector<checkpoint::Piece> pieces = checkpoint::shard_pieces(layout, shard_rank());
   checkpoint::PieceCursor cursor(pieces);
   const zero::TensorSlot* first_tensor = layout.all_tensors().data();
+  const WeightSource* pretrained = model.pretrained_weights();
   load_states([&](const std::string& state, zero::Range range, std::span<float> out) {
     std::fill(out.begin(), out.end(), 0.0f);
     if (state != checkpoint::kMasterState) return;
     cursor.for_each_in(
         range, [&](const checkpoint::Piece& piece, std::int64_t begin, std::int64_t end) {
           const auto tensor = static_cast<std::size_t>(piece.tensor - first_tensor);
-          init_tensor(*specs[tensor], config.strata.seed, static_cast<std::int64_t>(tensor),
-                      piece.param_offset + (begin - piece.partition_offset),
-                      out.subspan(static_cast<std::size_t>(begin - range.begin),
-                                  static_cast<std::size_t>(end - begin)));
+          const std::int64_t first_element = piece.param_offset + (begin - piece.partition_offset);
+          std::span<float> values = out.subspan(static_cast<std::size_t>(begin - range.begin),
+                                                static_cast<std::size_t>(end - begin));
+          if (pretrained != nullptr) {
+            pretrained->read(tensor, first_element, values);
+          } else {
+            init_tensor(*specs[tensor], config.strata.seed, static_cast<std::int64_t>(tensor),
+                        first_element, values);
+          }
         });
   });
 }

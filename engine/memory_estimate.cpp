@@ -80,7 +80,7 @@ class RowBuilder {
 std::vector<std::vector<ParamSpec>> gpt_modules(const GptShape& shape) {
   std::int64_t d = shape.d_model;
   std::vector<std::vector<ParamSpec>> modules;
-  modules.push_back({{"wte", {shape.vocab, d}}, {"wpe", {shape.seq_len, d}}});
+  modules.push_back({{"wte", {shape.vocab, d}}, {"wpe", {shape.position_rows(), d}}});
   for (std::int64_t layer = 0; layer < shape.n_layer; ++layer) {
     std::string prefix = fmt::format("h.{}.", layer);
     modules.push_back({{prefix + "ln_1.weight", {d}},
@@ -557,7 +557,7 @@ void add_optimizer_offload(RowBuilder& builder, const EstimateInputs& inputs, co
 
 std::vector<std::int64_t> gpt_tensor_elements(const GptShape& shape) {
   std::int64_t d = shape.d_model;
-  std::vector<std::int64_t> tensors = {shape.vocab * d, shape.seq_len * d};
+  std::vector<std::int64_t> tensors = {shape.vocab * d, shape.position_rows() * d};
   for (std::int64_t layer = 0; layer < shape.n_layer; ++layer) {
     tensors.insert(tensors.end(),
                    {d, d, 3 * d * d, 3 * d, d * d, d, d, d, 4 * d * d, 4 * d, 4 * d * d, d});
@@ -568,12 +568,13 @@ std::vector<std::int64_t> gpt_tensor_elements(const GptShape& shape) {
 
 std::int64_t gpt_param_count(const GptShape& shape) {
   std::int64_t d = shape.d_model;
-  return shape.vocab * d + shape.seq_len * d + shape.n_layer * (12 * d * d + 13 * d) + 2 * d;
+  return shape.vocab * d + shape.position_rows() * d + shape.n_layer * (12 * d * d + 13 * d) +
+         2 * d;
 }
 
 std::int64_t gpt_largest_module_params(const GptShape& shape) {
   std::int64_t d = shape.d_model;
-  return std::max(shape.vocab * d + shape.seq_len * d, 12 * d * d + 13 * d);
+  return std::max(shape.vocab * d + shape.position_rows() * d, 12 * d * d + 13 * d);
 }
 
 EstimateInputs estimate_inputs_from_config(const Config& config, std::int64_t params,
@@ -612,7 +613,8 @@ EstimateInputs estimate_inputs_from_config(const Config& config, std::int64_t pa
       checkpointing.partition_activations || checkpointing.number_checkpoints.value_or(0) > 0;
   if (use_model) {
     const ModelConfig& model = config.strata.model;
-    GptShape shape{model.n_layer, model.n_head, model.d_model, model.seq_len, model.vocab};
+    GptShape shape{model.n_layer, model.n_head, model.d_model,
+                   model.seq_len, model.vocab,  model.positions};
     inputs.model = shape;
     inputs.params = gpt_param_count(shape);
     inputs.largest_layer_params = gpt_largest_module_params(shape);

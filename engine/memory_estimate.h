@@ -28,6 +28,9 @@ struct GptShape {
   std::int64_t d_model = 0;
   std::int64_t seq_len = 0;
   std::int64_t vocab = 0;
+  std::int64_t positions = 0;  // rows of wpe (a pretrained GPT-2's n_positions); 0 = seq_len
+
+  std::int64_t position_rows() const { return positions > 0 ? positions : seq_len; }
 };
 
 // The element counts of every parameter tensor of the GPT, in declaration order: wte, wpe, then
@@ -36,10 +39,11 @@ struct GptShape {
 // mlp.proj.bias, then lnf.weight, lnf.bias.
 std::vector<std::int64_t> gpt_tensor_elements(const GptShape& shape);
 
-// vocab*d + seq_len*d + n_layer*(12 d^2 + 13 d) + 2 d.
+// vocab*d + positions*d + n_layer*(12 d^2 + 13 d) + 2 d.
 std::int64_t gpt_param_count(const GptShape& shape);
 
-// The largest module: the embedding (wte + wpe, vocab*d + seq_len*d) or one block (12 d^2 + 13 d).
+// The largest module: the embedding (wte + wpe, vocab*d + positions*d) or one block (12 d^2 + 13
+// d).
 std::int64_t gpt_largest_module_params(const GptShape& shape);
 
 // Everything the estimate reads. The defaults are DeepSpeed's (a config without these keys),

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -11,6 +12,18 @@ class Stream;
 }  // namespace strata::gpu
 
 namespace strata::engine {
+
+// Values a model brings for its parameters (a pretrained checkpoint's), in place of the ones
+// strata.seed makes. Read range by range as the engine fills each tier, so the whole model is
+// never in memory at once.
+class WeightSource {
+ public:
+  virtual ~WeightSource() = default;
+  // Elements [first_element, first_element + out.size()) of tensor `tensor_index` (its position
+  // in declaration order across all modules), flattened row-major as the module declared it.
+  virtual void read(std::size_t tensor_index, std::int64_t first_element,
+                    std::span<float> out) const = 0;
+};
 
 // A model as the engine sees it: an ordered list of modules (run forward in this order, backward
 // in reverse) plus the activation memory that flows between them, which the model owns.
@@ -36,6 +49,10 @@ class Model {
   virtual std::int64_t tokens_per_micro_batch() const = 0;
   // Training FLOPs per token (forward + backward), for throughput and MFU.
   virtual double flops_per_token() const = 0;
+
+  // The parameters' starting values when the model brings its own; nullptr: the seed's
+  // (engine/param_init.h). A checkpoint loaded afterwards replaces either.
+  virtual const WeightSource* pretrained_weights() const { return nullptr; }
 };
 
 }  // namespace strata::engine

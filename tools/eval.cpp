@@ -125,9 +125,9 @@ int run_eval(const EvalOptions& options) {
   std::unique_ptr<gpu::Device> device = gpu::open_device(device_options);
   std::unique_ptr<gpu::Ops> ops = gpu::create_ops(*device);
   std::unique_ptr<gpu::Comm> comm = gpu::create_comm(world, *device);
-  models::Gpt model(shape);
+  std::unique_ptr<models::Gpt> model = make_model(config, shape);
   engine::Runtime runtime{*device, *ops, *comm};
-  engine::Engine engine(runtime, config, model);
+  engine::Engine engine(runtime, config, *model);
   std::string weights = fmt::format("fresh weights (strata.seed {})", config.strata.seed);
   if (!options.checkpoint.empty()) {
     const engine::CheckpointInfo info = engine.load_checkpoint(options.checkpoint);
@@ -140,9 +140,9 @@ int run_eval(const EvalOptions& options) {
   if (!leader) return 0;
   const double perplexity = std::exp(result.loss);
   if (options.json) {
-    nlohmann::json out = {{"loss", result.loss},       {"perplexity", perplexity},
-                          {"tokens", result.tokens},   {"windows", result.windows},
-                          {"seq_len", shape.seq_len},  {"data", source},
+    nlohmann::json out = {{"loss", result.loss},      {"perplexity", perplexity},
+                          {"tokens", result.tokens},  {"windows", result.windows},
+                          {"seq_len", shape.seq_len}, {"data", source},
                           {"weights", weights}};
     fmt::print("{}\n", out.dump(2));
   } else {
@@ -171,7 +171,8 @@ void add_eval_command(CLI::App& app, CommandContext& context) {
   command->add_option("--checkpoint", options->checkpoint,
                       "Evaluate this checkpoint's weights: a save directory (its latest) or "
                       "DIR/TAG (default: the weights strata.seed makes)");
-  command->add_flag("--json", options->json, "Print one JSON object: loss, perplexity, tokens, ...");
+  command->add_flag("--json", options->json,
+                    "Print one JSON object: loss, perplexity, tokens, ...");
   command->callback([options, &context] { context.exit_status = run_eval(*options); });
 }
 

@@ -5,6 +5,7 @@
 #include "base/error.h"
 #include "models/data/byte_tokenizer.h"
 #include "models/data/synthetic_corpus.h"
+#include "models/hf/pretrained.h"
 #include "tools/demo_config.h"
 
 namespace strata::tools {
@@ -21,8 +22,18 @@ models::GptShape model_shape(const engine::Config& config) {
     throw UserError("strata.model needs n_layer, n_head, d_model and seq_len of at least 1",
                     "set positive values under \"strata\": {\"model\": {...}}", 2);
   }
-  return {m.n_layer, m.n_head, m.d_model,
-          m.seq_len, m.vocab,  config.batch.train_micro_batch_size_per_gpu};
+  const std::int64_t batch = config.batch.train_micro_batch_size_per_gpu;
+  if (!m.hf_config.empty())
+    return models::gpt_shape(models::read_hf_config(m.hf_config), m.seq_len, batch);
+  return {m.n_layer, m.n_head, m.d_model, m.seq_len, m.vocab, batch};
+}
+
+std::unique_ptr<models::Gpt> make_model(const engine::Config& config,
+                                        const models::GptShape& shape) {
+  auto gpt = std::make_unique<models::Gpt>(shape);
+  if (!config.strata.model.from_pretrained.empty())
+    models::load_pretrained(*gpt, config.strata.model.from_pretrained);
+  return gpt;
 }
 
 models::TokenDataset load_data(const engine::Config& config, const models::GptShape& shape) {
@@ -45,12 +56,12 @@ models::TokenDataset load_data(const engine::Config& config, const models::GptSh
   }
   // Text may hold any byte: the vocabulary must have room for all of them.
   if (dataset.byte_level && shape.vocab < models::kByteVocab) {
-    throw UserError(fmt::format("strata.model.vocab {} is smaller than the byte tokenizer's {} "
-                                "tokens",
-                                shape.vocab, models::kByteVocab),
-                    fmt::format("set \"strata\": {{\"model\": {{\"vocab\": {}}}}} or more",
-                                models::kByteVocab),
-                    2);
+    throw UserError(
+        fmt::format("strata.model.vocab {} is smaller than the byte tokenizer's {} "
+                    "tokens",
+                    shape.vocab, models::kByteVocab),
+        fmt::format("set \"strata\": {{\"model\": {{\"vocab\": {}}}}} or more", models::kByteVocab),
+        2);
   }
   dataset.check_fits(static_cast<int>(shape.seq_len), static_cast<int>(shape.vocab));
   return dataset;

@@ -197,9 +197,9 @@ int train_on(gpu::World& world, const TrainOptions& options) {
   // From here on SIGTERM and SIGINT stop the run between steps; one that comes while the engine
   // starts or loads is honoured before the first step.
   const StopSignals signals;
-  models::Gpt model(shape);
+  std::unique_ptr<models::Gpt> model = make_model(config, shape);
   engine::Runtime runtime{*device, *ops, *comm};
-  engine::Engine engine(runtime, config, model);
+  engine::Engine engine(runtime, config, *model);
   const std::int64_t done_before = resume(engine, options.resume, leader);
   if (done_before >= steps && leader) {
     base::logger("tools").warn(
@@ -289,8 +289,8 @@ int train_on(gpu::World& world, const TrainOptions& options) {
   double seconds_or_tiny = std::max(step_seconds, 1e-9);
   fmt::print("throughput {:.0f} tokens/s, {:.2f} GFLOP/s achieved ({:.3g} FLOP per token)\n",
              static_cast<double>(tokens_trained) / seconds_or_tiny,
-             model.flops_per_token() * static_cast<double>(tokens_trained) / seconds_or_tiny / 1e9,
-             model.flops_per_token());
+             model->flops_per_token() * static_cast<double>(tokens_trained) / seconds_or_tiny / 1e9,
+             model->flops_per_token());
   if (!png.empty()) fmt::print("loss curves: {}\n", png.string());
   if (!options.metrics_path.empty()) fmt::print("metrics: {}\n", options.metrics_path);
   return stopped_by != 0 ? StopSignals::exit_status(stopped_by) : 0;

@@ -204,6 +204,13 @@ struct ModelConfig {
   std::int64_t d_model = 512;  // hidden size h; "auto" bucket sizes derive from it
   std::int64_t seq_len = 256;
   std::int64_t vocab = 256;  // the byte tokenizer's vocabulary
+  // A Hugging Face model folder (config.json and safetensors weights) to start from; "" = the
+  // weights strata.seed makes. `hf_config` is the config.json that gives the shape: the folder's,
+  // or "strata.model.config" for the architecture with fresh weights. With either, the shape
+  // keys above are read from it (models/hf/hf_config.h checks the rest).
+  std::string from_pretrained;
+  std::string hf_config;
+  std::int64_t positions = 0;  // rows of the position embedding (n_positions); 0 = seq_len
 };
 
 // strata.data: where the training tokens come from.

@@ -148,15 +148,21 @@ json checkpoint_json(const CheckpointConfig& checkpoint) {
   };
 }
 
+// The shape keys, or, for a Hugging Face model, where its config.json is (which sets them).
+json model_json(const ModelConfig& model) {
+  if (!model.from_pretrained.empty())
+    return {{"from_pretrained", model.from_pretrained}, {"seq_len", model.seq_len}};
+  if (!model.hf_config.empty()) return {{"config", model.hf_config}, {"seq_len", model.seq_len}};
+  return {{"n_layer", model.n_layer},
+          {"n_head", model.n_head},
+          {"d_model", model.d_model},
+          {"seq_len", model.seq_len},
+          {"vocab", model.vocab}};
+}
+
 json strata_json(const StrataConfig& strata, const CheckpointConfig& checkpoint) {
-  const ModelConfig& model = strata.model;
   return {
-      {"model",
-       {{"n_layer", model.n_layer},
-        {"n_head", model.n_head},
-        {"d_model", model.d_model},
-        {"seq_len", model.seq_len},
-        {"vocab", model.vocab}}},
+      {"model", model_json(strata.model)},
       {"data",
        {{"path", strata.data.path},
         {"dtype", strata.data.dtype},

@@ -3,6 +3,10 @@
 #include <fmt/format.h>
 
 #include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "base/units.h"
 #include "engine/config/sections.h"
@@ -10,8 +14,55 @@
 namespace strata::engine::detail {
 namespace {
 
+// The shape keys of a Hugging Face config.json (GPT-2's names), so that everything derived from
+// the model's size ("auto" buckets, the estimate, the start-up summary) sees the real model.
+// models/hf/hf_config.cpp reads the file whole and refuses what strata cannot build.
+void read_hf_shape(JsonReader& model, std::string_view key, ModelConfig& out) {
+  std::ifstream in(out.hf_config);
+  nlohmann::json config;
+  if (in) config = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!config.is_object()) {
+    model.error(key, fmt::format("{} cannot be read as a JSON object: give a folder holding the "
+                                 "model's config.json (as save_pretrained writes it)",
+                                 out.hf_config));
+    return;
+  }
+  auto take = [&](const char* name, std::int64_t fallback, std::int64_t& target) {
+    const auto found = config.find(name);
+    target =
+        found != config.end() && found->is_number_integer() ? found->get<std::int64_t>() : fallback;
+  };
+  take("n_layer", 12, out.n_layer);  // GPT2Config's defaults
+  take("n_head", 12, out.n_head);
+  take("n_embd", 768, out.d_model);
+  take("vocab_size", 50257, out.vocab);
+  take("n_positions", 1024, out.positions);
+}
+
 void read_model(JsonReader& strata, ModelConfig& out) {
   JsonReader model(strata.find("model"), "strata.model", strata.diagnostics());
+  model.read("from_pretrained", out.from_pretrained);
+  model.read("config", out.hf_config);
+  if (!out.from_pretrained.empty() && !out.hf_config.empty()) {
+    model.error("config",
+                "give from_pretrained (weights and config.json) or config (the "
+                "architecture with fresh weights), not both");
+  }
+  if (!out.from_pretrained.empty())
+    out.hf_config = (std::filesystem::path(out.from_pretrained) / "config.json").string();
+  if (!out.hf_config.empty()) {
+    for (const char* key : {"n_layer", "n_head", "d_model", "vocab"}) {
+      if (model.has(key)) {
+        model.error(key, fmt::format("the model's config.json ({}) sets the shape: remove {}",
+                                     out.hf_config, key));
+      }
+    }
+    read_hf_shape(model, out.from_pretrained.empty() ? "config" : "from_pretrained", out);
+    out.seq_len = out.positions;  // the model's context, unless seq_len says less
+    model.read("seq_len", out.seq_len, IntRange{1, out.positions});
+    model.finish();
+    return;
+  }
   model.read("n_layer", out.n_layer, IntRange{1, 4096});
   model.read("n_head", out.n_head, IntRange{1, 4096});
   model.read("d_model", out.d_model, IntRange{1, 1 << 20});

@@ -53,9 +53,9 @@ std::string data_fix(const std::string& key) {
 base::MappedFile map(const std::filesystem::path& path, const std::string& key) {
   std::error_code error;
   if (!std::filesystem::is_regular_file(path, error)) {
-    throw UserError(fmt::format("{} {} does not exist or is not a regular file", key,
-                                path.string()),
-                    data_fix(key), 2);
+    throw UserError(
+        fmt::format("{} {} does not exist or is not a regular file", key, path.string()),
+        data_fix(key), 2);
   }
   try {
     return base::MappedFile::open(path);
@@ -77,7 +77,8 @@ TokenView view(std::span<const std::byte> bytes, bool wide) {
 void open_llmc(TokenFile& file, const std::string& key) {
   std::span<const std::byte> bytes = file.mapping.bytes();
   const std::int32_t magic = bytes.size() >= kLlmcHeaderBytes ? read_at<std::int32_t>(bytes, 0) : 0;
-  const std::int32_t version = bytes.size() >= kLlmcHeaderBytes ? read_at<std::int32_t>(bytes, 4) : 0;
+  const std::int32_t version =
+      bytes.size() >= kLlmcHeaderBytes ? read_at<std::int32_t>(bytes, 4) : 0;
   const bool u16 = magic == kLlmcMagicU16 && version == 1;
   const bool u32 = magic == kLlmcMagicU32 && version == 7;
   if (!u16 && !u32) {
@@ -143,8 +144,10 @@ void open_megatron(TokenFile& file, const std::filesystem::path& index_path,
   }
   const std::size_t width = code == 8 ? 2 : 4;
   if (sequences > (bytes.size() - kHeaderBytes) / 12) {
-    refuse(index_path, fmt::format("says {} sequences but is too short for their sizes and "
-                                   "pointers", sequences),
+    refuse(index_path,
+           fmt::format("says {} sequences but is too short for their sizes and "
+                       "pointers",
+                       sequences),
            fix);
   }
   std::uint64_t tokens = 0;
@@ -153,7 +156,7 @@ void open_megatron(TokenFile& file, const std::filesystem::path& index_path,
         read_at<std::int32_t>(bytes, kHeaderBytes + static_cast<std::size_t>(s) * 4));
   if (tokens * width != file.mapping.size()) {
     refuse(file.path,
-           fmt::format("holds {} bytes but its index {} lists {} tokens of {} bytes", 
+           fmt::format("holds {} bytes but its index {} lists {} tokens of {} bytes",
                        file.mapping.size(), index_path.string(), tokens, width),
            fix);
   }

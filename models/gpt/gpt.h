@@ -27,6 +27,13 @@ class Gpt final : public engine::Model {
   const float* loss() const override;
   std::int64_t tokens_per_micro_batch() const override { return shape_.rows(); }
   double flops_per_token() const override { return shape_.flops_per_token(); }
+  const engine::WeightSource* pretrained_weights() const override { return pretrained_.get(); }
+
+  // Starts the parameters from `weights` instead of strata.seed's values (a GPT-2 checkpoint,
+  // models/hf/gpt2_weights.h); before the Engine is made.
+  void set_pretrained(std::unique_ptr<engine::WeightSource> weights) {
+    pretrained_ = std::move(weights);
+  }
 
  private:
   GptShape shape_;
@@ -35,6 +42,7 @@ class Gpt final : public engine::Model {
   bool checkpointing_ = false;
   std::vector<std::unique_ptr<engine::Module>> modules_;
   std::vector<engine::Module*> module_pointers_;
+  std::unique_ptr<engine::WeightSource> pretrained_;
 };
 
 }  // namespace strata::models

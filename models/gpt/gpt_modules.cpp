@@ -49,7 +49,8 @@ ParamSpec bias(std::string name, std::int64_t channels) {
 
 std::vector<ParamSpec> GptEmbedding::parameters() const {
   const GptShape& s = *state_.shape;
-  return {weight("wte", {s.vocab, s.d_model}, 0.02f), weight("wpe", {s.seq_len, s.d_model}, 0.02f)};
+  return {weight("wte", {s.vocab, s.d_model}, 0.02f),
+          weight("wpe", {s.position_rows(), s.d_model}, 0.02f)};
 }
 
 void GptEmbedding::forward(StepContext& context, const TensorViews& params,

@@ -13,12 +13,16 @@ struct GptShape {
   std::int64_t seq_len = 64;
   std::int64_t vocab = 256;
   std::int64_t batch = 4;  // sequences per micro-batch
+  // Rows of the position embedding: 0 = seq_len. A pretrained GPT-2 keeps all of its
+  // n_positions (1024) rows, of which a run of a shorter seq_len trains the first seq_len.
+  std::int64_t positions = 0;
 
-  // Closed form, biases included: V*C + T*C (embeddings) + L*(12 C^2 + 13 C) (blocks: qkv,
+  std::int64_t position_rows() const { return positions > 0 ? positions : seq_len; }
+  // Closed form, biases included: V*C + P*C (embeddings) + L*(12 C^2 + 13 C) (blocks: qkv,
   // attention projection, MLP up and down, two layer norms) + 2 C (final norm).
   std::int64_t parameter_count() const {
     std::int64_t c = d_model;
-    return vocab * c + seq_len * c + n_layer * (12 * c * c + 13 * c) + 2 * c;
+    return vocab * c + position_rows() * c + n_layer * (12 * c * c + 13 * c) + 2 * c;
   }
   // Training FLOPs per token: 6 per parameter (forward 2, backward 4) plus attention's scores
   // and weighted sums, 12 * L * C * T (PaLM's count, Appendix B).

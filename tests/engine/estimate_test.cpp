@@ -266,7 +266,7 @@ TEST(EstimateInputsFromConfig, ReadsTheSections) {
   config.batch.train_micro_batch_size_per_gpu = 4;
   config.batch.gradient_accumulation_steps = 3;
   config.activation_checkpointing.number_checkpoints = 2;
-  config.strata.model = {2, 4, 64, 32, 256};
+  config.strata.model = {2, 4, 64, 32, 256, "", "", 0};
   EstimateInputs plain = estimate_inputs_from_config(config, 1000, 10, 8, 2, false);
   EXPECT_EQ(plain.params, 1000);
   EXPECT_EQ(plain.largest_layer_params, 10);
