@@ -9,6 +9,7 @@
 #include <array>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <functional>
 
 #include "aio/engine.h"
@@ -117,6 +118,12 @@ checkpoint::Manifest Engine::State::manifest_for(const std::string& tag) const {
   m.precision = precision_of(config);
   m.loss_scaler = loss_scaler.state();
   m.config = to_json(config);
+  if (!config.strata.model.hf_config.empty()) {
+    // Read at start-up by the model; a file changed since is the user's to answer for.
+    std::ifstream in(config.strata.model.hf_config);
+    m.model_config = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (m.model_config.is_discarded()) m.model_config = nullptr;
+  }
   for (const zero::TensorSlot& slot : layout.all_tensors())
     m.tensors.push_back({slot.name, slot.shape});
   m.states = state_names();

@@ -1,6 +1,7 @@
 // strata ckpt: look into a checkpoint and take the model out of it.
 //   strata ckpt inspect D[/TAG] [--verify] [--json]   what the run was, its files, their CRC32C
 //   strata ckpt export D[/TAG] --out F.safetensors [--dtype fp32|bf16|fp16]
+//   strata ckpt export D[/TAG] --hf DIR [--dtype ...] [--max-shard-size 5GiB]   (ckpt_hf.cpp)
 // Export writes the whole model under its own parameter names, one tensor at a time through a
 // few buffers, whatever the model's size; any stage, offload or world size saved it.
 #include <fmt/format.h>
@@ -19,6 +20,7 @@
 #include "engine/checkpoint/save_directory.h"
 #include "engine/checkpoint/shard_reader.h"
 #include "engine/checkpoint/state_stream.h"
+#include "tools/ckpt_export.h"
 #include "tools/commands.h"
 
 namespace strata::tools {
@@ -37,17 +39,6 @@ struct ExportOptions {
   std::string out;
   std::string dtype = "fp32";
 };
-
-// The aio engine a checkpoint is read and written through: no sidecar checksums, the manifest's
-// CRC32C of each file stands for them.
-aio::Engine checkpoint_io() {
-  aio::EngineOptions options;
-  options.verify_checksums = false;
-  return aio::Engine(options);
-}
-
-// Elements an export converts at a time.
-constexpr std::int64_t kExportChunk = std::int64_t{1} << 20;
 
 void print_manifest(const std::filesystem::path& where, const ckpt::Manifest& m) {
   fmt::print("checkpoint {}\n", where.string());
@@ -96,28 +87,6 @@ int inspect(const InspectOptions& options) {
   return 0;
 }
 
-ckpt::Dtype export_dtype(const std::string& name) {
-  if (name == "fp32") return ckpt::Dtype::f32;
-  if (name == "bf16") return ckpt::Dtype::bf16;
-  if (name == "fp16") return ckpt::Dtype::f16;
-  throw UserError(fmt::format("--dtype {} is not one export writes", name),
-                  "pass --dtype fp32, bf16 or fp16", 2);
-}
-
-// `values` in `dtype`, appended.
-void append_as(ckpt::SafetensorsWriter& writer, ckpt::Dtype dtype, std::span<const float> values,
-               std::vector<std::uint16_t>& half) {
-  if (dtype == ckpt::Dtype::f32) {
-    writer.append(std::as_bytes(values));
-    return;
-  }
-  half.resize(values.size());
-  for (std::size_t i = 0; i < values.size(); ++i)
-    half[i] = dtype == ckpt::Dtype::bf16 ? cpu_adam::to_bf16(values[i]).bits
-                                         : cpu_adam::to_fp16(values[i]).bits;
-  writer.append(std::as_bytes(std::span(half)));
-}
-
 // The master weights stream from the checkpoint's files in flat order, which is the order of
 // the model's tensors, so each file is read once, front to back, and verified as it passes; the
 // output is removed when a file turns out damaged.
@@ -155,6 +124,33 @@ int export_weights(const ExportOptions& options) {
 
 }  // namespace
 
+aio::Engine checkpoint_io() {
+  aio::EngineOptions options;
+  options.verify_checksums = false;
+  return aio::Engine(options);
+}
+
+ckpt::Dtype export_dtype(const std::string& name) {
+  if (name == "fp32") return ckpt::Dtype::f32;
+  if (name == "bf16") return ckpt::Dtype::bf16;
+  if (name == "fp16") return ckpt::Dtype::f16;
+  throw UserError(fmt::format("--dtype {} is not one export writes", name),
+                  "pass --dtype fp32, bf16 or fp16", 2);
+}
+
+void append_as(ckpt::SafetensorsWriter& writer, ckpt::Dtype dtype, std::span<const float> values,
+               std::vector<std::uint16_t>& half) {
+  if (dtype == ckpt::Dtype::f32) {
+    writer.append(std::as_bytes(values));
+    return;
+  }
+  half.resize(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i)
+    half[i] = dtype == ckpt::Dtype::bf16 ? cpu_adam::to_bf16(values[i]).bits
+                                         : cpu_adam::to_fp16(values[i]).bits;
+  writer.append(std::as_bytes(std::span(half)));
+}
+
 void add_ckpt_command(CLI::App& app, CommandContext& context) {
   auto* ckpt_command = app.add_subcommand("ckpt", "Inspect, verify and export checkpoints");
   ckpt_command->require_subcommand(1);
@@ -171,15 +167,43 @@ void add_ckpt_command(CLI::App& app, CommandContext& context) {
       [inspect_options, &context] { context.exit_status = inspect(*inspect_options); });
 
   auto export_options = std::make_shared<ExportOptions>();
+  auto hf_options = std::make_shared<HfExportOptions>();
+  auto shard_size = std::make_shared<std::string>("5GiB");
   auto* export_command = ckpt_command->add_subcommand(
-      "export", "The whole model's weights in one safetensors file, written streaming");
+      "export",
+      "The whole model's weights, written streaming: one safetensors file (--out) or a Hugging "
+      "Face folder (--hf)");
   export_command->add_option("path", export_options->path, "Save directory or DIR/TAG")->required();
-  export_command->add_option("--out", export_options->out, "The .safetensors file to write")
-      ->required();
+  auto* out = export_command->add_option("--out", export_options->out,
+                                         "The .safetensors file to write (strata's names)");
+  auto* hf = export_command->add_option(
+      "--hf", hf_options->out_dir,
+      "A folder to write as Hugging Face's save_pretrained does: config.json and "
+      "model.safetensors (sharded with an index past --max-shard-size)");
+  out->excludes(hf);
   export_command->add_option("--dtype", export_options->dtype, "fp32, bf16 or fp16")
       ->capture_default_str();
-  export_command->callback(
-      [export_options, &context] { context.exit_status = export_weights(*export_options); });
+  export_command
+      ->add_option("--max-shard-size", *shard_size,
+                   "With --hf: the largest shard file (K, M, G suffixes of 2^10)")
+      ->capture_default_str();
+  export_command->callback([export_options, hf_options, shard_size, out, hf, &context] {
+    if (hf->count() > 0) {
+      const std::optional<std::int64_t> bytes = base::parse_bytes(*shard_size);
+      if (!bytes || *bytes <= 0)
+        throw UserError(fmt::format("--max-shard-size {} is not a size", *shard_size),
+                        "pass a size such as 5GiB or 500M", 2);
+      hf_options->path = export_options->path;
+      hf_options->dtype = export_options->dtype;
+      hf_options->max_shard_bytes = *bytes;
+      context.exit_status = export_hf(*hf_options);
+      return;
+    }
+    if (out->count() == 0)
+      throw UserError("ckpt export needs --out FILE.safetensors or --hf DIR",
+                      "pass one of them (strata ckpt export --help)", 2);
+    context.exit_status = export_weights(*export_options);
+  });
 }
 
 }  // namespace strata::tools

@@ -123,7 +123,8 @@ json to_json(const Manifest& m) {
           {"states", m.states},
           {"tensors", tensors},
           {"files", files},
-          {"config", m.config}};
+          {"config", m.config},
+          {"model_config", m.model_config}};
 }
 
 Manifest manifest_from_json(const json& root, const std::filesystem::path& path) {
@@ -151,6 +152,7 @@ Manifest manifest_from_json(const json& root, const std::filesystem::path& path)
   m.loss_scaler = scaler_from(Fields(top.at("loss_scaler"), "loss_scaler", path));
   m.states = top.get<std::vector<std::string>>("states");
   m.config = top.at("config");
+  if (root.contains("model_config")) m.model_config = root.at("model_config");
   for (const json& entry : top.at("tensors")) {
     const Fields t(entry, "tensor entry", path);
     m.tensors.push_back({t.get<std::string>("name"), t.get<std::vector<std::int64_t>>("shape")});

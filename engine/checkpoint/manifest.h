@@ -52,6 +52,10 @@ struct Manifest {
   std::string precision;  // fp32, bf16, fp16
   optim::LossScalerState loss_scaler;
   nlohmann::json config;  // the resolved config of the run that saved
+  // The Hugging Face config.json the model was built from (strata.model.from_pretrained or
+  // strata.model.config), as it was at the save; null for a model of strata's own shape keys.
+  // `strata ckpt export --hf` writes it back beside the weights.
+  nlohmann::json model_config;
   std::vector<ManifestTensor> tensors;
   std::vector<std::string> states;
   std::vector<ManifestFile> files;

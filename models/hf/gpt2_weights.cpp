@@ -25,7 +25,7 @@ bool is_buffer(const std::string& name) {
 
 }  // namespace
 
-Gpt2Name gpt2_name(const std::string& strata_name) {
+std::optional<Gpt2Name> gpt2_name(const std::string& strata_name) {
   // Block tensors: h.N.<strata> -> h.N.<hf>; the rest by name.
   static const std::vector<std::pair<std::string, Gpt2Name>> block = {
       {"ln1.weight", {"ln_1.weight", false}},
@@ -40,18 +40,17 @@ Gpt2Name gpt2_name(const std::string& strata_name) {
       {"mlp.fc.bias", {"mlp.c_fc.bias", false}},
       {"mlp.proj.weight", {"mlp.c_proj.weight", true}},
       {"mlp.proj.bias", {"mlp.c_proj.bias", false}}};
-  if (strata_name == "wte") return {"wte.weight", false};
-  if (strata_name == "wpe") return {"wpe.weight", false};
-  if (strata_name == "lnf.weight") return {"ln_f.weight", false};
-  if (strata_name == "lnf.bias") return {"ln_f.bias", false};
+  if (strata_name == "wte") return Gpt2Name{"wte.weight", false};
+  if (strata_name == "wpe") return Gpt2Name{"wpe.weight", false};
+  if (strata_name == "lnf.weight") return Gpt2Name{"ln_f.weight", false};
+  if (strata_name == "lnf.bias") return Gpt2Name{"ln_f.bias", false};
   const std::size_t dot = strata_name.find('.', 2);
-  STRATA_ASSERT(strata_name.starts_with("h.") && dot != std::string::npos);
+  if (!strata_name.starts_with("h.") || dot == std::string::npos) return std::nullopt;
   const std::string layer = strata_name.substr(0, dot + 1);  // "h.N."
   const std::string rest = strata_name.substr(dot + 1);
   for (const auto& [ours, theirs] : block)
-    if (rest == ours) return {layer + theirs.name, theirs.transposed};
-  STRATA_ASSERT(false && "a GPT parameter with no GPT-2 name");
-  return {};
+    if (rest == ours) return Gpt2Name{layer + theirs.name, theirs.transposed};
+  return std::nullopt;
 }
 
 Gpt2Weights::Gpt2Weights(HfWeights weights, const std::vector<engine::ParamSpec>& specs)
@@ -61,7 +60,9 @@ Gpt2Weights::Gpt2Weights(HfWeights weights, const std::vector<engine::ParamSpec>
       weights_.find("transformer.wte.weight") != nullptr ? "transformer." : "";
   std::set<std::string> used;
   for (const engine::ParamSpec& spec : specs) {
-    const Gpt2Name hf = gpt2_name(spec.name);
+    const std::optional<Gpt2Name> named = gpt2_name(spec.name);
+    STRATA_ASSERT(named.has_value());  // every GPT parameter has a GPT-2 name
+    const Gpt2Name& hf = *named;
     const HfWeights::Tensor* tensor = weights_.find(prefix + hf.name);
     if (tensor == nullptr) {
       throw UserError(fmt::format("{}: no tensor \"{}\" (GPT-2's {} for strata's {})", folder,

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -19,7 +20,8 @@ struct Gpt2Name {
   std::string name;
   bool transposed = false;
 };
-Gpt2Name gpt2_name(const std::string& strata_name);
+// std::nullopt for a name the built-in GPT does not declare.
+std::optional<Gpt2Name> gpt2_name(const std::string& strata_name);
 
 // A GPT-2 folder's weights as the built-in GPT's starting values (engine::WeightSource). Every
 // parameter the GPT declares is found (names with or without "transformer.", as older files have

@@ -159,7 +159,7 @@ std::vector<float> expected_masters(const std::map<std::string, Tensor>& state,
   std::vector<float> all;
   for (engine::Module* module : gpt.modules()) {
     for (const engine::ParamSpec& spec : module->parameters()) {
-      const Gpt2Name hf = gpt2_name(spec.name);
+      const Gpt2Name hf = gpt2_name(spec.name).value();
       const Tensor& tensor = state.at(prefix + hf.name);
       if (!hf.transposed) {
         for (float value : tensor.values)

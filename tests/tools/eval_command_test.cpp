@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -47,8 +48,8 @@ nlohmann::json eval_json(const TempDir& dir, int batch, int accumulation,
       dir.write(fmt::format("eval-{}x{}.json", batch, accumulation),
                 config_json(batch, accumulation,
                             fmt::format(R"({{"path": "{}", "dtype": "uint16"}})", data.string())));
-  RunResult result = run_strata(
-      {"eval", "--config", config.string(), "--data", data.string(), "--json"});
+  RunResult result =
+      run_strata({"eval", "--config", config.string(), "--data", data.string(), "--json"});
   EXPECT_EQ(result.exit_status, 0) << result.err;
   return nlohmann::json::parse(result.out);
 }
@@ -77,11 +78,12 @@ TEST(EvalCommand, ACheckpointsWeightsScoreBetterThanFreshOnes) {
   const std::filesystem::path data = token_file(dir, "train.bin", 4001);
   const std::filesystem::path config = dir.write(
       "config.json",
-      config_json(4, 1, fmt::format(R"({{"path": "{}", "dtype": "uint16", "order": "sequential"}})",
-                                    data.string())));
-  RunResult trained = run_strata({"train", "--config", config.string(), "--steps", "40",
-                                  "--save-dir", (dir.path() / "ckpt").string(), "--out",
-                                  (dir.path() / "out").string()});
+      config_json(4, 1,
+                  fmt::format(R"({{"path": "{}", "dtype": "uint16", "order": "sequential"}})",
+                              data.string())));
+  RunResult trained =
+      run_strata({"train", "--config", config.string(), "--steps", "40", "--save-dir",
+                  (dir.path() / "ckpt").string(), "--out", (dir.path() / "out").string()});
   ASSERT_EQ(trained.exit_status, 0) << trained.err;
   RunResult fresh = run_strata({"eval", "--config", config.string(), "--json"});
   ASSERT_EQ(fresh.exit_status, 0) << fresh.err;
@@ -117,8 +119,8 @@ TEST(TrainCommand, ATokenPastTheVocabularyIsRefusedNamingFileAndPosition) {
   const std::filesystem::path config = dir.write(
       "config.json",
       config_json(1, 1, fmt::format(R"({{"path": "{}", "dtype": "uint16"}})", data.string())));
-  RunResult result = run_strata({"train", "--config", config.string(), "--out",
-                                 (dir.path() / "out").string()});
+  RunResult result =
+      run_strata({"train", "--config", config.string(), "--out", (dir.path() / "out").string()});
   EXPECT_EQ(result.exit_status, 2);
   EXPECT_THAT(result.err, HasSubstr(data.string() + " holds token id 64 at token 123"));
   EXPECT_THAT(result.err, HasSubstr("\"vocab\": 65"));
@@ -129,25 +131,73 @@ TEST(TrainCommand, SequentialOrderNeedsAMicroBatchOfTokens) {
   const std::filesystem::path data = token_file(dir, "tokens.bin", 300);
   const std::filesystem::path config = dir.write(
       "config.json",
-      config_json(64, 1, fmt::format(R"({{"path": "{}", "dtype": "uint16", "order": "sequential"}})",
-                                     data.string())));
-  RunResult result = run_strata({"train", "--config", config.string(), "--out",
-                                 (dir.path() / "out").string()});
+      config_json(64, 1,
+                  fmt::format(R"({{"path": "{}", "dtype": "uint16", "order": "sequential"}})",
+                              data.string())));
+  RunResult result =
+      run_strata({"train", "--config", config.string(), "--out", (dir.path() / "out").string()});
   EXPECT_EQ(result.exit_status, 2);
-  EXPECT_THAT(result.err, HasSubstr("strata.data.order \"sequential\" reads micro-batches of 64 x 8"));
+  EXPECT_THAT(result.err,
+              HasSubstr("strata.data.order \"sequential\" reads micro-batches of 64 x 8"));
 }
 
 TEST(TrainCommand, ABadDataDtypeOrOrderNamesTheKey) {
   TempDir dir;
-  for (const std::string& data : {std::string(R"({"dtype": "int8"})"),
-                                  std::string(R"({"order": "shuffled"})")}) {
+  for (const std::string& data :
+       {std::string(R"({"dtype": "int8"})"), std::string(R"({"order": "shuffled"})")}) {
     const std::filesystem::path config = dir.write("config.json", config_json(1, 1, data));
     RunResult result = run_strata({"train", "--config", config.string()});
     EXPECT_EQ(result.exit_status, 2) << data;
-    EXPECT_THAT(result.err, HasSubstr(data.find("dtype") != std::string::npos
-                                          ? "strata.data.dtype"
-                                          : "strata.data.order"));
+    EXPECT_THAT(result.err,
+                HasSubstr(data.find("dtype") != std::string::npos ? "strata.data.dtype"
+                                                                  : "strata.data.order"));
   }
+}
+
+}  // namespace
+}  // namespace strata::tools::testing
+
+namespace strata::tools::testing {
+namespace {
+
+// A checkpoint exported as a Hugging Face folder (sharded by a small --max-shard-size) and
+// loaded back with from_pretrained is the same model: the same loss on the same windows, to the
+// bit in fp32. The built-in shape keys become GPT2Config's.
+TEST(CkptExportHf, AnExportedFolderLoadsBackAsTheSameModel) {
+  TempDir dir;
+  const std::filesystem::path data = token_file(dir, "train.bin", 2001);
+  const std::string data_json =
+      fmt::format(R"({{"path": "{}", "dtype": "uint16"}})", data.string());
+  const std::filesystem::path config = dir.write("config.json", config_json(2, 1, data_json));
+  ASSERT_EQ(run_strata({"train", "--config", config.string(), "--steps", "5", "--save-dir",
+                        (dir.path() / "ckpt").string(), "--out", (dir.path() / "out").string()})
+                .exit_status,
+            0);
+  const std::filesystem::path hf = dir.path() / "hf";
+  RunResult exported = run_strata({"ckpt", "export", (dir.path() / "ckpt").string(), "--hf",
+                                   hf.string(), "--max-shard-size", "4K"});
+  ASSERT_EQ(exported.exit_status, 0) << exported.err;
+  EXPECT_TRUE(std::filesystem::exists(hf / "model.safetensors.index.json"));
+  EXPECT_TRUE(std::filesystem::exists(hf / "model-00007-of-00007.safetensors")) << exported.out;
+  const nlohmann::json hf_config = nlohmann::json::parse(std::ifstream(hf / "config.json"));
+  EXPECT_EQ(hf_config["model_type"], "gpt2");
+  EXPECT_EQ(hf_config["n_embd"], 16);
+  EXPECT_EQ(hf_config["n_positions"], 8);
+
+  const std::filesystem::path from_hf =
+      dir.write("from_hf.json", fmt::format(R"({{
+  "train_micro_batch_size_per_gpu": 2,
+  "zero_optimization": {{"stage": 3, "offload_param": {{"device": "cpu"}},
+                        "offload_optimizer": {{"device": "cpu"}}}},
+  "strata": {{"model": {{"from_pretrained": "{}"}}, "data": {}}}
+}})",
+                                            hf.string(), data_json));
+  RunResult original = run_strata({"eval", "--config", config.string(), "--checkpoint",
+                                   (dir.path() / "ckpt").string(), "--json"});
+  RunResult loaded = run_strata({"eval", "--config", from_hf.string(), "--json"});
+  ASSERT_EQ(original.exit_status, 0) << original.err;
+  ASSERT_EQ(loaded.exit_status, 0) << loaded.err;
+  EXPECT_EQ(nlohmann::json::parse(loaded.out)["loss"], nlohmann::json::parse(original.out)["loss"]);
 }
 
 }  // namespace
