@@ -9,9 +9,9 @@
 
 namespace strata::gpu {
 
-// The ops a GPT-2 style model needs, forward and backward, on device memory in fp32 (the
-// compute type; bf16/fp16 storage is converted with `cast_*`). Every op is enqueued on `stream`
-// and returns at once, as a kernel launch does; pointers must stay valid until it has run.
+// The ops a GPT-2 style or Llama-family model needs, forward and backward, on device memory in fp32
+// (the compute type; bf16/fp16 storage is converted with `cast_*`). Every op is enqueued on
+// `stream` and returns at once, as a kernel launch does; pointers must stay valid until it has run.
 //
 // The math, the saved tensors and the conventions are those of gpu/host/kernels/*.h (the host
 // backend runs exactly those functions): backward ops ACCUMULATE into gradient outputs, except
@@ -73,6 +73,32 @@ class Ops {
                                       const float* lse, const std::int32_t* targets,
                                       const float* dlosses, std::int64_t rows, std::int64_t vocab,
                                       std::int64_t vocab_padded) = 0;
+
+  // The Llama family (gpu/host/kernels/{rms_norm,rope,swiglu,qkv_pack}.h). rope_* rotate in
+  // place (forward) and apply the transpose in place to a gradient (backward, which overwrites);
+  // `inv_freq` is device memory of head_dim / 2 floats.
+  virtual void rms_norm_forward(Stream& stream, float* out, float* rstd, const float* inp,
+                                const float* weight, double eps, std::int64_t rows,
+                                std::int64_t channels) = 0;
+  virtual void rms_norm_backward(Stream& stream, float* dinp, float* dweight, const float* dout,
+                                 const float* inp, const float* weight, const float* rstd,
+                                 std::int64_t rows, std::int64_t channels) = 0;
+  virtual void rope_forward(Stream& stream, float* x, const float* inv_freq, std::int64_t batch,
+                            std::int64_t seq_len, std::int64_t heads, std::int64_t head_dim,
+                            std::int64_t row_stride) = 0;
+  virtual void rope_backward(Stream& stream, float* dx, const float* inv_freq, std::int64_t batch,
+                             std::int64_t seq_len, std::int64_t heads, std::int64_t head_dim,
+                             std::int64_t row_stride) = 0;
+  virtual void swiglu_forward(Stream& stream, float* out, const float* gate, const float* up,
+                              std::int64_t n) = 0;
+  virtual void swiglu_backward(Stream& stream, float* dgate, float* dup, const float* dout,
+                               const float* gate, const float* up, std::int64_t n) = 0;
+  virtual void qkv_pack_forward(Stream& stream, float* qkv, const float* q, const float* k,
+                                const float* v, std::int64_t rows, std::int64_t heads,
+                                std::int64_t kv_heads, std::int64_t head_dim) = 0;
+  virtual void qkv_pack_backward(Stream& stream, float* dq, float* dk, float* dv, const float* dqkv,
+                                 std::int64_t rows, std::int64_t heads, std::int64_t kv_heads,
+                                 std::int64_t head_dim) = 0;
 
   // target[i] = float(source[i]) for `n` elements stored as `type` (float32, bfloat16, float16).
   virtual void cast_to_float(Stream& stream, float* target, const void* source, DataType type,

@@ -1,8 +1,9 @@
-// strata ckpt export D --hf DIR: a checkpoint's model as a Hugging Face GPT-2 folder, as
+// strata ckpt export D --hf DIR: a checkpoint's model as a Hugging Face folder (GPT-2, or the
+// Llama family the model came from), as
 // save_pretrained writes one: config.json, and model.safetensors or, past --max-shard-size,
 // model-0000k-of-0000n.safetensors shards with model.safetensors.index.json. Tensors carry HF's
-// names ("transformer." + GPT-2's) and layouts (Conv1D weights [in, out]); the LM head stays tied
-// to wte, so lm_head.weight is not written, as transformers does not write it.
+// names and layouts (GPT-2's Conv1D weights [in, out]); a tied LM head is not written, as
+// transformers does not write it.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -16,7 +17,7 @@
 #include "engine/checkpoint/save_directory.h"
 #include "engine/checkpoint/shard_reader.h"
 #include "engine/checkpoint/state_stream.h"
-#include "models/hf/gpt2_weights.h"
+#include "models/hf/hf_names.h"
 #include "tools/ckpt_export.h"
 
 namespace strata::tools {
@@ -33,19 +34,32 @@ struct HfTensor {
   std::vector<std::int64_t> shape;  // HF's
 };
 
+// The checkpoint's tensors under HF's names: a Llama-family model (its tensors carry HF's names
+// already) or the built-in GPT written as GPT-2 (GPT2LMHeadModel's "transformer." names).
 std::vector<HfTensor> hf_tensors(const ckpt::Manifest& m, const std::filesystem::path& where) {
+  const bool llama = !m.tensors.empty() && m.tensors.front().name == "model.embed_tokens.weight";
+  const models::HfNaming& naming = llama ? models::llama_naming() : models::gpt2_naming();
+  const std::string prefix = naming.prefixes.front();
   std::vector<HfTensor> tensors;
   for (const ckpt::ManifestTensor& tensor : m.tensors) {
-    const std::optional<models::Gpt2Name> hf = models::gpt2_name(tensor.name);
+    const std::optional<models::HfName> hf = naming.name(tensor.name);
     if (!hf) {
-      throw UserError(fmt::format("{}: tensor \"{}\" is not one of the built-in GPT's, which is "
-                                  "what export --hf writes (as GPT-2)",
-                                  where.string(), tensor.name),
+      throw UserError(fmt::format("{}: tensor \"{}\" is not one of a {} model's, which is what "
+                                  "export --hf writes",
+                                  where.string(), tensor.name, naming.architecture),
                       "export the weights under strata's names with --out FILE.safetensors", 2);
     }
     std::vector<std::int64_t> shape = tensor.shape;
     if (hf->transposed) std::swap(shape[0], shape[1]);
-    tensors.push_back({&tensor, "transformer." + hf->name, hf->transposed, shape});
+    tensors.push_back({&tensor, prefix + hf->name, hf->transposed, shape});
+  }
+  if (llama && !m.model_config.is_object()) {
+    throw UserError(fmt::format("{}: the manifest keeps no config.json for this Llama-family "
+                                "model",
+                                where.string()),
+                    "save the checkpoint again with this strata (it keeps the model's "
+                    "config.json), or write config.json beside the export by hand",
+                    2);
   }
   return tensors;
 }
@@ -182,7 +196,7 @@ int export_hf(const HfExportOptions& options) {
   }
   ckpt::write_durable(out / "config.json", config.dump(2) + "\n");
   fmt::print(
-      "exported {} parameters of {} at step {} to {} as a Hugging Face GPT-2 folder: "
+      "exported {} parameters of {} at step {} to {} as a Hugging Face folder: "
       "config.json and {} ({} in {} file(s))\n",
       base::format_count(static_cast<double>(m.parameter_count())), where.string(), m.step,
       out.string(), shards.size() == 1 ? "model.safetensors" : "the shards and their index",

@@ -16,7 +16,7 @@
 #include "gpu/ops.h"
 #include "gpu/process_group.h"
 #include "models/data/token_file.h"
-#include "models/gpt/gpt.h"
+#include "models/model_plan.h"
 #include "tools/commands.h"
 #include "tools/run_setup.h"
 
@@ -42,9 +42,9 @@ struct EvalResult {
 // micro-batch of B copies of x measures x alone, so that the r windows' own sum is exact:
 // B mean(tail + copies) - (B - r) mean(x).
 EvalResult evaluate_windows(engine::Engine& engine, models::TokenView split,
-                            const models::GptShape& shape, std::int64_t accumulation) {
-  const int seq_len = static_cast<int>(shape.seq_len);
-  const auto rows = static_cast<int>(shape.batch);
+                            const models::ModelPlan& plan, std::int64_t accumulation) {
+  const auto seq_len = static_cast<int>(plan.seq_len());
+  const auto rows = static_cast<int>(plan.batch());
   const std::int64_t windows = models::window_count(split, seq_len);
   const auto row_tokens = static_cast<std::size_t>(seq_len);
   const std::size_t micro_tokens = static_cast<std::size_t>(rows) * row_tokens;
@@ -96,7 +96,7 @@ int run_eval(const EvalOptions& options) {
   const bool leader = world.rank() == 0;
   for (const std::string& warning : loaded.warnings)
     if (leader) base::logger("tools").warn("{}", warning);
-  const models::GptShape shape = model_shape(config);
+  const models::ModelPlan plan = plan_model(config);
 
   // --data: the whole file; else the validation split of strata.data (or of the built-in corpus).
   models::TokenDataset dataset;
@@ -105,17 +105,17 @@ int run_eval(const EvalOptions& options) {
   std::string source;
   if (!options.data_path.empty()) {
     file = models::open_token_file(options.data_path, config.strata.data.dtype, "--data");
-    models::check_token_ids(file, static_cast<int>(shape.vocab), options.data_path);
+    models::check_token_ids(file, static_cast<int>(plan.vocab()), options.data_path);
     split = file.tokens;
     source = fmt::format("{} ({})", file.path.string(), file.format);
   } else {
-    dataset = load_data(config, shape);
+    dataset = load_data(config, plan);
     split = dataset.validation();
     source = fmt::format("the validation split of {}", dataset.source);
   }
-  if (models::window_count(split, static_cast<int>(shape.seq_len)) == 0) {
+  if (models::window_count(split, static_cast<int>(plan.seq_len())) == 0) {
     throw UserError(fmt::format("{} holds {} tokens, fewer than one window of seq_len {} + 1",
-                                source, split.size(), shape.seq_len),
+                                source, split.size(), plan.seq_len()),
                     "evaluate a longer file, or a model with a shorter strata.model.seq_len", 2);
   }
 
@@ -125,7 +125,7 @@ int run_eval(const EvalOptions& options) {
   std::unique_ptr<gpu::Device> device = gpu::open_device(device_options);
   std::unique_ptr<gpu::Ops> ops = gpu::create_ops(*device);
   std::unique_ptr<gpu::Comm> comm = gpu::create_comm(world, *device);
-  std::unique_ptr<models::Gpt> model = make_model(config, shape);
+  std::unique_ptr<engine::Model> model = models::build_model(plan);
   engine::Runtime runtime{*device, *ops, *comm};
   engine::Engine engine(runtime, config, *model);
   std::string weights = fmt::format("fresh weights (strata.seed {})", config.strata.seed);
@@ -136,18 +136,18 @@ int run_eval(const EvalOptions& options) {
 
   // Every rank evaluates the same windows (ZeRO-3 gathers need every rank in each forward).
   const EvalResult result =
-      evaluate_windows(engine, split, shape, config.batch.gradient_accumulation_steps);
+      evaluate_windows(engine, split, plan, config.batch.gradient_accumulation_steps);
   if (!leader) return 0;
   const double perplexity = std::exp(result.loss);
   if (options.json) {
-    nlohmann::json out = {{"loss", result.loss},      {"perplexity", perplexity},
-                          {"tokens", result.tokens},  {"windows", result.windows},
-                          {"seq_len", shape.seq_len}, {"data", source},
+    nlohmann::json out = {{"loss", result.loss},       {"perplexity", perplexity},
+                          {"tokens", result.tokens},   {"windows", result.windows},
+                          {"seq_len", plan.seq_len()}, {"data", source},
                           {"weights", weights}};
     fmt::print("{}\n", out.dump(2));
   } else {
     fmt::print("strata eval\n  data     {}\n  weights  {}\n  windows  {} of {} tokens\n", source,
-               weights, result.windows, shape.seq_len);
+               weights, result.windows, plan.seq_len());
     fmt::print("  loss     {:.6f} nats/token over {} tokens, perplexity {:.4f}\n", result.loss,
                result.tokens, perplexity);
   }

@@ -5,7 +5,6 @@
 #include "base/error.h"
 #include "models/data/byte_tokenizer.h"
 #include "models/data/synthetic_corpus.h"
-#include "models/hf/pretrained.h"
 #include "tools/demo_config.h"
 
 namespace strata::tools {
@@ -16,27 +15,11 @@ engine::LoadedConfig load_run_config(const std::string& config_path, int world_s
              : engine::load_config_file(config_path, world_size);
 }
 
-models::GptShape model_shape(const engine::Config& config) {
-  const engine::ModelConfig& m = config.strata.model;
-  if (m.n_layer < 1 || m.n_head < 1 || m.d_model < 1 || m.seq_len < 1) {
-    throw UserError("strata.model needs n_layer, n_head, d_model and seq_len of at least 1",
-                    "set positive values under \"strata\": {\"model\": {...}}", 2);
-  }
-  const std::int64_t batch = config.batch.train_micro_batch_size_per_gpu;
-  if (!m.hf_config.empty())
-    return models::gpt_shape(models::read_hf_config(m.hf_config), m.seq_len, batch);
-  return {m.n_layer, m.n_head, m.d_model, m.seq_len, m.vocab, batch};
+models::ModelPlan plan_model(const engine::Config& config) {
+  return models::plan_model(config.strata.model, config.batch.train_micro_batch_size_per_gpu);
 }
 
-std::unique_ptr<models::Gpt> make_model(const engine::Config& config,
-                                        const models::GptShape& shape) {
-  auto gpt = std::make_unique<models::Gpt>(shape);
-  if (!config.strata.model.from_pretrained.empty())
-    models::load_pretrained(*gpt, config.strata.model.from_pretrained);
-  return gpt;
-}
-
-models::TokenDataset load_data(const engine::Config& config, const models::GptShape& shape) {
+models::TokenDataset load_data(const engine::Config& config, const models::ModelPlan& plan) {
   const engine::DataConfig& data = config.strata.data;
   models::TokenDataset dataset;
   if (!data.path.empty()) {
@@ -55,15 +38,15 @@ models::TokenDataset load_data(const engine::Config& config, const models::GptSh
     dataset.byte_level = true;
   }
   // Text may hold any byte: the vocabulary must have room for all of them.
-  if (dataset.byte_level && shape.vocab < models::kByteVocab) {
+  if (dataset.byte_level && plan.vocab() < models::kByteVocab) {
     throw UserError(
         fmt::format("strata.model.vocab {} is smaller than the byte tokenizer's {} "
                     "tokens",
-                    shape.vocab, models::kByteVocab),
+                    plan.vocab(), models::kByteVocab),
         fmt::format("set \"strata\": {{\"model\": {{\"vocab\": {}}}}} or more", models::kByteVocab),
         2);
   }
-  dataset.check_fits(static_cast<int>(shape.seq_len), static_cast<int>(shape.vocab));
+  dataset.check_fits(static_cast<int>(plan.seq_len()), static_cast<int>(plan.vocab()));
   return dataset;
 }
 

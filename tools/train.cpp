@@ -18,7 +18,7 @@
 #include "gpu/ops.h"
 #include "gpu/process_group.h"
 #include "models/data/token_dataset.h"
-#include "models/gpt/gpt.h"
+#include "models/model_plan.h"
 #include "tools/commands.h"
 #include "tools/run_setup.h"
 #include "tools/train_output.h"
@@ -113,7 +113,7 @@ std::string describe_placement(const engine::Config& config, int world_size) {
   }
 }
 
-void print_setup(const engine::Config& config, const models::GptShape& shape,
+void print_setup(const engine::Config& config, const models::ModelPlan& plan,
                  const models::TokenDataset& data, gpu::Device& device, int world_size,
                  std::int64_t steps) {
   const char* precision = config.bf16.enabled ? "bf16 storage, fp32 compute and master weights"
@@ -121,11 +121,8 @@ void print_setup(const engine::Config& config, const models::GptShape& shape,
                               ? "fp16 storage with loss scaling, fp32 compute and master weights"
                               : "fp32";
   fmt::print("strata train\n");
-  fmt::print(
-      "  model      GPT, {} parameters (n_layer {}, n_head {}, d_model {}, seq_len {}, "
-      "vocab {})\n",
-      base::format_count(static_cast<double>(shape.parameter_count())), shape.n_layer, shape.n_head,
-      shape.d_model, shape.seq_len, shape.vocab);
+  fmt::print("  model      {}\n", plan.summary());
+  if (!plan.from_pretrained.empty()) fmt::print("  weights    {}\n", plan.from_pretrained);
   fmt::print("  device     {} ({} budget), {} rank(s)\n", device.name(),
              base::format_bytes(static_cast<double>(device.budget_bytes())), world_size);
   fmt::print("  zero       {}\n", describe_placement(config, world_size));
@@ -134,7 +131,7 @@ void print_setup(const engine::Config& config, const models::GptShape& shape,
              engine::to_string(config.optimizer.type), config.optimizer.lr,
              engine::to_string(config.scheduler.type), config.gradient_clipping);
   fmt::print("  batch      {} x {} tokens per micro-batch, {} micro-batch(es) per step, {} steps\n",
-             config.batch.train_micro_batch_size_per_gpu, shape.seq_len,
+             config.batch.train_micro_batch_size_per_gpu, plan.seq_len(),
              config.batch.gradient_accumulation_steps, steps);
   fmt::print("  data       {}: {} training and {} validation tokens\n", data.source,
              data.train().size(), data.validation().size());
@@ -179,11 +176,11 @@ int train_on(gpu::World& world, const TrainOptions& options) {
   for (const std::string& note : loaded.notes) {
     if (leader) base::logger("tools").info("{}", note);
   }
-  models::GptShape shape = model_shape(config);
-  models::TokenDataset data = load_data(config, shape);
+  const models::ModelPlan plan = plan_model(config);
+  models::TokenDataset data = load_data(config, plan);
   const bool sequential = config.strata.data.order == engine::DataOrder::sequential;
   if (sequential)
-    data.check_sequential_fits(static_cast<int>(shape.batch), static_cast<int>(shape.seq_len));
+    data.check_sequential_fits(static_cast<int>(plan.batch()), static_cast<int>(plan.seq_len()));
   std::int64_t steps = options.steps > 0 ? options.steps : config.strata.train_steps;
 
   gpu::DeviceOptions device_options;
@@ -192,12 +189,12 @@ int train_on(gpu::World& world, const TrainOptions& options) {
   std::unique_ptr<gpu::Device> device = gpu::open_device(device_options);
   std::unique_ptr<gpu::Ops> ops = gpu::create_ops(*device);
   std::unique_ptr<gpu::Comm> comm = gpu::create_comm(world, *device);
-  if (leader) print_setup(config, shape, data, *device, world.world_size(), steps);
+  if (leader) print_setup(config, plan, data, *device, world.world_size(), steps);
 
   // From here on SIGTERM and SIGINT stop the run between steps; one that comes while the engine
   // starts or loads is honoured before the first step.
   const StopSignals signals;
-  std::unique_ptr<models::Gpt> model = make_model(config, shape);
+  std::unique_ptr<engine::Model> model = models::build_model(plan);
   engine::Runtime runtime{*device, *ops, *comm};
   engine::Engine engine(runtime, config, *model);
   const std::int64_t done_before = resume(engine, options.resume, leader);
@@ -213,7 +210,7 @@ int train_on(gpu::World& world, const TrainOptions& options) {
   MetricsWriter metrics(leader ? options.metrics_path : "", /*append=*/done_before > 0);
   TrainProgress progress(steps, config.steps_per_print, leader);
   std::int64_t accumulation = config.batch.gradient_accumulation_steps;
-  std::int64_t micro_tokens = shape.rows();
+  std::int64_t micro_tokens = model->tokens_per_micro_batch();
   std::vector<std::int32_t> inputs(static_cast<std::size_t>(accumulation * micro_tokens));
   std::vector<std::int32_t> targets(inputs.size());
   std::vector<LossPoint> curve;
@@ -230,14 +227,14 @@ int train_on(gpu::World& world, const TrainOptions& options) {
         models::sequential_batch(
             split,
             models::global_micro_batch(step, micro, accumulation, world.rank(), world.world_size()),
-            static_cast<int>(shape.batch), static_cast<int>(shape.seq_len), micro_inputs,
+            static_cast<int>(plan.batch()), static_cast<int>(plan.seq_len()), micro_inputs,
             micro_targets);
         continue;
       }
       std::int64_t first =
-          models::first_sequence(micro, world.rank(), world.world_size(), shape.batch);
-      models::sample_sequences(split, seed, step, first, static_cast<int>(shape.batch),
-                               static_cast<int>(shape.seq_len), micro_inputs, micro_targets);
+          models::first_sequence(micro, world.rank(), world.world_size(), plan.batch());
+      models::sample_sequences(split, seed, step, first, static_cast<int>(plan.batch()),
+                               static_cast<int>(plan.seq_len()), micro_inputs, micro_targets);
     }
   };
 

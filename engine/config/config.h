@@ -210,7 +210,9 @@ struct ModelConfig {
   // keys above are read from it (models/hf/hf_config.h checks the rest).
   std::string from_pretrained;
   std::string hf_config;
-  std::int64_t positions = 0;  // rows of the position embedding (n_positions); 0 = seq_len
+  // The model's context: GPT-2's n_positions (the rows of its position embedding) or the Llama
+  // family's max_position_embeddings; 0 = seq_len (the built-in shape keys).
+  std::int64_t positions = 0;
 };
 
 // strata.data: where the training tokens come from.

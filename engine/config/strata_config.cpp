@@ -2,6 +2,7 @@
 // strata.checkpoint is read in checkpoint_config.cpp.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <filesystem>
 #include <fstream>
@@ -32,11 +33,20 @@ void read_hf_shape(JsonReader& model, std::string_view key, ModelConfig& out) {
     target =
         found != config.end() && found->is_number_integer() ? found->get<std::int64_t>() : fallback;
   };
-  take("n_layer", 12, out.n_layer);  // GPT2Config's defaults
-  take("n_head", 12, out.n_head);
-  take("n_embd", 768, out.d_model);
-  take("vocab_size", 50257, out.vocab);
-  take("n_positions", 1024, out.positions);
+  if (config.value("model_type", "") == "gpt2") {
+    take("n_layer", 12, out.n_layer);  // GPT2Config's defaults
+    take("n_head", 12, out.n_head);
+    take("n_embd", 768, out.d_model);
+    take("vocab_size", 50257, out.vocab);
+    take("n_positions", 1024, out.positions);
+    return;
+  }
+  // The Llama family's names (models/hf/hf_config.cpp checks the model_type and the rest).
+  take("num_hidden_layers", 32, out.n_layer);
+  take("num_attention_heads", 32, out.n_head);
+  take("hidden_size", 4096, out.d_model);
+  take("vocab_size", 32000, out.vocab);
+  take("max_position_embeddings", 2048, out.positions);
 }
 
 void read_model(JsonReader& strata, ModelConfig& out) {
@@ -58,7 +68,8 @@ void read_model(JsonReader& strata, ModelConfig& out) {
       }
     }
     read_hf_shape(model, out.from_pretrained.empty() ? "config" : "from_pretrained", out);
-    out.seq_len = out.positions;  // the model's context, unless seq_len says less
+    // The model's context up to 2048 tokens, unless seq_len says otherwise.
+    out.seq_len = std::min<std::int64_t>(out.positions, 2048);
     model.read("seq_len", out.seq_len, IntRange{1, out.positions});
     model.finish();
     return;

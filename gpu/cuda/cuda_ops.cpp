@@ -133,6 +133,48 @@ class CudaOps final : public Ops {
   void residual_backward(Stream& s, float* da, float* db, const float* dout, i64 n) override {
     launched(kernels::residual_backward(on(s), da, db, dout, n), "residual_backward");
   }
+  void rms_norm_forward(Stream& s, float* out, float* rstd, const float* inp, const float* weight,
+                        double eps, i64 rows, i64 c) override {
+    launched(kernels::rms_norm_forward(on(s), out, rstd, inp, weight, eps, rows, c),
+             "rms_norm_forward");
+  }
+  void rms_norm_backward(Stream& s, float* dinp, float* dweight, const float* dout,
+                         const float* inp, const float* weight, const float* rstd, i64 rows,
+                         i64 c) override {
+    launched(kernels::rms_norm_backward(on(s), dinp, dweight, dout, inp, weight, rstd, rows, c),
+             "rms_norm_backward");
+  }
+  void rope_forward(Stream& s, float* x, const float* inv_freq, i64 b, i64 t, i64 heads,
+                    i64 head_dim, i64 row_stride) override {
+    STRATA_ASSERT(head_dim % 2 == 0 && row_stride >= heads * head_dim);
+    launched(kernels::rope_forward(on(s), x, inv_freq, b, t, heads, head_dim, row_stride),
+             "rope_forward");
+  }
+  void rope_backward(Stream& s, float* dx, const float* inv_freq, i64 b, i64 t, i64 heads,
+                     i64 head_dim, i64 row_stride) override {
+    STRATA_ASSERT(head_dim % 2 == 0 && row_stride >= heads * head_dim);
+    launched(kernels::rope_backward(on(s), dx, inv_freq, b, t, heads, head_dim, row_stride),
+             "rope_backward");
+  }
+  void swiglu_forward(Stream& s, float* out, const float* gate, const float* up, i64 n) override {
+    launched(kernels::swiglu_forward(on(s), out, gate, up, n), "swiglu_forward");
+  }
+  void swiglu_backward(Stream& s, float* dgate, float* dup, const float* dout, const float* gate,
+                       const float* up, i64 n) override {
+    launched(kernels::swiglu_backward(on(s), dgate, dup, dout, gate, up, n), "swiglu_backward");
+  }
+  void qkv_pack_forward(Stream& s, float* qkv, const float* q, const float* k, const float* v,
+                        i64 rows, i64 heads, i64 kv_heads, i64 head_dim) override {
+    STRATA_ASSERT(kv_heads > 0 && heads % kv_heads == 0);
+    launched(kernels::qkv_pack_forward(on(s), qkv, q, k, v, rows, heads, kv_heads, head_dim),
+             "qkv_pack_forward");
+  }
+  void qkv_pack_backward(Stream& s, float* dq, float* dk, float* dv, const float* dqkv, i64 rows,
+                         i64 heads, i64 kv_heads, i64 head_dim) override {
+    STRATA_ASSERT(kv_heads > 0 && heads % kv_heads == 0);
+    launched(kernels::qkv_pack_backward(on(s), dq, dk, dv, dqkv, rows, heads, kv_heads, head_dim),
+             "qkv_pack_backward");
+  }
   void cross_entropy_forward(Stream& s, float* losses, float* lse, float* loss_mean,
                              const float* logits, const std::int32_t* targets, i64 rows, i64 v,
                              i64 vp) override {

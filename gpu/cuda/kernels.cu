@@ -5,82 +5,17 @@
 
 #include <cstdint>
 
+#include "gpu/cuda/kernel_common.cuh"
 #include "gpu/cuda/kernels.h"
 
 namespace strata::gpu::cuda::kernels {
 namespace {
 
-constexpr int threads_per_block = 256;
-constexpr int warp_size = 32;
-constexpr unsigned full_mask = 0xffffffffu;
 constexpr double layer_norm_epsilon = 1e-5;  // gpu/host/kernels/layer_norm.h
 constexpr float gelu_cubic = 0.044715f;
 constexpr float gelu_scale = 0.7978845608028654f;  // sqrt(2 / pi)
 // Shared memory a block may use without opting in.
 constexpr i64 default_shared_bytes = 48 * 1024;
-
-// Enough blocks to cover n with threads_per_block threads, capped; kernels loop over the rest.
-unsigned blocks_for(i64 n) {
-  i64 blocks = (n + threads_per_block - 1) / threads_per_block;
-  if (blocks < 1) blocks = 1;
-  if (blocks > (i64{1} << 20)) blocks = i64{1} << 20;
-  return static_cast<unsigned>(blocks);
-}
-
-// Blocks for one warp per row, uncapped (the warp-per-row kernels do not loop over rows).
-unsigned warp_blocks(i64 rows) {
-  constexpr i64 warps_per_block = threads_per_block / warp_size;
-  return static_cast<unsigned>((rows + warps_per_block - 1) / warps_per_block);
-}
-
-__device__ i64 global_index() {
-  return static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-
-__device__ i64 global_stride() {
-  return static_cast<i64>(gridDim.x) * blockDim.x;
-}
-
-template <typename T>
-__device__ T warp_sum(T value) {
-  for (int offset = warp_size / 2; offset > 0; offset /= 2)
-    value += __shfl_xor_sync(full_mask, value, offset);
-  return value;
-}
-
-__device__ float warp_max(float value) {
-  for (int offset = warp_size / 2; offset > 0; offset /= 2)
-    value = fmaxf(value, __shfl_xor_sync(full_mask, value, offset));
-  return value;
-}
-
-// Sums one double per thread over a block of threads_per_block threads; every thread gets the
-// total. `scratch` holds threads_per_block / warp_size doubles.
-__device__ double block_sum(double value, double* scratch) {
-  const int lane = static_cast<int>(threadIdx.x) % warp_size;
-  const int warp = static_cast<int>(threadIdx.x) / warp_size;
-  value = warp_sum(value);
-  __syncthreads();
-  if (lane == 0) scratch[warp] = value;
-  __syncthreads();
-  double total = 0.0;
-  for (int w = 0; w < threads_per_block / warp_size; ++w)
-    total += scratch[w];
-  return total;
-}
-
-__device__ float block_max(float value, float* scratch) {
-  const int lane = static_cast<int>(threadIdx.x) % warp_size;
-  const int warp = static_cast<int>(threadIdx.x) / warp_size;
-  value = warp_max(value);
-  __syncthreads();
-  if (lane == 0) scratch[warp] = value;
-  __syncthreads();
-  float result = scratch[0];
-  for (int w = 1; w < threads_per_block / warp_size; ++w)
-    result = fmaxf(result, scratch[w]);
-  return result;
-}
 
 // ---- embedding
 
@@ -92,7 +27,8 @@ __global__ void embedding_forward_kernel(float* out, const std::int32_t* tokens,
     const i64 c = i % channels;
     const i64 token = tokens[row];
     if (token < 0 || token >= vocab) __trap();  // a programmer error, as the host asserts
-    out[i] = wte[token * channels + c] + wpe[(row % seq_len) * channels + c];
+    out[i] =
+        wte[token * channels + c] + (wpe != nullptr ? wpe[(row % seq_len) * channels + c] : 0.0f);
   }
 }
 
@@ -173,12 +109,6 @@ __global__ void layer_norm_backward_input_kernel(float* dinp, const float* dout,
   }
 }
 
-// Column reductions: blocks of 32 columns x 8 row lanes, each block over a slice of rows, the
-// slices' sums added with atomicAdd (the targets accumulate anyway).
-constexpr int column_tile = 32;
-constexpr int row_lanes = 8;
-constexpr i64 rows_per_slice = 512;
-
 __global__ void layer_norm_backward_params_kernel(float* dweight, float* dbias, const float* dout,
                                                   const float* inp, const float* mean,
                                                   const float* rstd, i64 rows, i64 channels) {
@@ -231,12 +161,6 @@ __global__ void column_sums_kernel(float* target, const float* source, i64 rows,
 __global__ void add_bias_kernel(float* out, const float* bias, i64 rows, i64 columns) {
   for (i64 i = global_index(); i < rows * columns; i += global_stride())
     out[i] += bias[i % columns];
-}
-
-dim3 column_grid(i64 rows, i64 columns) {
-  const i64 slices = (rows + rows_per_slice - 1) / rows_per_slice;
-  return dim3(static_cast<unsigned>((columns + column_tile - 1) / column_tile),
-              static_cast<unsigned>(slices < 1 ? 1 : slices));
 }
 
 // ---- attention
@@ -622,8 +546,10 @@ cudaError_t embedding_backward(cudaStream_t stream, float* dwte, float* dwpe, co
   if (rows * channels == 0) return cudaSuccess;
   embedding_backward_wte_kernel<<<blocks_for(rows * channels), threads_per_block, 0, stream>>>(
       dwte, dout, tokens, rows, channels, vocab);
-  embedding_backward_wpe_kernel<<<blocks_for(seq_len * channels), threads_per_block, 0, stream>>>(
-      dwpe, dout, batch, seq_len, channels);
+  if (dwpe != nullptr) {
+    embedding_backward_wpe_kernel<<<blocks_for(seq_len * channels), threads_per_block, 0, stream>>>(
+        dwpe, dout, batch, seq_len, channels);
+  }
   return cudaGetLastError();
 }
 

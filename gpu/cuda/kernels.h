@@ -76,6 +76,29 @@ cudaError_t cast_fp32_to_bf16(cudaStream_t stream, std::uint16_t* target, const 
 cudaError_t cast_fp32_to_fp16(cudaStream_t stream, std::uint16_t* target, const float* source,
                               i64 n);
 
+// ---- the Llama family (llama_kernels.cu), mirroring gpu/host/kernels/{rms_norm,rope,swiglu,
+// qkv_pack}.h.
+// One warp per row, the sum of squares in double; dweight by column tiles.
+cudaError_t rms_norm_forward(cudaStream_t stream, float* out, float* rstd, const float* inp,
+                             const float* weight, double eps, i64 rows, i64 channels);
+cudaError_t rms_norm_backward(cudaStream_t stream, float* dinp, float* dweight, const float* dout,
+                              const float* inp, const float* weight, const float* rstd, i64 rows,
+                              i64 channels);
+// In place; one thread per (row, head, pair).
+cudaError_t rope_forward(cudaStream_t stream, float* x, const float* inv_freq, i64 batch,
+                         i64 seq_len, i64 heads, i64 head_dim, i64 row_stride);
+cudaError_t rope_backward(cudaStream_t stream, float* dx, const float* inv_freq, i64 batch,
+                          i64 seq_len, i64 heads, i64 head_dim, i64 row_stride);
+cudaError_t swiglu_forward(cudaStream_t stream, float* out, const float* gate, const float* up,
+                           i64 n);
+cudaError_t swiglu_backward(cudaStream_t stream, float* dgate, float* dup, const float* dout,
+                            const float* gate, const float* up, i64 n);
+// The backward has one thread per element of dk/dv, summing its repeats in head order: no atomics.
+cudaError_t qkv_pack_forward(cudaStream_t stream, float* qkv, const float* q, const float* k,
+                             const float* v, i64 rows, i64 heads, i64 kv_heads, i64 head_dim);
+cudaError_t qkv_pack_backward(cudaStream_t stream, float* dq, float* dk, float* dv,
+                              const float* dqkv, i64 rows, i64 heads, i64 kv_heads, i64 head_dim);
+
 cudaError_t fill(cudaStream_t stream, float* target, float value, i64 n);
 cudaError_t accumulate(cudaStream_t stream, float* target, const float* source, float scale, i64 n);
 

@@ -10,7 +10,11 @@
 #include "gpu/host/kernels/gelu.h"
 #include "gpu/host/kernels/layer_norm.h"
 #include "gpu/host/kernels/matmul.h"
+#include "gpu/host/kernels/qkv_pack.h"
 #include "gpu/host/kernels/residual.h"
+#include "gpu/host/kernels/rms_norm.h"
+#include "gpu/host/kernels/rope.h"
+#include "gpu/host/kernels/swiglu.h"
 #include "gpu/ops.h"
 
 #ifdef STRATA_HAVE_CUDA
@@ -88,6 +92,39 @@ class HostOps final : public Ops {
     s.launch([=] {
       k::cross_entropy_backward<float>(dlogits, logits, lse, targets, dlosses, rows, v, vp);
     });
+  }
+  void rms_norm_forward(Stream& s, float* out, float* rstd, const float* inp, const float* weight,
+                        double eps, i64 rows, i64 c) override {
+    s.launch([=] { k::rms_norm_forward<float>(out, rstd, inp, weight, eps, rows, c); });
+  }
+  void rms_norm_backward(Stream& s, float* dinp, float* dweight, const float* dout,
+                         const float* inp, const float* weight, const float* rstd, i64 rows,
+                         i64 c) override {
+    s.launch([=] { k::rms_norm_backward<float>(dinp, dweight, dout, inp, weight, rstd, rows, c); });
+  }
+  void rope_forward(Stream& s, float* x, const float* inv_freq, i64 b, i64 t, i64 heads,
+                    i64 head_dim, i64 row_stride) override {
+    s.launch([=] { k::rope_forward<float>(x, inv_freq, b, t, heads, head_dim, row_stride); });
+  }
+  void rope_backward(Stream& s, float* dx, const float* inv_freq, i64 b, i64 t, i64 heads,
+                     i64 head_dim, i64 row_stride) override {
+    s.launch([=] { k::rope_backward<float>(dx, inv_freq, b, t, heads, head_dim, row_stride); });
+  }
+  void swiglu_forward(Stream& s, float* out, const float* gate, const float* up, i64 n) override {
+    s.launch([=] { k::swiglu_forward<float>(out, gate, up, n); });
+  }
+  void swiglu_backward(Stream& s, float* dgate, float* dup, const float* dout, const float* gate,
+                       const float* up, i64 n) override {
+    s.launch([=] { k::swiglu_backward<float>(dgate, dup, dout, gate, up, n); });
+  }
+  void qkv_pack_forward(Stream& s, float* qkv, const float* q, const float* kk, const float* v,
+                        i64 rows, i64 heads, i64 kv_heads, i64 head_dim) override {
+    s.launch([=] { k::qkv_pack_forward<float>(qkv, q, kk, v, rows, heads, kv_heads, head_dim); });
+  }
+  void qkv_pack_backward(Stream& s, float* dq, float* dk, float* dv, const float* dqkv, i64 rows,
+                         i64 heads, i64 kv_heads, i64 head_dim) override {
+    s.launch(
+        [=] { k::qkv_pack_backward<float>(dq, dk, dv, dqkv, rows, heads, kv_heads, head_dim); });
   }
   void cast_to_float(Stream& s, float* target, const void* source, DataType type, i64 n) override {
     auto* half = static_cast<const std::uint16_t*>(source);

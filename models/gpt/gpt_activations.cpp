@@ -2,28 +2,12 @@
 
 #include "base/assert.h"
 #include "gpu/device.h"
+#include "models/activation_carver.h"
 
 namespace strata::models {
 namespace {
 
-// Hands out consecutive pieces of one allocation, each 64-byte aligned. With `base` null it only
-// counts, so that sizing and carving can never disagree.
-class Carver {
- public:
-  explicit Carver(std::byte* base) : base_(base) {}
-
-  template <class T>
-  T* take(std::int64_t count) {
-    std::int64_t at = offset_;
-    offset_ += (count * static_cast<std::int64_t>(sizeof(T)) + 63) / 64 * 64;
-    return base_ == nullptr ? nullptr : reinterpret_cast<T*>(base_ + at);
-  }
-  std::int64_t bytes() const { return offset_; }
-
- private:
-  std::byte* base_;
-  std::int64_t offset_ = 0;
-};
+using Carver = ActivationCarver;
 
 void carve_block(Carver& carver, const GptShape& shape, BlockActivations& block) {
   std::int64_t rows = shape.rows(), c = shape.d_model;

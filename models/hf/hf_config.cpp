@@ -76,6 +76,107 @@ void read_gpt2(const json& config, HfConfig& out) {
   }
   out.tie_word_embeddings = config.value("tie_word_embeddings", true);
   if (!out.tie_word_embeddings) refuse_value("tie_word_embeddings", "true: the head is wte");
+  out.n_kv_head = out.n_head;
+  out.d_ff = 4 * out.d_model;
+  out.norm_eps = 1e-5;
+}
+
+// A number key, or `fallback` when absent or null.
+double number(const json& config, const char* key, double fallback) {
+  const auto found = config.find(key);
+  if (found == config.end() || found->is_null()) return fallback;
+  return found->get<double>();
+}
+
+// rope_parameters (transformers 5) or rope_theta with rope_scaling (earlier); the llama3 scaling
+// or none.
+void read_rope(const json& config, HfConfig& out) {
+  const std::filesystem::path& path = out.path;
+  json scaling = config.value("rope_scaling", json());
+  out.rope.theta = number(config, "rope_theta", 10000.0);
+  const char* key = "rope_scaling";
+  if (config.contains("rope_parameters") && config["rope_parameters"].is_object()) {
+    scaling = config["rope_parameters"];
+    out.rope.theta = number(scaling, "rope_theta", out.rope.theta);
+    key = "rope_parameters";
+  }
+  if (scaling.is_null()) return;
+  if (!scaling.is_object())
+    refuse(path, fmt::format("\"{}\" is not an object", key),
+           "give the config.json that came with the weights");
+  out.rope.type = scaling.value("rope_type", scaling.value("type", std::string("default")));
+  if (out.rope.type == "default") return;
+  if (out.rope.type != "llama3") {
+    refuse(path,
+           fmt::format("\"{}\": rope type \"{}\" is not one strata computes (default, llama3)", key,
+                       out.rope.type),
+           "fine-tune a model with default or llama3 rotary embeddings");
+  }
+  out.rope.factor = number(scaling, "factor", 8.0);
+  out.rope.low_freq_factor = number(scaling, "low_freq_factor", 1.0);
+  out.rope.high_freq_factor = number(scaling, "high_freq_factor", 4.0);
+  out.rope.original_max_positions =
+      static_cast<std::int64_t>(number(scaling, "original_max_position_embeddings", 8192));
+  if (out.rope.factor <= 0 || out.rope.high_freq_factor <= out.rope.low_freq_factor ||
+      out.rope.original_max_positions <= 0) {
+    refuse(path,
+           fmt::format("\"{}\" has llama3 factors strata cannot use: {}", key, scaling.dump()),
+           "give the config.json that came with the weights");
+  }
+}
+
+// LlamaConfig, MistralConfig and Qwen2Config, with their defaults.
+void read_llama_family(const json& config, HfConfig& out) {
+  const std::filesystem::path& path = out.path;
+  const bool qwen2 = out.model_type == "qwen2", mistral = out.model_type == "mistral";
+  out.n_layer = positive(config, path, "num_hidden_layers", 32);
+  out.n_head = positive(config, path, "num_attention_heads", 32);
+  out.n_kv_head = positive(config, path, "num_key_value_heads",
+                           qwen2 || mistral ? (mistral ? 8 : 32) : out.n_head);
+  out.d_model = positive(config, path, "hidden_size", 4096);
+  out.d_ff = positive(config, path, "intermediate_size", qwen2 ? 22016 : mistral ? 14336 : 11008);
+  out.vocab = positive(config, path, "vocab_size", qwen2 ? 151936 : 32000);
+  out.max_positions = positive(config, path, "max_position_embeddings",
+                               qwen2     ? 32768
+                               : mistral ? 131072
+                                         : 2048);
+  out.norm_eps = number(config, "rms_norm_eps", 1e-6);
+  out.tie_word_embeddings = config.value("tie_word_embeddings", false);
+  out.qkv_bias = qwen2;
+  const std::string fix =
+      "fine-tune a checkpoint of the plain architecture, or train with the "
+      "built-in shape keys instead of from_pretrained";
+  if (out.d_model % out.n_head != 0 || out.n_head % out.n_kv_head != 0) {
+    refuse(path,
+           fmt::format("hidden_size {}, num_attention_heads {} and num_key_value_heads {} do not "
+                       "divide into heads",
+                       out.d_model, out.n_head, out.n_kv_head),
+           "give the config.json that came with the weights, unedited");
+  }
+  const std::int64_t head_dim = out.d_model / out.n_head;
+  if (config.contains("head_dim") && !config["head_dim"].is_null() &&
+      config["head_dim"] != head_dim) {
+    refuse(path,
+           fmt::format("\"head_dim\": {} differs from hidden_size / num_attention_heads = {}",
+                       config["head_dim"].dump(), head_dim),
+           fix);
+  }
+  if (head_dim % 2 != 0)
+    refuse(path, fmt::format("head dimension {} is odd: rotary embeddings rotate pairs", head_dim),
+           fix);
+  const std::string act = config.value("hidden_act", std::string("silu"));
+  if (act != "silu" && act != "swish") {
+    refuse(path, fmt::format("\"hidden_act\": \"{}\" is not SwiGLU's silu", act), fix);
+  }
+  for (const char* key : {"attention_bias", "mlp_bias"}) {
+    if (config.value(key, false))
+      refuse(path, fmt::format("\"{}\": true is not a layout strata builds", key), fix);
+  }
+  const bool sliding = mistral ? !config.value("sliding_window", json()).is_null()
+                               : config.value("use_sliding_window", false);
+  if (sliding)
+    out.sliding_window = static_cast<std::int64_t>(number(config, "sliding_window", 4096));
+  read_rope(config, out);
 }
 
 }  // namespace
@@ -104,6 +205,10 @@ HfConfig read_hf_config(const std::filesystem::path& path) {
       read_gpt2(config, out);
       return out;
     }
+    if (out.model_type == "llama" || out.model_type == "mistral" || out.model_type == "qwen2") {
+      read_llama_family(config, out);
+      return out;
+    }
   } catch (const json::exception& error) {
     refuse(path, fmt::format("a key has the wrong type ({})", error.what()),
            "give the config.json that came with the weights, unedited");
@@ -112,8 +217,8 @@ HfConfig read_hf_config(const std::filesystem::path& path) {
          out.model_type.empty()
              ? std::string("has no \"model_type\"")
              : fmt::format("model_type \"{}\" is not one strata builds", out.model_type),
-         "strata builds model_type gpt2 (docs/models.md); convert the model, or train one of "
-         "those");
+         "strata builds model_type gpt2, llama, mistral and qwen2 (docs/models.md); convert the "
+         "model, or train one of those");
 }
 
 }  // namespace strata::models

@@ -239,6 +239,63 @@ TEST_F(CudaOpsTest, GeluForwardAndBackwardMatchAndNanStaysNan) {
   expect_close(dinp, "gelu_backward", fp32_tolerance);
 }
 
+// The Llama family: RMSNorm, rotary embeddings in place (forward) and their transpose on a
+// gradient (backward), SwiGLU, and grouped-query packing with its summed backward.
+TEST_F(CudaOpsTest, LlamaOpsMatchTheHost) {
+  Pair& inp = upload(random_floats(rows * channels, 40, -3.0f, 5.0f));
+  Pair& weight = upload(random_floats(channels, 41));
+  Pair& normed = zeros(rows * channels);
+  Pair& rstd = zeros(rows);
+  Pair& dout = upload(random_floats(rows * channels, 42));
+  Pair& dinp = upload(random_floats(rows * channels, 43));
+  Pair& dweight = upload(random_floats(channels, 44));
+  // Two query heads of 6 channels over one kv head.
+  constexpr i64 q_heads = 2, kv_heads = 1, head_dim = 6;
+  std::vector<float> inv_freq = {1.0f, 0.1f, 0.01f};
+  Pair& frequencies = upload(inv_freq);
+  Pair& q = upload(random_floats(rows * q_heads * head_dim, 45));
+  Pair& k = upload(random_floats(rows * kv_heads * head_dim, 46));
+  Pair& v = upload(random_floats(rows * kv_heads * head_dim, 47));
+  Pair& qkv = zeros(rows * 3 * q_heads * head_dim);
+  Pair& dqkv = upload(random_floats(rows * 3 * q_heads * head_dim, 48));
+  Pair& dq = upload(random_floats(rows * q_heads * head_dim, 49));
+  Pair& dk = upload(random_floats(rows * kv_heads * head_dim, 50));
+  Pair& dv = upload(random_floats(rows * kv_heads * head_dim, 51));
+  Pair& gate = upload(random_floats(rows * channels, 52, -6.0f, 6.0f));
+  Pair& up = upload(random_floats(rows * channels, 53));
+  Pair& act = zeros(rows * channels);
+  Pair& dgate = upload(random_floats(rows * channels, 54));
+  Pair& dup = upload(random_floats(rows * channels, 55));
+  both([&](Ops& ops, Stream& s, Side side) {
+    ops.rms_norm_forward(s, normed.on(side), rstd.on(side), inp.on(side), weight.on(side), 1e-6,
+                         rows, channels);
+    ops.rms_norm_backward(s, dinp.on(side), dweight.on(side), dout.on(side), inp.on(side),
+                          weight.on(side), rstd.on(side), rows, channels);
+    ops.qkv_pack_forward(s, qkv.on(side), q.on(side), k.on(side), v.on(side), rows, q_heads,
+                         kv_heads, head_dim);
+    ops.rope_forward(s, qkv.on(side), frequencies.on(side), batch, seq_len, 2 * q_heads, head_dim,
+                     3 * q_heads * head_dim);
+    ops.rope_backward(s, dqkv.on(side), frequencies.on(side), batch, seq_len, 2 * q_heads, head_dim,
+                      3 * q_heads * head_dim);
+    ops.qkv_pack_backward(s, dq.on(side), dk.on(side), dv.on(side), dqkv.on(side), rows, q_heads,
+                          kv_heads, head_dim);
+    ops.swiglu_forward(s, act.on(side), gate.on(side), up.on(side), rows * channels);
+    ops.swiglu_backward(s, dgate.on(side), dup.on(side), dout.on(side), gate.on(side), up.on(side),
+                        rows * channels);
+  });
+  expect_close(normed, "rms_norm_forward", fp32_tolerance);
+  expect_close(rstd, "rms_norm_forward rstd", fp32_tolerance);
+  expect_close(dinp, "rms_norm_backward dinp", fp32_tolerance);
+  expect_close(dweight, "rms_norm_backward dweight", fp32_tolerance);
+  expect_close(qkv, "qkv_pack_forward + rope_forward", fp32_tolerance);
+  expect_close(dq, "rope_backward + qkv_pack_backward dq", fp32_tolerance);
+  expect_close(dk, "rope_backward + qkv_pack_backward dk", fp32_tolerance);
+  expect_close(dv, "qkv_pack_backward dv", fp32_tolerance);
+  expect_close(act, "swiglu_forward", fp32_tolerance);
+  expect_close(dgate, "swiglu_backward dgate", fp32_tolerance);
+  expect_close(dup, "swiglu_backward dup", fp32_tolerance);
+}
+
 TEST_F(CudaOpsTest, LayerNormForwardAndBackwardMatch) {
   Pair& inp = upload(random_floats(rows * channels, 8, -3.0f, 5.0f));
   Pair& weight = upload(random_floats(channels, 9));

@@ -21,9 +21,10 @@
 #include "gpu/comm.h"
 #include "gpu/open_device.h"
 #include "gpu/ops.h"
-#include "models/hf/gpt2_weights.h"
+#include "models/gpt/gpt.h"
 #include "models/hf/hf_config.h"
-#include "models/hf/pretrained.h"
+#include "models/hf/hf_names.h"
+#include "models/model_plan.h"
 #include "tests/engine/test_world.h"
 
 namespace strata::models {
@@ -143,11 +144,9 @@ std::vector<float> loaded_masters(const std::filesystem::path& folder, int seq_l
   auto ops = gpu::create_ops(*device);
   auto comm = gpu::create_comm(engine::testing::test_world(), *device);
   // After the device: the model's activations are freed before it.
-  const GptShape shape = gpt_shape(read_hf_config(config.strata.model.hf_config), seq_len, 1);
-  Gpt gpt(shape);
-  load_pretrained(gpt, folder);
+  std::unique_ptr<engine::Model> gpt = build_model(plan_model(config.strata.model, 1));
   engine::Runtime runtime{*device, *ops, *comm};
-  engine::Engine engine(runtime, config, gpt);
+  engine::Engine engine(runtime, config, *gpt);
   return engine.master_parameters();
 }
 
@@ -159,7 +158,7 @@ std::vector<float> expected_masters(const std::map<std::string, Tensor>& state,
   std::vector<float> all;
   for (engine::Module* module : gpt.modules()) {
     for (const engine::ParamSpec& spec : module->parameters()) {
-      const Gpt2Name hf = gpt2_name(spec.name).value();
+      const HfName hf = gpt2_naming().name(spec.name).value();
       const Tensor& tensor = state.at(prefix + hf.name);
       if (!hf.transposed) {
         for (float value : tensor.values)

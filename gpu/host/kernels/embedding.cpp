@@ -10,7 +10,7 @@ void embedding_forward(Real* out, const std::int32_t* tokens, const Real* wte, c
                        std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
                        std::int64_t vocab) {
   STRATA_ASSERT(batch >= 0 && seq_len >= 0 && channels >= 0);
-  STRATA_ASSERT(out != nullptr && tokens != nullptr && wte != nullptr && wpe != nullptr);
+  STRATA_ASSERT(out != nullptr && tokens != nullptr && wte != nullptr);
   const std::int64_t rows = batch * seq_len;
   detail::parallel_chunks(rows, detail::grain_for(channels),
                           [&](std::int64_t begin, std::int64_t end) {
@@ -18,8 +18,13 @@ void embedding_forward(Real* out, const std::int32_t* tokens, const Real* wte, c
                               const std::int64_t token = tokens[row];
                               STRATA_ASSERT(token >= 0 && token < vocab);
                               const Real* token_row = wte + token * channels;
-                              const Real* position_row = wpe + (row % seq_len) * channels;
                               Real* out_row = out + row * channels;
+                              if (wpe == nullptr) {
+                                for (std::int64_t c = 0; c < channels; ++c)
+                                  out_row[c] = token_row[c];
+                                continue;
+                              }
+                              const Real* position_row = wpe + (row % seq_len) * channels;
                               for (std::int64_t c = 0; c < channels; ++c)
                                 out_row[c] = token_row[c] + position_row[c];
                             }
@@ -31,7 +36,7 @@ void embedding_backward(Real* dwte, Real* dwpe, const Real* dout, const std::int
                         std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
                         std::int64_t vocab) {
   STRATA_ASSERT(batch >= 0 && seq_len >= 0 && channels >= 0);
-  STRATA_ASSERT(dwte != nullptr && dwpe != nullptr && dout != nullptr && tokens != nullptr);
+  STRATA_ASSERT(dwte != nullptr && dout != nullptr && tokens != nullptr);
   const std::int64_t rows = batch * seq_len;
   for (std::int64_t row = 0; row < rows; ++row) {
     STRATA_ASSERT(tokens[row] >= 0 && tokens[row] < vocab);
@@ -52,6 +57,7 @@ void embedding_backward(Real* dwte, Real* dwpe, const Real* dout, const std::int
         }
       });
   // Position t collects batch rows, in order of b.
+  if (dwpe == nullptr) return;
   detail::parallel_chunks(seq_len, detail::grain_for(batch * channels),
                           [&](std::int64_t begin, std::int64_t end) {
                             for (std::int64_t t = begin; t < end; ++t) {

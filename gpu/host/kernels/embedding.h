@@ -10,7 +10,8 @@
 // llm.c's do, so gradients of a tied or reused tensor add up; callers zero gradients once per step.
 namespace strata::gpu::host::kernels {
 
-// out[b, t, :] = wte[tokens[b, t], :] + wpe[t, :].
+// out[b, t, :] = wte[tokens[b, t], :] + wpe[t, :]; without positions (wpe null, as Llama's
+// rotary embeddings have none) out[b, t, :] = wte[tokens[b, t], :].
 // out: (batch, seq_len, channels); tokens: (batch, seq_len), each in [0, vocab);
 // wte: (vocab, channels) (vocab may be the padded vocabulary); wpe: (seq_len_max, channels) with
 // seq_len <= seq_len_max (only the first seq_len rows are read). A token outside [0, vocab) is a
@@ -20,9 +21,9 @@ void embedding_forward(Real* out, const std::int32_t* tokens, const Real* wte, c
                        std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
                        std::int64_t vocab);
 
-// dwte[tokens[b, t], :] += dout[b, t, :] and dwpe[t, :] += dout[b, t, :]. Work is split by
-// channel slices (dwte) and positions (dwpe), each summing over (b, t) in order: no atomics, the
-// same bits for any thread count.
+// dwte[tokens[b, t], :] += dout[b, t, :] and dwpe[t, :] += dout[b, t, :] (dwpe may be null). Work
+// is split by channel slices (dwte) and positions (dwpe), each summing over (b, t) in order: no
+// atomics, the same bits for any thread count.
 template <typename Real>
 void embedding_backward(Real* dwte, Real* dwpe, const Real* dout, const std::int32_t* tokens,
                         std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
