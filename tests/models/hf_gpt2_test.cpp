@@ -26,19 +26,20 @@
 #include "models/hf/hf_names.h"
 #include "models/model_plan.h"
 #include "tests/engine/test_world.h"
+#include "tests/models/hf_test_util.h"
 
 namespace strata::models {
 namespace {
 
+using testing::Folder;
 using ::testing::HasSubstr;
+using testing::loaded_masters;
+using testing::refusal;
+using testing::Tensor;
+using testing::write_safetensors;
 
 // L2 H2 C8, vocabulary 16, 6 positions.
 constexpr std::int64_t kLayers = 2, kHeads = 2, kWidth = 8, kVocab = 16, kPositions = 6;
-
-struct Tensor {
-  std::vector<std::int64_t> shape;
-  std::vector<float> values;
-};
 
 // GPT2LMHeadModel's state dict for the shape above, HF's names and layouts, seeded values.
 std::map<std::string, Tensor> gpt2_state(const std::string& prefix) {
@@ -79,75 +80,11 @@ std::map<std::string, Tensor> gpt2_state(const std::string& prefix) {
   return state;
 }
 
-// Writes a safetensors file by the format's letter: 8-byte header length, JSON, data.
-void write_safetensors(const std::filesystem::path& path,
-                       const std::map<std::string, Tensor>& state, const std::string& dtype) {
-  nlohmann::json header = nlohmann::json::object();
-  std::string data;
-  for (const auto& [name, tensor] : state) {
-    const std::size_t begin = data.size();
-    for (float value : tensor.values) {
-      if (dtype == "F32") {
-        data.append(reinterpret_cast<const char*>(&value), 4);
-      } else {
-        const std::uint16_t bits =
-            dtype == "BF16" ? cpu_adam::to_bf16(value).bits : cpu_adam::to_fp16(value).bits;
-        data.append(reinterpret_cast<const char*>(&bits), 2);
-      }
-    }
-    header[name] = {
-        {"dtype", dtype}, {"shape", tensor.shape}, {"data_offsets", {begin, data.size()}}};
-  }
-  std::string text = header.dump();
-  text.append((8 - text.size() % 8) % 8, ' ');
-  const std::uint64_t length = text.size();
-  std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(&length), 8);
-  out << text << data;
-}
-
 std::string gpt2_config_json(const std::string& extra = "") {
   return fmt::format(R"({{"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"],
     "n_layer": {}, "n_head": {}, "n_embd": {}, "vocab_size": {}, "n_positions": {},
     "layer_norm_epsilon": 1e-05, "activation_function": "gelu_new"{}}})",
                      kLayers, kHeads, kWidth, kVocab, kPositions, extra);
-}
-
-struct Folder {
-  std::filesystem::path path;
-  explicit Folder(const std::string& name)
-      : path(std::filesystem::temp_directory_path() /
-             fmt::format("strata-hf-{}-{}", name,
-                         ::testing::UnitTest::GetInstance()->random_seed())) {
-    std::filesystem::remove_all(path);
-    std::filesystem::create_directories(path);
-  }
-  ~Folder() { std::filesystem::remove_all(path); }
-  void write(const std::string& name, const std::string& text) const {
-    std::ofstream(path / name) << text;
-  }
-};
-
-// The engine's fp32 masters after starting from `folder`, at stage 3 over a device budget
-// that keeps the modules on the host.
-std::vector<float> loaded_masters(const std::filesystem::path& folder, int seq_len = 4) {
-  const engine::Config config = engine::parse_config_text(fmt::format(R"({{
-    "train_micro_batch_size_per_gpu": 1,
-    "zero_optimization": {{"stage": 3, "offload_optimizer": {{"device": "cpu"}}}},
-    "strata": {{"model": {{"from_pretrained": "{}", "seq_len": {}}}}}}})",
-                                                                      folder.string(), seq_len),
-                                                          "test config")
-                                    .config;
-  gpu::DeviceOptions options;
-  options.memory_budget_bytes = 64 << 20;
-  auto device = gpu::create_host_device(options);
-  auto ops = gpu::create_ops(*device);
-  auto comm = gpu::create_comm(engine::testing::test_world(), *device);
-  // After the device: the model's activations are freed before it.
-  std::unique_ptr<engine::Model> gpt = build_model(plan_model(config.strata.model, 1));
-  engine::Runtime runtime{*device, *ops, *comm};
-  engine::Engine engine(runtime, config, *gpt);
-  return engine.master_parameters();
 }
 
 // What the masters must hold: strata's tensors in declaration order, each HF tensor under its
@@ -222,15 +159,6 @@ TEST(HfGpt2, ShardsOfAnIndexLoadAsOne) {
   folder.write("model.safetensors.index.json",
                nlohmann::json{{"metadata", {{"total_size", 0}}}, {"weight_map", map}}.dump());
   EXPECT_EQ(loaded_masters(folder.path), expected_masters(state, "transformer.", exact));
-}
-
-std::string refusal(const std::filesystem::path& folder) {
-  try {
-    loaded_masters(folder);
-  } catch (const UserError& error) {
-    return std::string(error.what()) + "\nfix: " + error.fix();
-  }
-  return "no refusal";
 }
 
 TEST(HfGpt2, AMissingTensorIsRefusedNamingIt) {

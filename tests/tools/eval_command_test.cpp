@@ -202,3 +202,57 @@ TEST(CkptExportHf, AnExportedFolderLoadsBackAsTheSameModel) {
 
 }  // namespace
 }  // namespace strata::tools::testing
+
+namespace strata::tools::testing {
+namespace {
+
+// A Llama-family model built from a config.json with fresh weights trains, exports as an HF
+// folder (its config.json kept from the checkpoint's manifest) and loads back as the same model.
+TEST(CkptExportHf, ALlamaFromConfigJsonTrainsExportsAndLoadsBack) {
+  TempDir dir;
+  const std::filesystem::path data = token_file(dir, "train.bin", 2001);
+  const std::string data_json =
+      fmt::format(R"({{"path": "{}", "dtype": "uint16"}})", data.string());
+  std::filesystem::create_directories(dir.path() / "llama");
+  const std::filesystem::path hf_config = dir.write("llama/config.json", R"({
+    "model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "hidden_size": 16, "intermediate_size": 32, "vocab_size": 64,
+    "max_position_embeddings": 64, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+    "tie_word_embeddings": false})");
+  const std::filesystem::path config =
+      dir.write("config.json", fmt::format(R"({{
+  "train_micro_batch_size_per_gpu": 2,
+  "optimizer": {{"type": "AdamW", "params": {{"lr": 1e-2}}}},
+  "strata": {{"model": {{"config": "{}", "seq_len": 8}}, "data": {}, "seed": 3}}
+}})",
+                                           hf_config.string(), data_json));
+  RunResult trained =
+      run_strata({"train", "--config", config.string(), "--steps", "20", "--save-dir",
+                  (dir.path() / "ckpt").string(), "--out", (dir.path() / "out").string()});
+  ASSERT_EQ(trained.exit_status, 0) << trained.err;
+  EXPECT_THAT(trained.out, HasSubstr("llama, "));
+  const std::filesystem::path hf = dir.path() / "hf";
+  RunResult exported =
+      run_strata({"ckpt", "export", (dir.path() / "ckpt").string(), "--hf", hf.string()});
+  ASSERT_EQ(exported.exit_status, 0) << exported.err;
+  const nlohmann::json written = nlohmann::json::parse(std::ifstream(hf / "config.json"));
+  EXPECT_EQ(written["model_type"], "llama");
+  EXPECT_EQ(written["num_key_value_heads"], 2);
+
+  const std::filesystem::path from_hf =
+      dir.write("from_hf.json", fmt::format(R"({{"train_micro_batch_size_per_gpu": 2,
+  "strata": {{"model": {{"from_pretrained": "{}", "seq_len": 8}}, "data": {}}}}})",
+                                            hf.string(), data_json));
+  RunResult fresh = run_strata({"eval", "--config", config.string(), "--json"});
+  RunResult original = run_strata({"eval", "--config", config.string(), "--checkpoint",
+                                   (dir.path() / "ckpt").string(), "--json"});
+  RunResult loaded = run_strata({"eval", "--config", from_hf.string(), "--json"});
+  ASSERT_EQ(original.exit_status, 0) << original.err;
+  ASSERT_EQ(loaded.exit_status, 0) << loaded.err;
+  const double trained_loss = nlohmann::json::parse(original.out)["loss"].get<double>();
+  EXPECT_EQ(nlohmann::json::parse(loaded.out)["loss"].get<double>(), trained_loss);
+  EXPECT_LT(trained_loss, nlohmann::json::parse(fresh.out)["loss"].get<double>() - 0.5);
+}
+
+}  // namespace
+}  // namespace strata::tools::testing
