@@ -77,29 +77,6 @@ class RowBuilder {
   EstimateRow& row_;
 };
 
-std::vector<std::vector<ParamSpec>> gpt_modules(const GptShape& shape) {
-  std::int64_t d = shape.d_model;
-  std::vector<std::vector<ParamSpec>> modules;
-  modules.push_back({{"wte", {shape.vocab, d}}, {"wpe", {shape.position_rows(), d}}});
-  for (std::int64_t layer = 0; layer < shape.n_layer; ++layer) {
-    std::string prefix = fmt::format("h.{}.", layer);
-    modules.push_back({{prefix + "ln_1.weight", {d}},
-                       {prefix + "ln_1.bias", {d}},
-                       {prefix + "attn.qkv.weight", {3 * d, d}},
-                       {prefix + "attn.qkv.bias", {3 * d}},
-                       {prefix + "attn.proj.weight", {d, d}},
-                       {prefix + "attn.proj.bias", {d}},
-                       {prefix + "ln_2.weight", {d}},
-                       {prefix + "ln_2.bias", {d}},
-                       {prefix + "mlp.fc.weight", {4 * d, d}},
-                       {prefix + "mlp.fc.bias", {4 * d}},
-                       {prefix + "mlp.proj.weight", {d, 4 * d}},
-                       {prefix + "mlp.proj.bias", {d}}});
-  }
-  modules.push_back({{"ln_f.weight", {d}}, {"ln_f.bias", {d}}});
-  return modules;
-}
-
 // The modules the engine would see: the GPT's (its head borrows the embedding's wte, so the
 // embedding is gathered with the head and its gradients live from the head's backward to its
 // own), or, with only P and L known, P cut into modules of L elements that borrow nothing.
@@ -111,9 +88,8 @@ struct ModelModules {
 ModelModules model_modules(const EstimateInputs& inputs) {
   ModelModules modules;
   if (inputs.model) {
-    modules.specs = gpt_modules(*inputs.model);
-    modules.lenders.resize(modules.specs.size());
-    modules.lenders.back() = {0};
+    modules.specs = inputs.model->modules;
+    modules.lenders = inputs.model->lenders;
     return modules;
   }
   const std::int64_t module_count = ceil_div(inputs.params, inputs.largest_layer_params);
@@ -555,32 +531,35 @@ void add_optimizer_offload(RowBuilder& builder, const EstimateInputs& inputs, co
 
 }  // namespace
 
-std::vector<std::int64_t> gpt_tensor_elements(const GptShape& shape) {
-  std::int64_t d = shape.d_model;
-  std::vector<std::int64_t> tensors = {shape.vocab * d, shape.position_rows() * d};
-  for (std::int64_t layer = 0; layer < shape.n_layer; ++layer) {
-    tensors.insert(tensors.end(),
-                   {d, d, 3 * d * d, 3 * d, d * d, d, d, d, 4 * d * d, 4 * d, 4 * d * d, d});
+std::int64_t DeclaredModel::parameter_count() const {
+  std::int64_t count = 0;
+  for (const std::vector<ParamSpec>& module : modules)
+    for (const ParamSpec& spec : module)
+      count += spec.numel();
+  return count;
+}
+
+std::int64_t DeclaredModel::largest_module() const {
+  std::int64_t largest = 0;
+  for (const std::vector<ParamSpec>& module : modules) {
+    std::int64_t numel = 0;
+    for (const ParamSpec& spec : module)
+      numel += spec.numel();
+    largest = std::max(largest, numel);
   }
-  tensors.insert(tensors.end(), {d, d});
-  return tensors;
+  return largest;
 }
 
-std::int64_t gpt_param_count(const GptShape& shape) {
-  std::int64_t d = shape.d_model;
-  return shape.vocab * d + shape.position_rows() * d + shape.n_layer * (12 * d * d + 13 * d) +
-         2 * d;
-}
-
-std::int64_t gpt_largest_module_params(const GptShape& shape) {
-  std::int64_t d = shape.d_model;
-  return std::max(shape.vocab * d + shape.position_rows() * d, 12 * d * d + 13 * d);
+void set_model(EstimateInputs& inputs, DeclaredModel model) {
+  STRATA_ASSERT(model.lenders.size() == model.modules.size());
+  inputs.params = model.parameter_count();
+  inputs.largest_layer_params = model.largest_module();
+  inputs.model = std::move(model);
 }
 
 EstimateInputs estimate_inputs_from_config(const Config& config, std::int64_t params,
                                            std::int64_t largest_layer_params,
-                                           std::int64_t gpus_per_node, std::int64_t nodes,
-                                           bool use_model) {
+                                           std::int64_t gpus_per_node, std::int64_t nodes) {
   EstimateInputs inputs;
   inputs.params = params;
   inputs.largest_layer_params = largest_layer_params;
@@ -611,14 +590,6 @@ EstimateInputs estimate_inputs_from_config(const Config& config, std::int64_t pa
   const ActivationCheckpointingConfig& checkpointing = config.activation_checkpointing;
   inputs.activation_checkpointing =
       checkpointing.partition_activations || checkpointing.number_checkpoints.value_or(0) > 0;
-  if (use_model) {
-    const ModelConfig& model = config.strata.model;
-    GptShape shape{model.n_layer, model.n_head, model.d_model,
-                   model.seq_len, model.vocab,  model.positions};
-    inputs.model = shape;
-    inputs.params = gpt_param_count(shape);
-    inputs.largest_layer_params = gpt_largest_module_params(shape);
-  }
   return inputs;
 }
 

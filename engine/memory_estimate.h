@@ -17,34 +17,20 @@
 #include <vector>
 
 #include "engine/config/config.h"
+#include "engine/param_spec.h"
 
 namespace strata::engine {
 
-// The shape of the built-in GPT-2 style decoder: pre-LayerNorm blocks, learned positions, tied
-// input/output embeddings, biases everywhere.
-struct GptShape {
-  std::int64_t n_layer = 0;
-  std::int64_t n_head = 0;
-  std::int64_t d_model = 0;
-  std::int64_t seq_len = 0;
-  std::int64_t vocab = 0;
-  std::int64_t positions = 0;  // rows of wpe (a pretrained GPT-2's n_positions); 0 = seq_len
+// A model as it declares itself: each module's parameters in order, and the modules each one
+// borrows (a tied head borrows the embedding). models/ describes its models this way
+// (models::declare); the estimate lays them out as the engine would, so the two cannot disagree.
+struct DeclaredModel {
+  std::vector<std::vector<ParamSpec>> modules;
+  std::vector<std::vector<int>> lenders;  // per module
 
-  std::int64_t position_rows() const { return positions > 0 ? positions : seq_len; }
+  std::int64_t parameter_count() const;
+  std::int64_t largest_module() const;  // elements of the largest module
 };
-
-// The element counts of every parameter tensor of the GPT, in declaration order: wte, wpe, then
-// per block ln1.weight, ln1.bias, attn.qkv.weight, attn.qkv.bias, attn.proj.weight,
-// attn.proj.bias, ln2.weight, ln2.bias, mlp.fc.weight, mlp.fc.bias, mlp.proj.weight,
-// mlp.proj.bias, then lnf.weight, lnf.bias.
-std::vector<std::int64_t> gpt_tensor_elements(const GptShape& shape);
-
-// vocab*d + positions*d + n_layer*(12 d^2 + 13 d) + 2 d.
-std::int64_t gpt_param_count(const GptShape& shape);
-
-// The largest module: the embedding (wte + wpe, vocab*d + positions*d) or one block (12 d^2 + 13
-// d).
-std::int64_t gpt_largest_module_params(const GptShape& shape);
 
 // Everything the estimate reads. The defaults are DeepSpeed's (a config without these keys),
 // except the storage type: without a config the estimate assumes bf16 (2 bytes).
@@ -83,7 +69,7 @@ struct EstimateInputs {
 
   // Known only with --model: the module sizes (layout, persistence, the step's peak) and
   // activations. Without it the model is cut into modules of L elements (the last one smaller).
-  std::optional<GptShape> model;
+  std::optional<DeclaredModel> model;
   std::int64_t micro_batch = 1;  // train_micro_batch_size_per_gpu
   // As the engine decides it: activation_checkpointing.partition_activations or
   // number_checkpoints > 0.
@@ -100,13 +86,15 @@ struct EstimateInputs {
 inline constexpr std::int64_t kMaxEstimatedModules = 100'000;
 
 // Fills the inputs from a loaded config (its zero_optimization, offload_*, bf16/fp16, optimizer,
-// batch, activation_checkpointing and strata.model sections). `params` and `largest_layer_params`
-// come from the caller; with `use_model`, they are replaced by the counts of config.strata.model
-// and the shape is kept for activations and persistent params.
+// batch and activation_checkpointing sections). `params` and `largest_layer_params` come from
+// the caller; set_model replaces them with the counts of a declared model (strata estimate
+// --model: the model strata.model describes, models::declare).
 EstimateInputs estimate_inputs_from_config(const Config& config, std::int64_t params,
                                            std::int64_t largest_layer_params,
-                                           std::int64_t gpus_per_node, std::int64_t nodes,
-                                           bool use_model);
+                                           std::int64_t gpus_per_node, std::int64_t nodes);
+// Sets the model the estimate lays out (modules, persistence, the step's peak), and P and L from
+// it.
+void set_model(EstimateInputs& inputs, DeclaredModel model);
 
 enum class Tier { gpu, cpu, nvme };
 

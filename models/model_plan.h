@@ -6,6 +6,7 @@
 #include <string>
 
 #include "engine/config/config.h"
+#include "engine/memory_estimate.h"
 #include "engine/model.h"
 #include "models/gpt/gpt_shape.h"
 #include "models/llama/llama_shape.h"
@@ -34,6 +35,9 @@ struct ModelPlan {
 // Throws UserError naming the key or file and the fix for a shape strata cannot build (a
 // config.json it refuses, a seq_len past the model's context or its sliding window).
 ModelPlan plan_model(const engine::ModelConfig& model, std::int64_t micro_batch);
+
+// The model's modules and their parameters as the estimate reads them (engine/memory_estimate.h).
+engine::DeclaredModel declare(engine::Model& model);
 
 // The model, its pretrained weights attached when the plan has them (every tensor checked
 // against the folder before anything is read, models/hf/pretrained_weights.h).

@@ -15,8 +15,7 @@
 #include "engine/config/config.h"
 #include "engine/memory_estimate.h"
 #include "gpu/device_query.h"
-#include "models/gpt/gpt_activations.h"
-#include "models/gpt/gpt_shape.h"
+#include "models/model_plan.h"
 #include "tools/commands.h"
 #include "tools/machine_probe.h"
 
@@ -183,7 +182,7 @@ EstimatePlan make_plan(const EstimateOptions& options) {
   plan.config_given = config.has_value();
   if (config) {
     plan.inputs = engine::estimate_inputs_from_config(*config, params, largest_layer, gpus_per_node,
-                                                      options.nodes, options.model);
+                                                      options.nodes);
   } else {
     plan.inputs.params = params;
     plan.inputs.largest_layer_params = largest_layer;
@@ -191,13 +190,15 @@ EstimatePlan make_plan(const EstimateOptions& options) {
     plan.inputs.nodes = options.nodes;
   }
   if (options.activation_checkpointing) plan.inputs.activation_checkpointing = true;
-  if (plan.inputs.model) {
-    // The model's own count, so the estimate and the allocation cannot disagree.
-    const engine::GptShape& shape = *plan.inputs.model;
-    models::GptShape model_shape{shape.n_layer, shape.n_head, shape.d_model,
-                                 shape.seq_len, shape.vocab,  plan.inputs.micro_batch};
-    plan.inputs.activation_bytes =
-        models::GptActivations::bytes_needed(model_shape, plan.inputs.activation_checkpointing);
+  if (config && options.model) {
+    // The model's own declaration, so the estimate and the allocation cannot disagree. Its
+    // weights are not needed: only the shape is.
+    models::ModelPlan model_plan =
+        models::plan_model(config->strata.model, config->batch.train_micro_batch_size_per_gpu);
+    model_plan.from_pretrained.clear();
+    const std::unique_ptr<engine::Model> model = models::build_model(model_plan);
+    engine::set_model(plan.inputs, models::declare(*model));
+    plan.inputs.activation_bytes = model->activation_bytes(plan.inputs.activation_checkpointing);
   }
   choose_gpu_capacity(options, config, inventory, plan);
   choose_host_capacity(config, plan);

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "gpu/ops.h"
 #include "gpu/process_group.h"
 #include "models/gpt/gpt.h"
+#include "models/model_plan.h"
 #include "tests/engine/test_world.h"
 
 namespace strata::engine {
@@ -75,16 +77,16 @@ std::string everything_on_nvme(const SwapDirectory& swap, const std::string& mor
          offload + "}}";
 }
 
-models::GptShape shape_of(const Config& config) {
-  const ModelConfig& m = config.strata.model;
-  return {m.n_layer, m.n_head, m.d_model,
-          m.seq_len, m.vocab,  config.batch.train_micro_batch_size_per_gpu};
+// The model strata.model describes: the built-in GPT, or a Llama from a config.json.
+std::unique_ptr<engine::Model> model_of(const Config& config) {
+  return models::build_model(
+      models::plan_model(config.strata.model, config.batch.train_micro_batch_size_per_gpu));
 }
 
 EstimateRow estimate_for(const Config& config, std::int64_t activation_bytes) {
   // One rank per process: under mpirun every rank checks its own share.
-  EstimateInputs inputs =
-      estimate_inputs_from_config(config, 0, 0, world().world_size(), 1, /*use_model=*/true);
+  EstimateInputs inputs = estimate_inputs_from_config(config, 0, 0, world().world_size(), 1);
+  set_model(inputs, models::declare(*model_of(config)));
   inputs.activation_bytes = activation_bytes;
   return estimate_row(inputs, static_cast<int>(config.zero.stage), config.zero.offload_param.device,
                       config.zero.offload_optimizer.device);
@@ -103,11 +105,12 @@ Measured run_engine(const Config& config, std::int64_t budget_bytes) {
   auto device = gpu::create_host_device(options);
   auto ops = gpu::create_ops(*device);
   auto comm = gpu::create_comm(world(), *device);
-  models::Gpt model(shape_of(config));  // after the device: its activations go before it
+  // After the device: its activations go before it.
+  const std::unique_ptr<engine::Model> model = model_of(config);
   Runtime runtime{*device, *ops, *comm};
-  Engine engine(runtime, config, model);
+  Engine engine(runtime, config, *model);
   const std::int64_t tokens =
-      model.tokens_per_micro_batch() * config.batch.gradient_accumulation_steps;
+      model->tokens_per_micro_batch() * config.batch.gradient_accumulation_steps;
   std::vector<std::int32_t> inputs(static_cast<std::size_t>(tokens));
   std::vector<std::int32_t> targets(inputs.size());
   for (std::size_t i = 0; i < inputs.size(); ++i) {
@@ -146,13 +149,10 @@ void expect_agrees(const char* tier, std::int64_t measured, std::int64_t estimat
 // it must come within 10% of the estimate. Stage3OnNvmeIsExactToTheByte runs at the estimate
 // itself.
 void expect_estimate_agrees(const Config& config, std::int64_t margin_percent = 300) {
-  const ModelConfig& m = config.strata.model;
-  models::Gpt model({m.n_layer, m.n_head, m.d_model, m.seq_len, m.vocab,
-                     config.batch.train_micro_batch_size_per_gpu});
-  const EstimateRow row = estimate_for(
-      config,
-      model.activation_bytes(config.activation_checkpointing.partition_activations ||
-                             config.activation_checkpointing.number_checkpoints.value_or(0) > 0));
+  const EstimateRow row =
+      estimate_for(config, model_of(config)->activation_bytes(
+                               config.activation_checkpointing.partition_activations ||
+                               config.activation_checkpointing.number_checkpoints.value_or(0) > 0));
   Measured measured;
   try {
     measured = run_engine(config, row.per_gpu_bytes + row.per_gpu_bytes * margin_percent / 100);
@@ -288,8 +288,7 @@ TEST(EstimateAgreement, EverythingOnNvmeHoldsTheSameCpuBytesForABiggerModel) {
   for (std::int64_t layers : {2, 6}) {
     Config config = tiny_config(zero);
     config.strata.model.n_layer = layers;
-    const models::Gpt model(shape_of(config));
-    const EstimateRow row = estimate_for(config, model.activation_bytes(false));
+    const EstimateRow row = estimate_for(config, model_of(config)->activation_bytes(false));
     const Measured run = run_engine(config, row.per_gpu_bytes);
     measured.push_back(run.use.cpu_bytes);
     estimated.push_back(row.per_node_cpu_bytes / world().world_size());
@@ -299,6 +298,47 @@ TEST(EstimateAgreement, EverythingOnNvmeHoldsTheSameCpuBytesForABiggerModel) {
   EXPECT_EQ(measured[0], measured[1]);
   EXPECT_EQ(estimated[0], estimated[1]);
   EXPECT_EQ(measured[0], estimated[0]);
+}
+
+// A Llama (grouped-query attention, untied head, Qwen2's biases) from a config.json: the estimate
+// lays out the modules the model declares, so it holds to the byte for this architecture too.
+class LlamaConfigJson {
+ public:
+  LlamaConfigJson()
+      : path_(std::filesystem::temp_directory_path() /
+              ("strata-estimate-llama-" + std::to_string(::getpid()) + ".json")) {
+    std::ofstream(path_) << R"({"model_type": "qwen2", "num_hidden_layers": 2,
+      "num_attention_heads": 4, "num_key_value_heads": 2, "hidden_size": 64,
+      "intermediate_size": 96, "vocab_size": 256, "max_position_embeddings": 64,
+      "tie_word_embeddings": false})";
+  }
+  ~LlamaConfigJson() { std::filesystem::remove(path_); }
+  LlamaConfigJson(const LlamaConfigJson&) = delete;
+  LlamaConfigJson& operator=(const LlamaConfigJson&) = delete;
+
+  Config config(const std::string& zero) const {
+    return parse_config_text(R"({"train_micro_batch_size_per_gpu": 2, "bf16": {"enabled": true},
+        "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}, "zero_optimization": )" +
+                                 zero + R"(, "strata": {"model": {"config": ")" + path_.string() +
+                                 R"(", "seq_len": 16}, "seed": 7}})",
+                             "estimate agreement config")
+        .config;
+  }
+
+ private:
+  std::filesystem::path path_;
+};
+
+TEST(EstimateAgreement, LlamaStage2WithOptimizerOnCpu) {
+  const LlamaConfigJson llama;
+  expect_estimate_agrees(
+      llama.config(R"({"stage": 2, "offload_optimizer": {"device": "cpu", "pin_memory": false}})"));
+}
+
+TEST(EstimateAgreement, LlamaStage3OnNvmeIsExactToTheByte) {
+  const LlamaConfigJson llama;
+  SwapDirectory swap;
+  expect_estimate_agrees(llama.config(everything_on_nvme(swap)), /*margin_percent=*/0);
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 #include <string>
 
 #include "engine/memory_estimate.h"
+#include "models/gpt/gpt.h"
+#include "models/model_plan.h"
 
 namespace strata::engine {
 namespace {
@@ -31,30 +33,6 @@ EstimateInputs small_inputs() {
   inputs.largest_layer_params = 1'000'000;
   inputs.gpus_per_node = 4;
   return inputs;
-}
-
-TEST(GptShape, CountsGpt2Parameters) {
-  // Hugging Face's published counts for GPT-2 (tied embeddings, learned positions, biases).
-  EXPECT_EQ(gpt_param_count({12, 12, 768, 1024, 50257}), 124'439'808);
-  EXPECT_EQ(gpt_param_count({24, 16, 1024, 1024, 50257}), 354'823'168);
-  EXPECT_EQ(gpt_param_count({36, 20, 1280, 1024, 50257}), 774'030'080);
-  EXPECT_EQ(gpt_param_count({48, 25, 1600, 1024, 50257}), 1'557'611'200);
-}
-
-TEST(GptShape, TensorListSumsToTheCount) {
-  GptShape shape{3, 4, 96, 64, 300};
-  std::int64_t sum = 0;
-  for (std::int64_t elements : gpt_tensor_elements(shape))
-    sum += elements;
-  EXPECT_EQ(sum, gpt_param_count(shape));
-  EXPECT_EQ(gpt_tensor_elements(shape).size(), 2u + 3u * 12u + 2u);
-}
-
-TEST(GptShape, LargestModuleIsTheEmbeddingOrABlock) {
-  // GPT-2 small: wte + wpe = 50257*768 + 1024*768 beats a block's 12*768^2 + 13*768.
-  EXPECT_EQ(gpt_largest_module_params({12, 12, 768, 1024, 50257}), 39'383'808);
-  // A wide model with a small vocabulary: a block.
-  EXPECT_EQ(gpt_largest_module_params({4, 16, 4096, 2048, 256}), 12 * 4096 * 4096 + 13 * 4096);
 }
 
 TEST(EstimateChoices, FollowDeepSpeedsRules) {
@@ -227,9 +205,8 @@ TEST(EstimateRows, Stage2OptimizerOnCpuByHand) {
 // ln_f 128 -> 2,048 (4,096). Partition 38,912.
 TEST(EstimateRows, ModelShapeUsesTheEnginesFlatLayout) {
   EstimateInputs inputs;
-  inputs.model = GptShape{1, 4, 64, 32, 256};
-  inputs.params = gpt_param_count(*inputs.model);
-  inputs.largest_layer_params = gpt_largest_module_params(*inputs.model);
+  models::Gpt gpt(models::GptShape{1, 4, 64, 32, 256, 1});
+  set_model(inputs, models::declare(gpt));
   inputs.gpus_per_node = 2;
   inputs.stage3_param_persistence_threshold = 200;  // only ln_f (128) stays gathered
   inputs.stage3_max_reuse_distance = 0;
@@ -267,7 +244,7 @@ TEST(EstimateInputsFromConfig, ReadsTheSections) {
   config.batch.gradient_accumulation_steps = 3;
   config.activation_checkpointing.number_checkpoints = 2;
   config.strata.model = {2, 4, 64, 32, 256, "", "", 0};
-  EstimateInputs plain = estimate_inputs_from_config(config, 1000, 10, 8, 2, false);
+  EstimateInputs plain = estimate_inputs_from_config(config, 1000, 10, 8, 2);
   EXPECT_EQ(plain.params, 1000);
   EXPECT_EQ(plain.largest_layer_params, 10);
   EXPECT_EQ(plain.world_size(), 16);
@@ -286,11 +263,13 @@ TEST(EstimateInputsFromConfig, ReadsTheSections) {
   EXPECT_FALSE(plain.model.has_value());
   config.bf16.enabled = true;
   config.optimizer.type = OptimizerType::lion;
-  EstimateInputs modelled = estimate_inputs_from_config(config, 0, 0, 1, 1, true);
+  EstimateInputs modelled = estimate_inputs_from_config(config, 0, 0, 1, 1);
+  models::Gpt gpt(models::GptShape{2, 4, 64, 32, 256, 4});
+  set_model(modelled, models::declare(gpt));
   ASSERT_TRUE(modelled.model.has_value());
   EXPECT_EQ(modelled.storage_bytes, 2);
   EXPECT_EQ(modelled.optimizer_moments, 1);
-  EXPECT_EQ(modelled.params, gpt_param_count({2, 4, 64, 32, 256}));
+  EXPECT_EQ(modelled.params, models::GptShape({2, 4, 64, 32, 256, 4}).parameter_count());
   EXPECT_EQ(modelled.largest_layer_params, 12 * 64 * 64 + 13 * 64);
 }
 
