@@ -21,7 +21,7 @@
 #include "base/error.h"
 #include "engine/config/config.h"
 #include "gpu/host/kernels/matmul.h"
-#include "models/gpt/gpt_shape.h"
+#include "models/model_plan.h"
 #include "tools/bench.h"
 #include "tools/demo_config.h"
 
@@ -59,24 +59,37 @@ struct LayerFigures {
   double op_backward_s = 0;
 };
 
-std::vector<Layer> model_layers(const models::GptShape& s) {
-  std::int64_t rows = s.rows();
-  std::int64_t c = s.d_model;
-  return {{"qkv", rows, c, 3 * c, s.n_layer, true},
-          {"attn_proj", rows, c, c, s.n_layer, true},
-          {"mlp_fc", rows, c, 4 * c, s.n_layer, true},
-          {"mlp_proj", rows, 4 * c, c, s.n_layer, true},
+// The model's linear layers: the GPT's, or the Llama family's (q/k/v/o, gate/up/down, the head).
+std::vector<Layer> model_layers(const models::ModelPlan& plan) {
+  if (plan.gpt) {
+    const models::GptShape& s = *plan.gpt;
+    const std::int64_t rows = s.rows(), c = s.d_model;
+    return {{"qkv", rows, c, 3 * c, s.n_layer, true},
+            {"attn_proj", rows, c, c, s.n_layer, true},
+            {"mlp_fc", rows, c, 4 * c, s.n_layer, true},
+            {"mlp_proj", rows, 4 * c, c, s.n_layer, true},
+            {"lm_head", rows, c, s.vocab, 1, false}};
+  }
+  const models::LlamaShape& s = *plan.llama;
+  const std::int64_t rows = s.rows(), c = s.d_model;
+  const std::int64_t q = s.n_head * s.head_dim(), kv = s.n_kv_head * s.head_dim();
+  return {{"q_proj", rows, c, q, s.n_layer, s.qkv_bias},
+          {"k_proj", rows, c, kv, s.n_layer, s.qkv_bias},
+          {"v_proj", rows, c, kv, s.n_layer, s.qkv_bias},
+          {"o_proj", rows, q, c, s.n_layer, false},
+          {"gate_proj", rows, c, s.d_ff, s.n_layer, false},
+          {"up_proj", rows, c, s.d_ff, s.n_layer, false},
+          {"down_proj", rows, s.d_ff, c, s.n_layer, false},
           {"lm_head", rows, c, s.vocab, 1, false}};
 }
 
-models::GptShape shape_of(const GemmOptions& options) {
+models::ModelPlan plan_of(const GemmOptions& options) {
   engine::LoadedConfig loaded =
       options.config_path.empty()
           ? engine::parse_config_text(demo_config_json(), "the built-in demo config", 1)
           : engine::load_config_file(options.config_path, 1);
-  const engine::ModelConfig& m = loaded.config.strata.model;
-  return {m.n_layer, m.n_head, m.d_model,
-          m.seq_len, m.vocab,  loaded.config.batch.train_micro_batch_size_per_gpu};
+  return models::plan_model(loaded.config.strata.model,
+                            loaded.config.batch.train_micro_batch_size_per_gpu);
 }
 
 // Median seconds of one call over `repeats` calls, after one warm-up call.
@@ -188,12 +201,12 @@ void run_bench_gemm(const GemmOptions& options) {
   if (one_shape) {
     layers.push_back({"linear", options.m, options.k, options.n, 1, true});
   } else {
-    models::GptShape shape = shape_of(options);
-    layers = model_layers(shape);
+    const models::ModelPlan plan = plan_of(options);
+    layers = model_layers(plan);
     source = fmt::format(
-        "{}: GPT L{} H{} C{} T{} V{}, micro-batch {}",
+        "{}: {}, micro-batch {}",
         options.config_path.empty() ? "the built-in demo config" : options.config_path,
-        shape.n_layer, shape.n_head, shape.d_model, shape.seq_len, shape.vocab, shape.batch);
+        plan.summary(), plan.batch());
   }
   nlohmann::json rows = nlohmann::json::array();
   double step_flops = 0, sgemm_s = 0, op_s = 0;

@@ -196,7 +196,18 @@ int train_on(gpu::World& world, const TrainOptions& options) {
   const StopSignals signals;
   std::unique_ptr<engine::Model> model = models::build_model(plan);
   engine::Runtime runtime{*device, *ops, *comm};
+  const auto starting = std::chrono::steady_clock::now();
   engine::Engine engine(runtime, config, *model);
+  if (leader) {
+    // The weights' import (from_pretrained) or initialisation is most of this: each tier filled
+    // range by range, the swap files written, before the first step.
+    base::logger("tools").info(
+        "engine ready in {:.2f} s ({} parameters {})",
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - starting).count(),
+        base::format_count(static_cast<double>(plan.parameter_count())),
+        plan.from_pretrained.empty() ? std::string("initialised from strata.seed")
+                                     : "read from " + plan.from_pretrained);
+  }
   const std::int64_t done_before = resume(engine, options.resume, leader);
   if (done_before >= steps && leader) {
     base::logger("tools").warn(
