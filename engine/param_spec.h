@@ -15,8 +15,9 @@ struct ParamSpec {
   std::string name;                 // unique in the model: "h.3.attn.qkv.weight"
   std::vector<std::int64_t> shape;  // row-major
   ParamInit init = ParamInit::normal;
-  float init_std = 0.02f;    // for ParamInit::normal
-  bool weight_decay = true;  // GPT-2 practice: false for biases and norm gains
+  // for ParamInit::normal. Weight decay applies to every parameter alike, as DeepSpeed's
+  // optimizer applies it to model.parameters() given as one group.
+  float init_std = 0.02f;
 
   std::int64_t numel() const {
     std::int64_t count = 1;

@@ -13,6 +13,10 @@ model.safetensors.index.json) under HF's tensor names and layouts, and reference
   grad:<hf name>      F32            d loss / d that weight, float64 then stored F32
   inv_freq            F32 [hd / 2]   Llama family only: the rotary inverse frequencies as
                                      transformers' rotary embedding holds them (fp32)
+  adamw:<hf name>     F32            every parameter after ADAMW_STEPS steps of torch.optim.AdamW
+                                     (lr ADAMW_LR, betas (0.9, 0.999), eps ADAMW_EPS, weight decay
+                                     ADAMW_DECAY on every parameter, one group, as DeepSpeed and
+                                     strata apply it) on the same batch, in float64, no clipping
 
 Folders: gpt2 (F32, transformer. prefix, the old causal-mask buffers), gpt2_noprefix (the same
 weights in F16 under the Hub's openai-community/gpt2 names), llama (BF16, GQA, untied head),
@@ -39,6 +43,10 @@ import numpy as np
 import torch
 
 B, T = 2, 8
+# eps 1e-4, not AdamW's usual 1e-8: with 1e-8 a gradient near zero makes m / (sqrt(v) + eps)
+# amplify fp32 rounding (torch's own fp32 run then differs from its float64 run by 2e-3 after 5
+# steps, past any tolerance), while 1e-4 keeps fp32 within 4e-7 of float64.
+ADAMW_STEPS, ADAMW_LR, ADAMW_EPS, ADAMW_DECAY = 5, 1e-3, 1e-4, 0.1
 
 # ---------------------------------------------------------------------------------------------
 # safetensors, by the format's letter
@@ -374,7 +382,30 @@ def reference(forward, stored, ids, grad_names, extra=None):
     for name in grad_names:
         out["grad:" + name] = w[name].grad.float()
     out.update(extra or {})
+    for name, value in adamw_steps(forward, stored, ids).items():
+        out["adamw:" + name] = value
     return out, loss.item()
+
+
+def causal_lm_loss(logits, ids):
+    vocab = logits.shape[-1]
+    return torch.nn.functional.cross_entropy(
+        logits[:, :-1].reshape(-1, vocab), ids[:, 1:].reshape(-1).long()
+    )
+
+
+def adamw_steps(forward, stored, ids):
+    """Every parameter after ADAMW_STEPS steps of torch.optim.AdamW on the batch `ids`, in
+    float64, with one parameter group: weight decay on every tensor, as DeepSpeed's optimizer
+    applies it to model.parameters() and strata to every parameter."""
+    w = {name: t.double().clone().requires_grad_(True) for name, t in stored.items()}
+    optimizer = torch.optim.AdamW(list(w.values()), lr=ADAMW_LR, betas=(0.9, 0.999),
+                                  eps=ADAMW_EPS, weight_decay=ADAMW_DECAY)
+    for _ in range(ADAMW_STEPS):
+        optimizer.zero_grad()
+        causal_lm_loss(forward(w, ids), ids).backward()
+        optimizer.step()
+    return {name: t.detach().float() for name, t in w.items()}
 
 
 def write_folder(folder, config, stored, ref, shards=None):

@@ -34,15 +34,15 @@ void zero(StepContext& context, float* data, std::int64_t count) {
 }
 
 ParamSpec weight(std::string name, std::vector<std::int64_t> shape, float std_dev) {
-  return {std::move(name), std::move(shape), ParamInit::normal, std_dev, true};
+  return {std::move(name), std::move(shape), ParamInit::normal, std_dev};
 }
 
 ParamSpec gain(std::string name, std::int64_t channels) {
-  return {std::move(name), {channels}, ParamInit::ones, 0, false};
+  return {std::move(name), {channels}, ParamInit::ones, 0};
 }
 
 ParamSpec bias(std::string name, std::int64_t channels) {
-  return {std::move(name), {channels}, ParamInit::zeros, 0, false};
+  return {std::move(name), {channels}, ParamInit::zeros, 0};
 }
 
 }  // namespace

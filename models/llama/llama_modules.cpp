@@ -20,15 +20,15 @@ void zero(StepContext& context, float* data, std::int64_t count) {
 }
 
 ParamSpec weight(std::string name, std::vector<std::int64_t> shape) {
-  return {std::move(name), std::move(shape), ParamInit::normal, 0.02f, true};
+  return {std::move(name), std::move(shape), ParamInit::normal, 0.02f};
 }
 
 ParamSpec norm(std::string name, std::int64_t channels) {
-  return {std::move(name), {channels}, ParamInit::ones, 0, false};
+  return {std::move(name), {channels}, ParamInit::ones, 0};
 }
 
 ParamSpec bias(std::string name, std::int64_t channels) {
-  return {std::move(name), {channels}, ParamInit::zeros, 0, false};
+  return {std::move(name), {channels}, ParamInit::zeros, 0};
 }
 
 }  // namespace

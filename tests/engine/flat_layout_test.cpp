@@ -8,7 +8,7 @@ namespace {
 std::vector<std::vector<ParamSpec>> two_modules() {
   return {
       {{"wte", {50, 8}}, {"wpe", {16, 8}}},
-      {{"ln.weight", {8}, ParamInit::ones, 0, false}, {"fc.weight", {32, 8}}, {"fc.bias", {32}}},
+      {{"ln.weight", {8}, ParamInit::ones, 0}, {"fc.weight", {32, 8}}, {"fc.bias", {32}}},
   };
 }
 

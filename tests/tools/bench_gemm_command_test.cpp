@@ -45,7 +45,8 @@ TEST(BenchGemmCommand, ModelShapesOneRowPerLinearLayer) {
   nlohmann::json out = bench_gemm({"--threads", "2", "--config", config.string()});
   EXPECT_EQ(out.at("threads"), 2);
   EXPECT_THAT(out.at("source").get<std::string>(),
-              HasSubstr("GPT, 834.30K parameters (n_layer 4, n_head 4, d_model 128, seq_len 64, vocab 256), micro-batch 16"));
+              HasSubstr("GPT, 834.30K parameters (n_layer 4, n_head 4, d_model 128, seq_len 64, "
+                        "vocab 256), micro-batch 16"));
   EXPECT_FALSE(out.at("blas").get<std::string>().empty());
   // The kernels the products ran on are the ones OpenBLAS reports it is configured with.
   EXPECT_THAT(out.at("blas").get<std::string>(),
