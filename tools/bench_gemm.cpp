@@ -203,10 +203,10 @@ void run_bench_gemm(const GemmOptions& options) {
   } else {
     const models::ModelPlan plan = plan_of(options);
     layers = model_layers(plan);
-    source = fmt::format(
-        "{}: {}, micro-batch {}",
-        options.config_path.empty() ? "the built-in demo config" : options.config_path,
-        plan.summary(), plan.batch());
+    source =
+        fmt::format("{}: {}, micro-batch {}",
+                    options.config_path.empty() ? "the built-in demo config" : options.config_path,
+                    plan.summary(), plan.batch());
   }
   nlohmann::json rows = nlohmann::json::array();
   double step_flops = 0, sgemm_s = 0, op_s = 0;
