@@ -26,6 +26,8 @@
 #      ranks on one GPU; the log says so when it does)
 #   6. the demo on the CUDA device and on the host device, 20 steps each (loss curves compared)
 #   7. benchmarks: strata bench h2d, strata bench gemm on the zero3_nvme_offload config
+#   8. Hugging Face: folders exported by strata load in transformers with the same loss
+#      (scripts/hf_transformers_check.py)
 # DIR then holds summary.txt, summary.json (one row per check: name, exit status, seconds) and
 # logs.tar.gz (every log, gtest JSON and metrics file); at most 8 files, as the device tool
 # brings back.
@@ -141,6 +143,7 @@ plan_checks() {
   add_check demo_host 600 "cd $logs && CUDA_VISIBLE_DEVICES= $b/bin/strata train --config $root/configs/demo.json --steps 20 --metrics demo_host.jsonl --out demo_host"
   add_check bench_h2d 300 "$b/bin/strata bench h2d --size 1GiB --steps 10 --json > $logs/bench_h2d.json; $b/bin/strata bench h2d --size 1GiB --steps 10"
   add_check bench_gemm 300 "$b/bin/strata bench gemm --config $root/configs/zero3_nvme_offload.json --json > $logs/bench_gemm.json"
+  add_check hf_transformers 300 "python3 $root/scripts/hf_transformers_check.py --strata $b/bin/strata --work $logs/hf"
 }
 
 # Where the machine keeps cuBLAS and NCCL (PyTorch's wheels), for LD_LIBRARY_PATH.
