@@ -3,11 +3,13 @@
 // partition in CPU memory (docs/memory.md).
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "base/log.h"
 #include "engine/checkpoint/manifest.h"
 #include "engine/checkpoint/shard_pieces.h"
 #include "engine/engine_state.h"
@@ -73,6 +75,9 @@ void Engine::State::initialise_states() {
   checkpoint::PieceCursor cursor(pieces);
   const zero::TensorSlot* first_tensor = layout.all_tensors().data();
   const WeightSource* pretrained = model.pretrained_weights();
+  // How long the weights' reads take of the start-up (the rest is the tiers' filling), logged so
+  // that an import can be set beside reading the files alone.
+  std::chrono::steady_clock::duration reading{};
   load_states([&](const std::string& state, zero::Range range, std::span<float> out) {
     std::fill(out.begin(), out.end(), 0.0f);
     if (state != checkpoint::kMasterState) return;
@@ -83,13 +88,18 @@ void Engine::State::initialise_states() {
           std::span<float> values = out.subspan(static_cast<std::size_t>(begin - range.begin),
                                                 static_cast<std::size_t>(end - begin));
           if (pretrained != nullptr) {
+            const auto started = std::chrono::steady_clock::now();
             pretrained->read(tensor, first_element, values);
+            reading += std::chrono::steady_clock::now() - started;
           } else {
             init_tensor(*specs[tensor], config.strata.seed, static_cast<std::int64_t>(tensor),
                         first_element, values);
           }
         });
   });
+  if (pretrained != nullptr)
+    base::logger("engine").info("pretrained weights read and widened to fp32 in {:.2f} s",
+                                std::chrono::duration<double>(reading).count());
 }
 
 }  // namespace strata::engine

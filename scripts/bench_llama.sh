@@ -82,7 +82,7 @@ run() {  # $1 name, $2 zero section, $3 budget; the weights come from the disk, 
     exit 1
   fi
   grep -E '^(throughput|trained)' "$work/$1.txt"
-  grep 'engine ready' "$work/$1.log" | sed -E 's/.*engine ready/engine ready/'
+  grep -E "engine ready|pretrained weights read" "$work/$1.log" | sed -E "s/.*(engine ready|pretrained weights read)/\1/"
 }
 echo "== fine-tune, ZeRO-3 with parameters and optimizer states on NVMe"
 run offloaded "$nvme" 1GiB
