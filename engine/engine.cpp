@@ -156,21 +156,29 @@ void Engine::State::build() {
   zero::ParamTierOptions tier_options = zero::param_tier_options(config, rank, element);
   tier_options.nvme.faults = runtime.faults.swap;
   // One swap store per rank serves the optimizer's states, the gradients and, on the same
-  // nvme_path, the parameters; each reserves its extents, then it opens once, below.
+  // nvme_path, the parameters, and one pool their swap buffers; each reserves its extents and its
+  // shelves, then both open once, below.
   const bool optimizer_on_nvme = config.zero.offload_optimizer.device == OffloadDevice::nvme;
   const bool params_on_nvme = config.zero.offload_param.device == OffloadDevice::nvme;
   memory::NvmeStoreOptions swap_options =
       optimizer_on_nvme ? zero::optimizer_offload_options(config, rank).nvme : tier_options.nvme;
   swap_options.faults = runtime.faults.swap;
-  if (optimizer_on_nvme || params_on_nvme) swap = std::make_unique<memory::NvmeStore>(swap_options);
+  if (optimizer_on_nvme || params_on_nvme) {
+    swap_buffers = std::make_unique<memory::PinnedPool>(device);
+    swap = std::make_unique<memory::NvmeStore>(swap_options);
+  }
   if (params_on_nvme && same_directory(tier_options.nvme.nvme_path, swap_options.nvme_path))
     tier_options.store = swap.get();
+  tier_options.pool = swap_buffers.get();
   tier = std::make_unique<zero::ParamTier>(device, layout, tier_options);
 
   if (offloaded(config.zero.offload_optimizer.device)) {
     zero::OptimizerOffloadOptions options = zero::optimizer_offload_options(config, rank);
     options.nvme.faults = runtime.faults.swap;
-    if (optimizer_on_nvme) options.store = swap.get();
+    if (optimizer_on_nvme) {
+      options.store = swap.get();
+      options.pool = swap_buffers.get();
+    }
     options.sub_groups = zero::make_sub_groups(layout, config.zero.sub_group_size);
     if (config.strata.overlap_optimizer) {
       options.keep_capacity = overlap_window(options);
@@ -197,15 +205,20 @@ void Engine::State::build() {
   // only (docs/memory.md).
   reduce.to_nvme = optimizer_on_nvme;
   reduce.bf16 = state_types(config.bf16).bf16_master_and_grads;
-  if (reduce.to_nvme) reduce.store = swap.get();
+  if (reduce.to_nvme) {
+    reduce.store = swap.get();
+    reduce.pool = swap_buffers.get();
+    for (const zero::Range& group : offload->sub_groups())
+      reduce.largest_read = std::max(reduce.largest_read, group.size());
+  }
   reduce.pin_memory = config.zero.offload_optimizer.pin_memory;
   reduce.bucket_elements = std::max<std::int64_t>(1, settings.reduce_bucket_size);
   reducer = std::make_unique<zero::GradReducer>(device, runtime.ops, runtime.comm, stream(), layout,
                                                 memory, module_names(model), reduce);
   if (swap) {
-    // The optimizer's pool carries the most traffic: its buffers are the ones the rings register.
-    const memory::PinnedPool* pool = offload ? offload->pool() : nullptr;
-    swap->open(pool != nullptr && pool->pinned() ? pool->arena() : std::span<std::byte>());
+    // Every page-locked swap buffer is registered with the store's rings.
+    swap_buffers->open();
+    swap->open(swap_buffers->pinned_arena());
   }
 
   zero::CoordinatorOptions gather;
@@ -397,13 +410,11 @@ std::int64_t Engine::State::nvme_write_bytes() const {
 // device's page-locked memory.
 std::int64_t Engine::State::host_bytes() const {
   std::int64_t bytes = tier->unpinned_host_bytes() + reducer->unpinned_host_bytes();
+  if (swap_buffers) bytes += swap_buffers->unpinned_bytes();
   if (offload) {
     bytes += offload->rollback_bytes();
-    if (const memory::PinnedPool* pool = offload->pool()) {
-      if (!pool->pinned()) bytes += pool->buffer_count() * pool->buffer_size_bytes();
-    } else {
+    if (offload->pool() == nullptr)
       bytes += offload->counters().resident_bytes[static_cast<std::size_t>(memory::Tier::cpu)];
-    }
   }
   // Page-locked buffers (pools, the gradient partition, small step buffers) once, as locked.
   return bytes + runtime.device.pinned_bytes_in_use();
@@ -528,6 +539,11 @@ MemoryUse Engine::memory_use() const {
   use.cpu_bytes = s.host_bytes();
   use.nvme_bytes = s.tier->nvme_bytes() + s.reducer->nvme_bytes();
   if (s.offload) use.nvme_bytes += s.offload->nvme_bytes();
+  if (s.swap_buffers) {
+    for (int shelf = 0; shelf < s.swap_buffers->shelf_count(); ++shelf)
+      use.swap_buffer_bytes +=
+          s.swap_buffers->buffer_count(shelf) * s.swap_buffers->buffer_size_bytes(shelf);
+  }
   return use;
 }
 

@@ -62,6 +62,8 @@ struct MemoryUse {
   std::int64_t device_peak_bytes = 0;  // the highest device memory in use during any step so far
   std::int64_t cpu_bytes = 0;          // CPU memory held for the model states (tiers and pools)
   std::int64_t nvme_bytes = 0;         // this rank's swap files (parameters and optimizer states)
+  // Of cpu_bytes, the rank's swap buffer pool: every shelf, page-locked or not (0 without NVMe).
+  std::int64_t swap_buffer_bytes = 0;
 };
 
 // What a save or a load did, for the log line and the benchmark.

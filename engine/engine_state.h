@@ -18,6 +18,7 @@
 #include "engine/checkpoint/state_stream.h"
 #include "engine/engine.h"
 #include "engine/memory/nvme_store.h"
+#include "engine/memory/pinned_pool.h"
 #include "engine/memory/stream_ordered_memory.h"
 #include "engine/optim/loss_scaler.h"
 #include "engine/optim/lr_schedule.h"
@@ -74,8 +75,10 @@ struct Engine::State {
   gpu::DataType storage;
   memory::StreamOrderedMemory memory;
 
-  // The rank's one swap store, when anything is on NVMe: the tier, the reducer and the offloaded
-  // optimizer reserve their extents in it (declared first: it outlives them).
+  // The rank's swap buffers and its one swap store, when anything is on NVMe: the tier, the
+  // reducer and the offloaded optimizer reserve their shelves and extents in them (declared
+  // first: they outlive them; the pool before the store, whose rings register its arena).
+  std::unique_ptr<memory::PinnedPool> swap_buffers;
   std::unique_ptr<memory::NvmeStore> swap;
   std::unique_ptr<zero::ParamTier> tier;
   std::unique_ptr<zero::ParamCoordinator> coordinator;

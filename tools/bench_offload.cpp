@@ -193,7 +193,7 @@ class IoAlone {
     engine::memory::NvmeStoreOptions result;
     result.nvme_path = options.path;
     result.job_name = "bench-offload-io";
-    if (pool.pinned()) result.registered = pool.arena();
+    result.registered = pool.pinned_arena();
     return result;
   }
 

@@ -1,10 +1,13 @@
 #include "engine/memory/pinned_pool.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <hwloc.h>
 
 #include <algorithm>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "base/assert.h"
 #include "base/error.h"
@@ -55,6 +58,7 @@ int bind_to_local_node(std::byte* data, std::int64_t bytes) {
 
 PinnedPool::Lease::Lease(Lease&& other) noexcept
     : pool_(std::exchange(other.pool_, nullptr)),
+      shelf_(std::exchange(other.shelf_, -1)),
       index_(std::exchange(other.index_, -1)),
       bytes_(std::exchange(other.bytes_, {})) {}
 
@@ -62,6 +66,7 @@ PinnedPool::Lease& PinnedPool::Lease::operator=(Lease&& other) noexcept {
   if (this != &other) {
     release();
     pool_ = std::exchange(other.pool_, nullptr);
+    shelf_ = std::exchange(other.shelf_, -1);
     index_ = std::exchange(other.index_, -1);
     bytes_ = std::exchange(other.bytes_, {});
   }
@@ -69,96 +74,166 @@ PinnedPool::Lease& PinnedPool::Lease::operator=(Lease&& other) noexcept {
 }
 
 void PinnedPool::Lease::release() noexcept {
-  if (pool_ != nullptr) pool_->give_back(index_);
+  if (pool_ != nullptr) pool_->give_back(shelf_, index_);
   pool_ = nullptr;
+  shelf_ = -1;
   index_ = -1;
   bytes_ = {};
 }
 
+PinnedPool::PinnedPool(gpu::Device& device) : device_(device) {}
+
 PinnedPool::PinnedPool(gpu::Device& device, std::int64_t buffer_count,
                        std::int64_t buffer_size_bytes, PinnedPoolOptions options)
-    : buffer_count_(buffer_count),
-      buffer_size_bytes_(round_up(buffer_size_bytes, kPage)),
-      what_(std::move(options.what)) {
+    : device_(device) {
+  reserve(buffer_count, buffer_size_bytes, std::move(options));
+  open();
+}
+
+PinnedPool::~PinnedPool() {
+  for (std::size_t s = 0; s < shelves_.size(); ++s) {
+    const std::int64_t held = in_use(static_cast<Shelf>(s));
+    if (held > 0)
+      base::logger("engine").error("{}: {} of {} buffers still held at shutdown", shelves_[s].what,
+                                   held, shelves_[s].buffer_count);
+  }
+}
+
+PinnedPool::Shelf PinnedPool::reserve(std::int64_t buffer_count, std::int64_t buffer_size_bytes,
+                                      PinnedPoolOptions options) {
+  STRATA_ASSERT(!open_);
   if (buffer_count < 1 || buffer_size_bytes < 1)
     throw UserError(fmt::format("{}: {} buffers of {} bytes asked for; both must be at least 1",
-                                what_, buffer_count, buffer_size_bytes),
-                    "set offload_optimizer.buffer_count (and the buffer size) to positive values",
+                                options.what, buffer_count, buffer_size_bytes),
+                    "set the offload section's buffer_count (and its buffer size) to positive "
+                    "values",
                     2);
-  const std::int64_t total = buffer_count_ * buffer_size_bytes_;
-  if (options.pin_memory) {
+  ShelfState shelf;
+  shelf.buffer_count = buffer_count;
+  shelf.buffer_size_bytes = round_up(buffer_size_bytes, kPage);
+  shelf.pin_memory = options.pin_memory;
+  shelf.what = std::move(options.what);
+  shelves_.push_back(std::move(shelf));
+  return static_cast<Shelf>(shelves_.size() - 1);
+}
+
+void PinnedPool::open() {
+  STRATA_ASSERT(!open_);
+  std::int64_t pinned_total = 0;
+  std::int64_t unpinned_total = 0;
+  std::vector<std::string> pinned_names;
+  for (const ShelfState& shelf : shelves_) {
+    const std::int64_t bytes = shelf.buffer_count * shelf.buffer_size_bytes;
+    if (shelf.pin_memory) {
+      pinned_total += bytes;
+      pinned_names.push_back(fmt::format("{} ({} buffers of {})", shelf.what, shelf.buffer_count,
+                                         base::format_bytes(shelf.buffer_size_bytes)));
+    } else {
+      unpinned_total += bytes;
+    }
+  }
+  if (pinned_total > 0) {
     const std::int64_t limit = gpu::memlock_limit_bytes();
-    const std::int64_t held = device.pinned_bytes_in_use();
-    if (limit >= 0 && held + total > limit)
+    const std::int64_t held = device_.pinned_bytes_in_use();
+    if (limit >= 0 && held + pinned_total > limit) {
+      const std::int64_t kib = (held + pinned_total + 1023) / 1024;
       throw UserError(
-          fmt::format("{} needs {} ({} bytes: {} buffers of {}) of page-locked memory, but the "
-                      "locked-memory limit (RLIMIT_MEMLOCK) is {} and {} is already locked",
-                      what_, base::format_bytes(total), total, buffer_count_,
-                      base::format_bytes(buffer_size_bytes_), base::format_bytes(limit),
-                      base::format_bytes(held)),
+          fmt::format("{} need {} ({} bytes) of page-locked memory, but the locked-memory limit "
+                      "(RLIMIT_MEMLOCK) is {} and {} is already locked",
+                      fmt::join(pinned_names, " and "), base::format_bytes(pinned_total),
+                      pinned_total, base::format_bytes(limit), base::format_bytes(held)),
           fmt::format("raise the limit to at least {} KiB: `ulimit -l {}` (or `ulimit -l "
                       "unlimited`) in the shell that starts strata, `<user> - memlock unlimited` "
                       "in /etc/security/limits.conf, or `--ulimit memlock=-1:-1` for a "
                       "container; or set pin_memory to false",
-                      (held + total + 1023) / 1024, (held + total + 1023) / 1024));
-    pinned_ = device.allocate_pinned(total);
-    arena_ = {pinned_.as<std::byte>(), static_cast<std::size_t>(total)};
-  } else {
-    unpinned_ = aio::AlignedBuffer(total);
-    arena_ = unpinned_.span().first(static_cast<std::size_t>(total));
+                      kib, kib));
+    }
+    pinned_ = device_.allocate_pinned(pinned_total);
+    pinned_arena_ = {pinned_.as<std::byte>(), static_cast<std::size_t>(pinned_total)};
+    numa_node_ = bind_to_local_node(pinned_arena_.data(), pinned_total);
   }
-  numa_node_ = bind_to_local_node(arena_.data(), total);
-  free_.reserve(static_cast<std::size_t>(buffer_count_));
-  for (std::int64_t i = buffer_count_ - 1; i >= 0; --i)
-    free_.push_back(static_cast<int>(i));
+  if (unpinned_total > 0) {
+    unpinned_ = aio::AlignedBuffer(unpinned_total);
+    const int node = bind_to_local_node(unpinned_.data(), unpinned_total);
+    if (numa_node_ < 0) numa_node_ = node;
+  }
+  std::int64_t pinned_offset = 0;
+  std::int64_t unpinned_offset = 0;
+  for (ShelfState& shelf : shelves_) {
+    const std::int64_t bytes = shelf.buffer_count * shelf.buffer_size_bytes;
+    std::int64_t& offset = shelf.pin_memory ? pinned_offset : unpinned_offset;
+    std::byte* base = shelf.pin_memory ? pinned_arena_.data() : unpinned_.data();
+    shelf.buffers = {base + offset, static_cast<std::size_t>(bytes)};
+    offset += bytes;
+    shelf.free.reserve(static_cast<std::size_t>(shelf.buffer_count));
+    for (std::int64_t i = shelf.buffer_count - 1; i >= 0; --i)
+      shelf.free.push_back(static_cast<int>(i));
+  }
+  open_ = true;
 }
 
-PinnedPool::~PinnedPool() {
-  const std::int64_t held = in_use();
-  if (held > 0)
-    base::logger("engine").error("{}: {} of {} buffers still held at shutdown", what_, held,
-                                 buffer_count_);
+const PinnedPool::ShelfState& PinnedPool::at(Shelf shelf) const {
+  STRATA_ASSERT(shelf >= 0 && shelf < shelf_count());
+  return shelves_[static_cast<std::size_t>(shelf)];
 }
 
-PinnedPool::Lease PinnedPool::acquire() {
+PinnedPool::Lease PinnedPool::lend(Shelf shelf) {
+  ShelfState& state = shelves_[static_cast<std::size_t>(shelf)];
+  const int index = state.free.back();
+  state.free.pop_back();
+  state.peak_in_use = std::max(state.peak_in_use,
+                               state.buffer_count - static_cast<std::int64_t>(state.free.size()));
+  return Lease(this, shelf, index,
+               state.buffers.subspan(static_cast<std::size_t>(index * state.buffer_size_bytes),
+                                     static_cast<std::size_t>(state.buffer_size_bytes)));
+}
+
+PinnedPool::Lease PinnedPool::acquire(Shelf shelf) {
+  STRATA_ASSERT(open_);
+  at(shelf);
   std::unique_lock lock(mutex_);
-  freed_.wait(lock, [&] { return !free_.empty(); });
-  const int index = free_.back();
-  free_.pop_back();
-  peak_in_use_ = std::max(peak_in_use_, buffer_count_ - static_cast<std::int64_t>(free_.size()));
-  return Lease(this, index,
-               arena_.subspan(static_cast<std::size_t>(index * buffer_size_bytes_),
-                              static_cast<std::size_t>(buffer_size_bytes_)));
+  const std::vector<int>& free = shelves_[static_cast<std::size_t>(shelf)].free;
+  freed_.wait(lock, [&] { return !free.empty(); });
+  return lend(shelf);
 }
 
-PinnedPool::Lease PinnedPool::try_acquire() {
+PinnedPool::Lease PinnedPool::try_acquire(Shelf shelf) {
+  STRATA_ASSERT(open_);
+  at(shelf);
   std::unique_lock lock(mutex_);
-  if (free_.empty()) return {};
-  const int index = free_.back();
-  free_.pop_back();
-  peak_in_use_ = std::max(peak_in_use_, buffer_count_ - static_cast<std::int64_t>(free_.size()));
-  return Lease(this, index,
-               arena_.subspan(static_cast<std::size_t>(index * buffer_size_bytes_),
-                              static_cast<std::size_t>(buffer_size_bytes_)));
+  if (shelves_[static_cast<std::size_t>(shelf)].free.empty()) return {};
+  return lend(shelf);
 }
 
-std::int64_t PinnedPool::in_use() const {
+std::int64_t PinnedPool::in_use(Shelf shelf) const {
+  const ShelfState& state = at(shelf);
+  if (!open_) return 0;
   std::lock_guard lock(mutex_);
-  return buffer_count_ - static_cast<std::int64_t>(free_.size());
+  return state.buffer_count - static_cast<std::int64_t>(state.free.size());
 }
 
-std::int64_t PinnedPool::peak_in_use() const {
+std::int64_t PinnedPool::peak_in_use(Shelf shelf) const {
+  const ShelfState& state = at(shelf);
   std::lock_guard lock(mutex_);
-  return peak_in_use_;
+  return state.peak_in_use;
 }
 
-void PinnedPool::give_back(int index) noexcept {
+std::int64_t PinnedPool::unpinned_bytes() const {
+  std::int64_t bytes = 0;
+  for (const ShelfState& shelf : shelves_)
+    if (!shelf.pin_memory) bytes += shelf.buffer_count * shelf.buffer_size_bytes;
+  return bytes;
+}
+
+void PinnedPool::give_back(Shelf shelf, int index) noexcept {
   {
     std::lock_guard lock(mutex_);
-    STRATA_ASSERT(static_cast<std::int64_t>(free_.size()) < buffer_count_);
-    free_.push_back(index);
+    ShelfState& state = shelves_[static_cast<std::size_t>(shelf)];
+    STRATA_ASSERT(static_cast<std::int64_t>(state.free.size()) < state.buffer_count);
+    state.free.push_back(index);
   }
-  freed_.notify_one();
+  // Waiters of every shelf share the condition variable.
+  freed_.notify_all();
 }
 
 }  // namespace strata::engine::memory

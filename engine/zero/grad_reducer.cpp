@@ -45,23 +45,29 @@ GradReducer::GradReducer(gpu::Device& device, gpu::Ops& ops, gpu::Comm& comm, gp
     // are whole 4 KiB blocks: shards are multiples of 2048 elements.
     const std::int64_t accumulated = (options_.to_nvme ? largest : partition) * grad_bytes();
     host_bytes_ = accumulated + largest * 4;
-    std::byte* base = nullptr;
-    if (options_.pin_memory) {
-      pinned_memory_ = device.allocate_pinned(host_bytes_);
-      base = pinned_memory_.as<std::byte>();
-    } else {
-      host_memory_ = aio::AlignedBuffer(host_bytes_);
-      base = host_memory_.data();
-    }
-    host_partition_ = base;
-    staging_ = reinterpret_cast<float*>(base + accumulated);
+    staging_offset_ = accumulated;
     if (options_.to_nvme) {
       STRATA_ASSERT(options_.store != nullptr && !options_.store->is_open());
+      STRATA_ASSERT(options_.pool != nullptr && !options_.pool->is_open());
+      STRATA_ASSERT(options_.largest_read > 0);
       store_ = options_.store;
       const std::int64_t bytes = std::max<std::int64_t>(partition * grad_bytes(), 4096);
       extent_ = store_->reserve(std::span<const std::int64_t>(&bytes, 1));
       contributions_.assign(static_cast<std::size_t>(layout.module_count()), 0);
+      swap_shelf_ = options_.pool->reserve(
+          1, host_bytes_, memory::PinnedPoolOptions{options_.pin_memory, "gradient swap buffer"});
+      read_shelf_ =
+          options_.pool->reserve(1, options_.largest_read * grad_bytes(),
+                                 memory::PinnedPoolOptions{false, "gradient read buffer"});
+    } else if (options_.pin_memory) {
+      pinned_memory_ = device.allocate_pinned(host_bytes_);
+      host_partition_ = pinned_memory_.as<std::byte>();
+    } else {
+      host_memory_ = aio::AlignedBuffer(host_bytes_);
+      host_partition_ = host_memory_.data();
     }
+    if (host_partition_ != nullptr)
+      staging_ = reinterpret_cast<float*>(host_partition_ + staging_offset_);
   } else {
     device_partition_ = device.allocate(partition * 4, "gradient partition");
   }
@@ -89,11 +95,11 @@ std::span<const std::byte> GradReducer::grads(Range range) {
   // Sub-groups start on multiples of 2048 elements, so every read is whole 4 KiB blocks except
   // perhaps at the partition's end, which the extent pads.
   const std::int64_t blocks = (bytes + 4095) / 4096 * 4096;
-  if (read_buffer_.size_bytes() < blocks) read_buffer_ = aio::AlignedBuffer(blocks);
+  STRATA_ASSERT(read_buffer_ && blocks <= static_cast<std::int64_t>(read_buffer_.bytes().size()));
   store_->wait(store_->submit_read(extent_, offset,
-                                   read_buffer_.span().first(static_cast<std::size_t>(blocks))));
+                                   read_buffer_.bytes().first(static_cast<std::size_t>(blocks))));
   nvme_read_bytes_ += blocks;
-  return read_buffer_.span().first(static_cast<std::size_t>(bytes));
+  return read_buffer_.bytes().first(static_cast<std::size_t>(bytes));
 }
 
 void GradReducer::make(int module) {
@@ -108,6 +114,13 @@ void GradReducer::make(int module) {
 }
 
 void GradReducer::begin_step() {
+  if (store_ && !swap_buffer_) {
+    // The pool opened after the reducer was made; its buffers are held from now on.
+    swap_buffer_ = options_.pool->acquire(swap_shelf_);
+    read_buffer_ = options_.pool->acquire(read_shelf_);
+    host_partition_ = swap_buffer_.bytes().data();
+    staging_ = reinterpret_cast<float*>(host_partition_ + staging_offset_);
+  }
   if (store_) {
     // Each shard's first contribution this step overwrites what the file holds (in stream order:
     // the stream tasks own this state).

@@ -10,6 +10,7 @@
 #include "aio/aligned_buffer.h"
 #include "cpu_adam/optimizer.h"
 #include "engine/memory/nvme_store.h"
+#include "engine/memory/pinned_pool.h"
 #include "engine/memory/stream_ordered_memory.h"
 #include "engine/zero/flat_layout.h"
 #include "engine/zero/step_io.h"
@@ -28,6 +29,12 @@ struct GradReducerOptions {
   bool to_nvme = false;
   // to_nvme: that store, not yet open; the reducer reserves its extent in it.
   memory::NvmeStore* store = nullptr;
+  // to_nvme: the rank's swap buffer pool, not yet open; the reducer reserves two shelves in it
+  // (the shard being added to with its staging, and the buffer grads(range) reads into), and
+  // holds one buffer of each from the first begin_step on.
+  memory::PinnedPool* pool = nullptr;
+  // to_nvme: the most elements grads(range) is asked for at once (the largest sub-group).
+  std::int64_t largest_read = 0;
   // With to_host, the partition holds bf16 gradients (bf16.bf16_master_weights_and_grads): each
   // reduced fp32 shard is added in fp32 and the sum rounded to nearest even.
   bool bf16 = false;
@@ -86,10 +93,9 @@ class GradReducer final : public GradSource {
   // together); waits for the stream.
   cpu_adam::GradStats global_stats();
 
-  // Host memory held that is not page-locked (pinned memory is the device's to count).
-  std::int64_t unpinned_host_bytes() const {
-    return (pinned_memory_ ? 0 : host_bytes_) + read_buffer_.size_bytes();
-  }
+  // Host memory held that is not page-locked (pinned memory is the device's to count, and the
+  // swap buffers with to_nvme are the pool's).
+  std::int64_t unpinned_host_bytes() const { return host_memory_.size_bytes(); }
   // The gradient swap file's size (0 unless to_nvme), and the bytes moved through it so far.
   std::int64_t nvme_bytes() const { return store_ ? store_->planned_bytes(extent_, 1) : 0; }
   std::int64_t nvme_read_bytes() const { return nvme_read_bytes_; }
@@ -124,7 +130,7 @@ class GradReducer final : public GradSource {
   gpu::DeviceBuffer device_partition_;
   // to_host: the partition (or with to_nvme a shard read back to be added to), in the gradient
   // type, and one fp32 shard's staging (copied down before it is added), in host memory that is
-  // page-locked when pin_memory (one allocation either way).
+  // page-locked when pin_memory (one allocation either way; with to_nvme a pool buffer).
   std::int64_t grad_bytes() const { return options_.bf16 ? 2 : 4; }
   // out[i] = (earlier[i] + staging_[i]) in the gradient type (earlier null: 0 + staging_[i]).
   void add_staged(const std::byte* earlier, std::byte* out, std::int64_t count) const;
@@ -133,13 +139,18 @@ class GradReducer final : public GradSource {
   std::byte* host_partition_ = nullptr;
   float* staging_ = nullptr;
   std::int64_t host_bytes_ = 0;
+  std::int64_t staging_offset_ = 0;  // where the staging starts in that memory
   // to_nvme: the swap file (one extent: the partition), how many contributions each module's
-  // shard has this step, the final shards' statistics, and what grads() reads into.
+  // shard has this step, the final shards' statistics, and the pool's buffers: the shard being
+  // added to with the staging, and what grads() reads into.
   memory::NvmeStore* store_ = nullptr;
   int extent_ = 0;  // the partition's extent in store_
   std::vector<int> contributions_;
   cpu_adam::GradStats swapped_stats_;
-  aio::AlignedBuffer read_buffer_;
+  memory::PinnedPool::Shelf swap_shelf_ = 0;
+  memory::PinnedPool::Shelf read_shelf_ = 0;
+  memory::PinnedPool::Lease swap_buffer_;
+  memory::PinnedPool::Lease read_buffer_;
   std::atomic<std::int64_t> nvme_read_bytes_ = 0;   // grads() may run on another thread
   std::atomic<std::int64_t> nvme_write_bytes_ = 0;  // added by stream tasks
   gpu::DeviceBuffer stats_;                         // two floats: sum of squares, inf/NaN count

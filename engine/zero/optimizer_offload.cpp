@@ -133,9 +133,15 @@ OptimizerOffload::OptimizerOffload(gpu::Device& device, const Optimizer& optimiz
     return;
   }
 
-  pool_ = std::make_unique<memory::PinnedPool>(
-      device, options_.buffer_count, std::max<std::int64_t>(largest, kBlock),
-      memory::PinnedPoolOptions{options_.pin_memory, "optimizer swap buffers"});
+  if (options_.pool != nullptr) {
+    pool_ = options_.pool;
+  } else {
+    own_pool_ = std::make_unique<memory::PinnedPool>(device);
+    pool_ = own_pool_.get();
+  }
+  shelf_ = pool_->reserve(options_.buffer_count, std::max<std::int64_t>(largest, kBlock),
+                          memory::PinnedPoolOptions{options_.pin_memory, "optimizer swap buffers"});
+  if (own_pool_) own_pool_->open();
   if (options_.store != nullptr) {
     store_ = options_.store;
   } else {
@@ -143,7 +149,7 @@ OptimizerOffload::OptimizerOffload(gpu::Device& device, const Optimizer& optimiz
     store_ = own_store_.get();
   }
   first_extent_ = store_->reserve(extents);
-  if (own_store_) own_store_->open(pool_->pinned() ? pool_->arena() : std::span<std::byte>());
+  if (own_store_) own_store_->open(own_pool_ ? own_pool_->pinned_arena() : std::span<std::byte>());
   residency_ = std::make_unique<memory::Residency>(store_);
   // The extents hold nothing until fill_states writes them.
   for (std::size_t g = 0; g < sub_groups_.size(); ++g) {
@@ -349,7 +355,7 @@ int OptimizerOffload::run_step(const StepHyperparameters& hyper, const StepIo& i
     return stepped;
   }
 
-  const std::int64_t count = pool_->buffer_count();
+  const std::int64_t count = pool_->buffer_count(shelf_);
   // How far reads run ahead of the sub-group being computed: every buffer not needed by the
   // current sub-group and, with pipeline_write, by the one being written.
   const std::int64_t ahead =
@@ -364,14 +370,14 @@ int OptimizerOffload::run_step(const StepHyperparameters& hyper, const StepIo& i
   // A buffer: a free one, else (when `wait_for_write`) the one of the oldest write once it is
   // done, else (when `must`) the next one given back.
   auto buffer = [&](bool wait_for_write, bool must) {
-    memory::PinnedPool::Lease lease = pool_->try_acquire();
+    memory::PinnedPool::Lease lease = pool_->try_acquire(shelf_);
     if (!lease && wait_for_write && !writes.empty()) {
       InFlight oldest = std::move(writes.front());
       writes.pop_front();
       residency_->finish_write(std::move(oldest.move));
       lease = std::move(oldest.lease);
     }
-    if (!lease && must) lease = pool_->acquire();
+    if (!lease && must) lease = pool_->acquire(shelf_);
     return lease;
   };
   auto issue_read = [&](memory::PinnedPool::Lease lease) {
@@ -514,7 +520,8 @@ void OptimizerOffload::visit_states(const StatesVisitor& visit) {
     try {
       // Reads ahead into every free buffer; the states are not changed, so each goes back clean.
       while (next < count) {
-        memory::PinnedPool::Lease lease = next == g ? pool_->acquire() : pool_->try_acquire();
+        memory::PinnedPool::Lease lease =
+            next == g ? pool_->acquire(shelf_) : pool_->try_acquire(shelf_);
         if (!lease) break;
         memory::Residency::Move move =
             residency_->begin_read(partitions_[static_cast<std::size_t>(next)], lease.bytes());
@@ -562,7 +569,7 @@ void OptimizerOffload::fill_states(const StatesVisitor& fill) {
   std::deque<InFlight> writes;
   try {
     for (int g = 0; g < count; ++g) {
-      memory::PinnedPool::Lease lease = pool_->try_acquire();
+      memory::PinnedPool::Lease lease = pool_->try_acquire(shelf_);
       if (!lease) {
         // Out of the queue first: a failed write must not be waited for again by the drain.
         InFlight oldest = std::move(writes.front());

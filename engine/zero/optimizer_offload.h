@@ -46,6 +46,9 @@ struct OptimizerOffloadOptions {
   // nvme: the rank's swap store, not yet open, in which the states reserve their extents (the
   // engine's one store); null: a store of their own, opened with `nvme` (tests, benchmarks).
   memory::NvmeStore* store = nullptr;
+  // nvme: the rank's swap buffer pool, not yet open, in which the states reserve their shelf
+  // (buffer_count buffers of the largest sub-group's extent); null: a pool of their own.
+  memory::PinnedPool* pool = nullptr;
 };
 
 // The step's third stage (docs/architecture.md, "One training step", 3): a rank's optimizer
@@ -136,8 +139,9 @@ class OptimizerOffload {
   const std::vector<Range>& sub_groups() const noexcept { return sub_groups_; }
   bool inconsistent() const noexcept { return !failure_.empty(); }
   memory::ResidencyCounters counters() const { return residency_->counters(); }
-  // The swap buffer pool (nvme only; null on cpu).
-  const memory::PinnedPool* pool() const noexcept { return pool_.get(); }
+  // The swap buffer pool (nvme only; null on cpu) and the states' shelf in it.
+  const memory::PinnedPool* pool() const noexcept { return pool_; }
+  memory::PinnedPool::Shelf shelf() const noexcept { return shelf_; }
   const memory::NvmeStore* store() const noexcept { return store_; }
   // Bytes of the swap file the states take (0 on cpu).
   std::int64_t nvme_bytes() const {
@@ -188,8 +192,11 @@ class OptimizerOffload {
   std::vector<std::int64_t> moment_region_bytes_;
   bool has_exp_avg_;
   bool has_exp_avg_sq_;
-  aio::AlignedBuffer cpu_states_;             // cpu tier: every sub-group's extent, back to back
-  std::unique_ptr<memory::PinnedPool> pool_;  // before the store: the store's rings register it
+  aio::AlignedBuffer cpu_states_;  // cpu tier: every sub-group's extent, back to back
+  // Before the store: the store's rings register it.
+  std::unique_ptr<memory::PinnedPool> own_pool_;
+  memory::PinnedPool* pool_ = nullptr;   // own_pool_ or the engine's
+  memory::PinnedPool::Shelf shelf_ = 0;  // the states' buffers in pool_
   std::unique_ptr<memory::NvmeStore> own_store_;
   memory::NvmeStore* store_ = nullptr;  // own_store_ or the engine's
   int first_extent_ = 0;                // the states' extents in store_

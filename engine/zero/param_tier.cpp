@@ -62,9 +62,15 @@ ParamTier::ParamTier(gpu::Device& device, const FlatLayout& layout, ParamTierOpt
                     "needs {} ({} bytes) in one buffer",
                     options_.buffer_size, largest / element_bytes(), largest),
         fmt::format("set offload_param.buffer_size to at least {}", largest / element_bytes()), 2);
-  pool_ = std::make_unique<memory::PinnedPool>(
-      device, options_.buffer_count, largest,
-      memory::PinnedPoolOptions{options_.pin_memory, "parameter swap buffers"});
+  if (options_.pool != nullptr) {
+    pool_ = options_.pool;
+  } else {
+    own_pool_ = std::make_unique<memory::PinnedPool>(device);
+    pool_ = own_pool_.get();
+  }
+  shelf_ = pool_->reserve(options_.buffer_count, largest,
+                          memory::PinnedPoolOptions{options_.pin_memory, "parameter swap buffers"});
+  if (own_pool_) own_pool_->open();
   if (options_.store != nullptr) {
     store_ = options_.store;
   } else {
@@ -75,7 +81,8 @@ ParamTier::ParamTier(gpu::Device& device, const FlatLayout& layout, ParamTierOpt
   }
   first_extent_ = store_->reserve(extents);
   extent_count_ = static_cast<int>(extents.size());
-  if (own_store_) own_store_->open(pool_->pinned() ? pool_->arena() : std::span<std::byte>());
+  // A store of its own registers the tier's own pool (the engine's store registers the engine's).
+  if (own_store_) own_store_->open(own_pool_ ? own_pool_->pinned_arena() : std::span<std::byte>());
   residency_ = std::make_unique<memory::Residency>(store_);
   for (int m = 0; m < layout.module_count(); ++m) {
     const int index = nvme_partition_[static_cast<std::size_t>(m)];
@@ -140,8 +147,8 @@ bool ParamTier::prefetch(int module) {
     return true;
   // One buffer always stays free for a fetch that was not prefetched, so fetch never waits on
   // reads nobody will redeem.
-  if (pool_->in_use() + 1 >= pool_->buffer_count()) return false;
-  memory::PinnedPool::Lease lease = pool_->try_acquire();
+  if (pool_->in_use(shelf_) + 1 >= pool_->buffer_count(shelf_)) return false;
+  memory::PinnedPool::Lease lease = pool_->try_acquire(shelf_);
   if (!lease) return false;
   const memory::PartitionId id = nvme_partition_[static_cast<std::size_t>(module)];
   memory::Residency::Move move = residency_->begin_read(
@@ -172,7 +179,7 @@ void ParamTier::fetch_from_nvme(int module, gpu::Stream& stream, void* device_ta
   const std::int64_t bytes = shard_bytes(module);
   std::optional<Read>& read = reads_[static_cast<std::size_t>(module)];
   if (!read) {
-    memory::PinnedPool::Lease lease = pool_->acquire();
+    memory::PinnedPool::Lease lease = pool_->acquire(shelf_);
     const memory::PartitionId id = nvme_partition_[static_cast<std::size_t>(module)];
     memory::Residency::Move move =
         residency_->begin_read(id, lease.bytes().first(static_cast<std::size_t>(bytes)));
@@ -314,7 +321,7 @@ std::int64_t ParamTier::nvme_write_bytes() const {
 
 std::int64_t ParamTier::unpinned_host_bytes() const {
   std::int64_t bytes = host_partition_.size_bytes() + staging_.size_bytes();
-  if (pool_ && !pool_->pinned()) bytes += pool_->buffer_count() * pool_->buffer_size_bytes();
+  if (own_pool_) bytes += own_pool_->unpinned_bytes();
   return bytes;
 }
 

@@ -36,6 +36,9 @@ struct ParamTierOptions {
   // nvme: the rank's swap store, not yet open, in which the tier reserves its extents (the
   // engine's one store); null: the tier opens a store of its own with `nvme` (tests).
   memory::NvmeStore* store = nullptr;
+  // nvme: the rank's swap buffer pool, not yet open, in which the tier reserves its shelf
+  // (offload_param.buffer_count buffers); null: the tier opens a pool of its own (tests).
+  memory::PinnedPool* pool = nullptr;
 };
 
 // Where a rank's parameter shards live between uses (docs/architecture.md, "The tiers"): each
@@ -99,7 +102,8 @@ class ParamTier final : public ParamSink {
     return store_ ? store_->planned_bytes(first_extent_, extent_count_) : 0;
   }
   // Host bytes the tier holds that are not page-locked (its CPU-resident shards, the staging
-  // range, and the pool unless pinned: pinned memory is the device's to count).
+  // range, and its own pool's buffers unless pinned: pinned memory is the device's to count, and
+  // the engine's pool is the engine's).
   std::int64_t unpinned_host_bytes() const;
 
  private:
@@ -128,7 +132,9 @@ class ParamTier final : public ParamSink {
   aio::AlignedBuffer host_partition_;
   std::vector<std::int64_t> cpu_offset_;
   aio::AlignedBuffer staging_;  // values() of the nvme and device tiers
-  std::unique_ptr<memory::PinnedPool> pool_;
+  std::unique_ptr<memory::PinnedPool> own_pool_;
+  memory::PinnedPool* pool_ = nullptr;   // own_pool_ or the engine's
+  memory::PinnedPool::Shelf shelf_ = 0;  // the tier's read buffers in pool_
   std::unique_ptr<memory::NvmeStore> own_store_;
   memory::NvmeStore* store_ = nullptr;  // own_store_ or the engine's
   int first_extent_ = 0;                // this tier's extents in store_

@@ -229,6 +229,31 @@ TEST(EstimateAgreement, Stage3OnNvmeIsExactToTheByte) {
   expect_estimate_agrees(tiny_config(everything_on_nvme(swap)), /*margin_percent=*/0);
 }
 
+// One pool holds every swap buffer of the rank: the parameters' read buffers, the optimizer's
+// sub-group buffers and the gradients' (the shard added to with its staging, and the sub-group
+// read for its step), each the size the estimate gives it, and nothing else.
+TEST(EstimateAgreement, OnePoolHoldsEverySwapBuffer) {
+  SwapDirectory swap;
+  const Config config = tiny_config(everything_on_nvme(swap, R"("sub_group_size": 20000, )"));
+  const EstimateRow row = estimate_for(config, model_of(config)->activation_bytes(false));
+  std::int64_t buffers = 0;
+  int terms = 0;
+  for (const MemoryTerm& term : row.terms) {
+    if (term.tier != Tier::cpu) continue;
+    for (const char* name : {"param_swap_buffers", "optimizer_swap_buffers",
+                             "gradient_accumulation_", "gradient_staging_", "gradient_read_"}) {
+      if (term.name.starts_with(name)) {
+        buffers += term.bytes;
+        ++terms;
+      }
+    }
+  }
+  ASSERT_EQ(terms, 5) << describe(row);
+  const Measured run = run_engine(config, row.per_gpu_bytes);
+  EXPECT_EQ(run.use.swap_buffer_bytes, buffers) << describe(row);
+  EXPECT_GT(run.use.cpu_bytes, run.use.swap_buffer_bytes);
+}
+
 // strata.overlap_optimizer's rollback window (buffer_count sub-groups' prior values and
 // parameter slices) is CPU memory the estimate names, to the byte.
 TEST(EstimateAgreement, OverlappedOptimizerOnNvmeIsExactToTheByte) {

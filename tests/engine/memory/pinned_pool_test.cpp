@@ -54,7 +54,8 @@ TEST(PinnedPool, UnpinnedPoolNeedsNoLockedMemory) {
   PinnedPool pool(*device, 2, 1 << 20, {.pin_memory = false, .what = "test"});
   EXPECT_FALSE(pool.pinned());
   EXPECT_EQ(device->pinned_bytes_in_use(), 0);
-  EXPECT_EQ(pool.arena().size(), 2u << 20);
+  EXPECT_TRUE(pool.pinned_arena().empty());
+  EXPECT_EQ(pool.unpinned_bytes(), 2 << 20);
 }
 
 TEST(PinnedPool, AcquireWaitsUntilABufferIsGivenBack) {
@@ -135,6 +136,108 @@ TEST(PinnedPool, LockedMemoryLimitTooLowSaysHowMuchAndHowToRaise) {
     EXPECT_NE(error.fix().find("ulimit -l"), std::string::npos);
     EXPECT_NE(error.fix().find("pin_memory"), std::string::npos);
   }
+}
+
+// The engine's one pool: the parameter tier, the optimizer and the gradient reducer each reserve
+// a shelf, and each shelf lends only its own buffers.
+TEST(PinnedPool, ShelvesLendTheirOwnBuffersFromOneArenaEach) {
+  auto device = host_device();
+  PinnedPool pool(*device);
+  const PinnedPool::Shelf params = pool.reserve(2, 5000, {.pin_memory = true, .what = "params"});
+  const PinnedPool::Shelf states =
+      pool.reserve(1, 3 << 20, {.pin_memory = false, .what = "states"});
+  const PinnedPool::Shelf grads = pool.reserve(1, 4096, {.pin_memory = true, .what = "grads"});
+  EXPECT_FALSE(pool.is_open());
+  EXPECT_EQ(pool.in_use(params), 0);
+  pool.open();
+  ASSERT_TRUE(pool.is_open());
+  EXPECT_EQ(pool.shelf_count(), 3);
+  EXPECT_EQ(pool.buffer_size_bytes(params), 8192);
+  EXPECT_EQ(pool.buffer_size_bytes(states), 3 << 20);
+  EXPECT_TRUE(pool.pinned(params));
+  EXPECT_FALSE(pool.pinned(states));
+  // The page-locked shelves make the registered arena; the other is counted as host memory.
+  EXPECT_EQ(static_cast<std::int64_t>(pool.pinned_arena().size()), 2 * 8192 + 4096);
+  EXPECT_EQ(pool.unpinned_bytes(), 3 << 20);
+
+  PinnedPool::Lease a = pool.acquire(params);
+  PinnedPool::Lease b = pool.acquire(params);
+  // The params shelf is empty; the others still lend.
+  EXPECT_FALSE(pool.try_acquire(params));
+  PinnedPool::Lease c = pool.try_acquire(states);
+  PinnedPool::Lease d = pool.try_acquire(grads);
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(c.bytes().size(), std::size_t{3} << 20);
+  EXPECT_EQ(d.bytes().size(), 4096u);
+  const std::span<std::byte> arena = pool.pinned_arena();
+  auto in_arena = [&](const PinnedPool::Lease& lease) {
+    return lease.bytes().data() >= arena.data() &&
+           lease.bytes().data() + lease.bytes().size() <= arena.data() + arena.size();
+  };
+  EXPECT_TRUE(in_arena(a));
+  EXPECT_TRUE(in_arena(b));
+  EXPECT_TRUE(in_arena(d));
+  EXPECT_FALSE(in_arena(c));
+  // No two buffers overlap.
+  std::vector<std::span<std::byte>> spans = {a.bytes(), b.bytes(), c.bytes(), d.bytes()};
+  for (std::size_t i = 0; i < spans.size(); ++i)
+    for (std::size_t j = i + 1; j < spans.size(); ++j)
+      EXPECT_TRUE(spans[i].data() + spans[i].size() <= spans[j].data() ||
+                  spans[j].data() + spans[j].size() <= spans[i].data())
+          << i << " and " << j;
+  EXPECT_EQ(pool.in_use(params), 2);
+  EXPECT_EQ(pool.in_use(states), 1);
+  a.release();
+  EXPECT_EQ(pool.in_use(params), 1);
+  EXPECT_EQ(pool.peak_in_use(params), 2);
+  EXPECT_EQ(pool.peak_in_use(grads), 1);
+}
+
+// A waiter on one shelf is woken by its own shelf's buffer, not by another's.
+TEST(PinnedPool, AcquireOnAShelfWaitsForThatShelf) {
+  auto device = host_device();
+  PinnedPool pool(*device);
+  const PinnedPool::Shelf one = pool.reserve(1, 4096, {.pin_memory = false, .what = "one"});
+  const PinnedPool::Shelf two = pool.reserve(1, 4096, {.pin_memory = false, .what = "two"});
+  pool.open();
+  PinnedPool::Lease held = pool.acquire(one);
+  std::atomic<bool> got = false;
+  std::thread waiter([&] {
+    PinnedPool::Lease lease = pool.acquire(one);
+    got = true;
+  });
+  { PinnedPool::Lease other = pool.acquire(two); }  // given back: the waiter on `one` stays asleep
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(got.load());
+  held.release();
+  waiter.join();
+  EXPECT_TRUE(got.load());
+}
+
+// Two page-locked shelves that fit the limit apart but not together: the refusal names both.
+TEST(PinnedPool, LockedMemoryLimitCountsEveryPinnedShelf) {
+  rlimit limit{};
+  ASSERT_EQ(getrlimit(RLIMIT_MEMLOCK, &limit), 0);
+  if (limit.rlim_cur == RLIM_INFINITY) GTEST_SKIP() << "RLIMIT_MEMLOCK is unlimited here";
+  auto device = host_device();
+  const std::int64_t half = static_cast<std::int64_t>(limit.rlim_cur) / 2 / 4096 * 4096 + 4096;
+  PinnedPool pool(*device);
+  pool.reserve(1, half, {.pin_memory = true, .what = "parameter swap buffers"});
+  pool.reserve(1, half, {.pin_memory = true, .what = "optimizer swap buffers"});
+  pool.reserve(4, 1 << 20, {.pin_memory = false, .what = "unpinned"});
+  try {
+    pool.open();
+    FAIL() << "expected UserError";
+  } catch (const UserError& error) {
+    const std::string what = error.what();
+    EXPECT_NE(what.find("parameter swap buffers"), std::string::npos) << what;
+    EXPECT_NE(what.find("optimizer swap buffers"), std::string::npos) << what;
+    EXPECT_EQ(what.find("unpinned"), std::string::npos) << what;
+    EXPECT_NE(what.find(std::to_string(2 * half)), std::string::npos) << what;
+    EXPECT_NE(error.fix().find("pin_memory"), std::string::npos);
+  }
+  EXPECT_FALSE(pool.is_open());
 }
 
 }  // namespace
