@@ -444,7 +444,9 @@ StepStats Engine::train_batch(std::span<const std::int32_t> inputs,
   gpu::TransferCounters before = device.transfer_counters();
   const std::int64_t nvme_read_before = s.nvme_read_bytes();
   const std::int64_t nvme_write_before = s.nvme_write_bytes();
+  const std::int64_t waits_before = s.memory.waits();
   device.reset_peak();
+  s.memory.reset_peak();
   std::int64_t micro_tokens = s.model.tokens_per_micro_batch();
   std::int64_t accumulation = s.config.batch.gradient_accumulation_steps;
   STRATA_ASSERT(static_cast<std::int64_t>(inputs.size()) == micro_tokens * accumulation);
@@ -498,7 +500,10 @@ StepStats Engine::train_batch(std::span<const std::int32_t> inputs,
                      after.bytes_d2d - before.bytes_d2d, after.bytes_h2h - before.bytes_h2h};
   stats.bytes_nvme_read = s.nvme_read_bytes() - nvme_read_before;
   stats.bytes_nvme_write = s.nvme_write_bytes() - nvme_write_before;
-  stats.gpu_peak_bytes = device.peak_bytes_in_use();
+  stats.allocation_waits = s.memory.waits() - waits_before;
+  // In stream order: the host may hold released buffers a little longer than the device needs
+  // them, which a GPU's stream-ordered pool would not (engine/memory/stream_ordered_memory.h).
+  stats.gpu_peak_bytes = s.memory.peak_bytes();
   s.device_peak = std::max(s.device_peak, stats.gpu_peak_bytes);
   stats.cpu_peak_bytes = s.host_bytes();
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -578,7 +583,7 @@ std::vector<float> Engine::master_parameters() {
       std::copy(own, own + slice.shard_numel, whole.begin());
     } else {
       gpu::DeviceBuffer gathered =
-          s.memory.allocate(slice.padded_numel * kFloat, "gathered master parameters");
+          s.memory.allocate(s.stream(), slice.padded_numel * kFloat, "gathered master parameters");
       float* mine = gathered.as<float>() + s.shard_rank() * slice.shard_numel;
       s.stream().copy(mine, own, slice.shard_numel * kFloat, gpu::CopyKind::host_to_device);
       s.runtime.comm.all_gather(s.stream(), mine, gathered.data(), slice.shard_numel,

@@ -48,6 +48,9 @@ struct StepStats {
   // put back and redone (clipped or skipped step).
   std::int64_t early_sub_groups = 0;
   std::int64_t undone_sub_groups = 0;
+  // Device allocations that waited for the device: only when the budget refused fresh memory
+  // while released buffers were still held, never once per module.
+  std::int64_t allocation_waits = 0;
   double seconds = 0;               // wall time of the step
   std::int64_t tokens = 0;          // tokens processed by all ranks
   gpu::TransferCounters transfers;  // bytes moved by this step's stream copies

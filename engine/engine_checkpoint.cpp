@@ -142,7 +142,7 @@ std::string Engine::State::agree_on_tag(const std::string& tag) {
   if (comm.world_size() == 1) return tag;
   std::array<char, kTagBytes> text{};
   std::memcpy(text.data(), tag.data(), tag.size());
-  gpu::DeviceBuffer buffer = memory.allocate(kTagBytes + 4, "checkpoint tag");
+  gpu::DeviceBuffer buffer = memory.allocate(stream(), kTagBytes + 4, "checkpoint tag");
   stream().copy(buffer.data(), text.data(), kTagBytes, gpu::CopyKind::host_to_device);
   comm.broadcast(stream(), buffer.data(), kTagBytes, gpu::DataType::uint8, 0);
   stream().copy(text.data(), buffer.data(), kTagBytes, gpu::CopyKind::device_to_host);
@@ -185,7 +185,8 @@ std::vector<std::int64_t> Engine::State::gather_file_records(const std::vector<M
   if (comm.world_size() == 1) return mine;
   const int world = comm.world_size();
   std::vector<std::int64_t> all(static_cast<std::size_t>(world * kFileRecords));
-  gpu::DeviceBuffer gathered = memory.allocate(world * kFileRecords * 8, "checkpoint records");
+  gpu::DeviceBuffer gathered =
+      memory.allocate(stream(), world * kFileRecords * 8, "checkpoint records");
   std::int64_t* slot = gathered.as<std::int64_t>() + comm.rank() * kFileRecords;
   stream().copy(slot, mine.data(), kFileRecords * 8, gpu::CopyKind::host_to_device);
   comm.all_gather(stream(), slot, gathered.data(), kFileRecords, gpu::DataType::int64);

@@ -1,5 +1,9 @@
 #include "engine/memory/stream_ordered_memory.h"
 
+#include <algorithm>
+#include <utility>
+
+#include "base/error.h"
 #include "base/log.h"
 
 namespace strata::engine::memory {
@@ -13,22 +17,62 @@ StreamOrderedMemory::~StreamOrderedMemory() {
   }
 }
 
-gpu::DeviceBuffer StreamOrderedMemory::allocate(std::int64_t bytes, std::string_view what) {
-  drain();
-  return device_.allocate(bytes, what);
+gpu::DeviceBuffer StreamOrderedMemory::allocate(gpu::Stream& stream, std::int64_t bytes,
+                                                std::string_view what,
+                                                std::unique_ptr<gpu::Event>* released_at) {
+  if (released_at != nullptr) released_at->reset();
+  // The oldest match: its earlier use is the likeliest to have run.
+  const auto match = std::ranges::find_if(pending_, [&](const Pending& pending) {
+    return pending.stream == &stream && pending.buffer.bytes() == bytes;
+  });
+  if (match != pending_.end()) {
+    Pending reused = std::move(*match);
+    pending_.erase(match);
+    pending_bytes_ -= bytes;
+    if (released_at != nullptr && !reused.done->query()) *released_at = std::move(reused.done);
+    note_peak();
+    return std::move(reused.buffer);
+  }
+  reap();
+  gpu::DeviceBuffer buffer;
+  try {
+    buffer = device_.allocate(bytes, what);
+  } catch (const UserError&) {
+    if (pending_.empty()) throw;
+    // Over the budget only because released buffers are still held: run their releases.
+    ++waits_;
+    drain();
+    buffer = device_.allocate(bytes, what);
+  }
+  note_peak();
+  return buffer;
 }
 
 void StreamOrderedMemory::release(gpu::Stream& stream, gpu::DeviceBuffer buffer) {
   if (!buffer) return;
-  Pending pending{device_.create_event(), std::move(buffer)};
+  pending_bytes_ += buffer.bytes();
+  Pending pending{device_.create_event(), std::move(buffer), &stream};
   stream.record(*pending.done);
   pending_.push_back(std::move(pending));
+}
+
+std::int64_t StreamOrderedMemory::live_bytes() const {
+  return device_.bytes_in_use() - pending_bytes_;
+}
+
+void StreamOrderedMemory::reap() {
+  std::erase_if(pending_, [&](const Pending& pending) {
+    if (!pending.done->query()) return false;
+    pending_bytes_ -= pending.buffer.bytes();
+    return true;
+  });
 }
 
 void StreamOrderedMemory::drain() {
   while (!pending_.empty()) {
     Pending front = std::move(pending_.front());
     pending_.pop_front();
+    pending_bytes_ -= front.buffer.bytes();
     front.done->synchronize();
   }
 }

@@ -10,12 +10,22 @@
 namespace strata::engine::memory {
 
 // Device memory that comes and goes with the step (gathered parameters, gradient buffers of the
-// modules in flight), given back in stream order: a released buffer is freed only once the work
-// enqueued on its stream before the release has run (cudaFreeAsync's rule, kept on any backend
-// with an event). An allocation first waits for every pending free, so the host runs at most one
-// module ahead of the device and the memory in use at any moment is exactly the live set the
-// step's walk predicts (`strata estimate` checks it to the byte at a tight budget), whatever the
-// budget: a roomy budget must not report a larger peak than a tight one.
+// modules in flight), given back in stream order: a released buffer is free for later work on
+// the stream it was released on at once, and for anything else once that stream has run the work
+// enqueued before the release (cudaFreeAsync's rule, kept on any backend with an event).
+//
+// So the host never waits for the device to allocate, unless the budget says so: an allocation
+// on a stream takes a released buffer of exactly its size from that stream (the modules of a
+// transformer repeat their sizes), else fresh memory; released buffers the device has passed are
+// freed as they are found. Only when the budget refuses fresh memory while released buffers are
+// still held does it wait for their releases to run, free them and try again.
+//
+// The memory in use is counted in stream order: the bytes of the buffers not released
+// (`live_bytes`), whatever the host holds for releases the device has not reached yet. That is
+// what a stream-ordered pool on a GPU holds, the live set the step's walk predicts (`strata
+// estimate` checks its peak to the byte), and the same at a roomy budget as at a tight one.
+//
+// Not thread-safe: the engine's thread drives it.
 class StreamOrderedMemory {
  public:
   explicit StreamOrderedMemory(gpu::Device& device) : device_(device) {}
@@ -23,21 +33,42 @@ class StreamOrderedMemory {
   StreamOrderedMemory(const StreamOrderedMemory&) = delete;
   StreamOrderedMemory& operator=(const StreamOrderedMemory&) = delete;
 
-  // Device memory of `bytes`, after every pending free has completed; throws the device's
-  // budget UserError when it does not fit.
-  gpu::DeviceBuffer allocate(std::int64_t bytes, std::string_view what);
+  // Device memory of `bytes` for work on `stream`; throws the device's budget UserError when it
+  // does not fit even with every release run. When it is a buffer released on `stream` before,
+  // and `released_at` is not null, *released_at is set to an event that fires when the buffer's
+  // earlier use has run: work on another stream must wait for it before it touches the buffer
+  // (null for memory that was free already).
+  gpu::DeviceBuffer allocate(gpu::Stream& stream, std::int64_t bytes, std::string_view what,
+                             std::unique_ptr<gpu::Event>* released_at = nullptr);
   // Frees `buffer` once `stream` has run the work enqueued on it so far.
   void release(gpu::Stream& stream, gpu::DeviceBuffer buffer);
   // Frees every pending buffer, waiting for its stream.
   void drain();
 
+  // Device memory in use in stream order: what the device holds, less the released buffers
+  // still held for their streams; and its highest value since reset_peak().
+  std::int64_t live_bytes() const;
+  std::int64_t peak_bytes() const noexcept { return peak_; }
+  void reset_peak() { peak_ = live_bytes(); }
+  // Allocations that had to wait for the device (the budget refused fresh memory while released
+  // buffers were held), for tests and the metrics.
+  std::int64_t waits() const noexcept { return waits_; }
+
  private:
   struct Pending {
     std::unique_ptr<gpu::Event> done;
     gpu::DeviceBuffer buffer;
+    const gpu::Stream* stream = nullptr;
   };
+  // Frees the pending buffers whose release the device has passed.
+  void reap();
+  void note_peak() { peak_ = std::max(peak_, live_bytes()); }
+
   gpu::Device& device_;
   std::deque<Pending> pending_;
+  std::int64_t pending_bytes_ = 0;
+  std::int64_t peak_ = 0;
+  std::int64_t waits_ = 0;
 };
 
 }  // namespace strata::engine::memory

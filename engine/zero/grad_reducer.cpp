@@ -105,7 +105,7 @@ std::span<const std::byte> GradReducer::grads(Range range) {
 void GradReducer::make(int module) {
   const ModuleSlice& slice = layout_.module(module);
   Buffer& buffer = buffers_[static_cast<std::size_t>(module)];
-  buffer.grads = memory_.allocate(slice.padded_numel * 4,
+  buffer.grads = memory_.allocate(stream_, slice.padded_numel * 4,
                                   names_[static_cast<std::size_t>(module)] + " gradients");
   stream_.fill_zero(buffer.grads.data(), buffer.grads.bytes());
   buffer.tensors.clear();
@@ -169,7 +169,7 @@ void GradReducer::module_done(int module, bool last_micro) {
     return;
   }
   gpu::DeviceBuffer shard = memory_.allocate(
-      slice.shard_numel * 4, names_[static_cast<std::size_t>(module)] + " gradient shard");
+      stream_, slice.shard_numel * 4, names_[static_cast<std::size_t>(module)] + " gradient shard");
   reduce_scatter(module, shard.as<float>());
   add_to_partition(module, shard.as<float>(), last_micro);
   memory_.release(stream_, std::move(shard));
@@ -201,7 +201,7 @@ void GradReducer::reduce_scatter(int module, float* shard) {
                          gpu::ReduceOp::avg);
     return;
   }
-  gpu::DeviceBuffer bucket = memory_.allocate(per_rank * world * 4, "gradient bucket");
+  gpu::DeviceBuffer bucket = memory_.allocate(stream_, per_rank * world * 4, "gradient bucket");
   for (std::int64_t at = 0; at < slice.shard_numel; at += per_rank) {
     const std::int64_t count = std::min(per_rank, slice.shard_numel - at);
     for (int r = 0; r < world; ++r) {

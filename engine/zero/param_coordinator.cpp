@@ -118,24 +118,30 @@ void ParamCoordinator::gather(int module) {
   const std::string& name = names_[static_cast<std::size_t>(module)];
   make_room(slice.padded_numel);
   Gathered& entry = gathered_[static_cast<std::size_t>(module)];
-  entry.params = memory_.allocate(slice.padded_numel * 4, name + " gathered parameters");
-
   // The layout of stages 0-2 may be unsharded (world 1) while the job has several ranks: then
   // every rank holds the whole module and there is nothing to gather.
   const bool sharded = layout_.world_size() > 1;
   const int rank = sharded ? comm_.rank() : 0;
   const std::int64_t element = gpu::size_bytes(options_.storage);
   const bool widen = options_.storage != gpu::DataType::float32;
+  // The tier's copy into the module's memory runs on the copy stream: it waits for that memory's
+  // earlier use on this stream, when it is reused. The 16-bit buffer comes first: the previous
+  // module's was released on the way, so it is reused and leaves nothing pending that would make
+  // the fp32 buffer wait.
   gpu::DeviceBuffer narrow;
-  std::byte* full = entry.params.as<std::byte>();
+  std::unique_ptr<gpu::Event> narrow_released;
   if (widen) {
-    narrow = memory_.allocate(slice.padded_numel * element, name + " gathered 16-bit parameters");
-    full = narrow.as<std::byte>();
+    narrow = memory_.allocate(stream_, slice.padded_numel * element,
+                              name + " gathered 16-bit parameters", &narrow_released);
   }
+  std::unique_ptr<gpu::Event> params_released;
+  entry.params = memory_.allocate(stream_, slice.padded_numel * 4, name + " gathered parameters",
+                                  &params_released);
+  std::byte* full = widen ? narrow.as<std::byte>() : entry.params.as<std::byte>();
   std::byte* own = full + rank * slice.shard_numel * element;
   const std::byte* source = tier_.device_shard(module);
   if (source == nullptr) {
-    tier_.fetch(module, stream_, own);
+    tier_.fetch(module, stream_, own, widen ? narrow_released.get() : params_released.get());
     source = own;
   }
   const std::byte* whole = full;  // the whole module in the storage type

@@ -94,7 +94,13 @@ ParamTier::ParamTier(gpu::Device& device, const FlatLayout& layout, ParamTierOpt
 }
 
 ParamTier::~ParamTier() {
-  // Reads still in flight land in pool buffers: finish them before the pool goes.
+  // Copies still queued read pool buffers, and reads still in flight land in them: finish both
+  // before the pool goes.
+  try {
+    settle_uploads(true);
+  } catch (const std::exception& error) {
+    base::logger("engine").debug("parameter copy failed at shutdown: {}", error.what());
+  }
   for (std::optional<Read>& read : reads_) {
     if (!read) continue;
     try {
@@ -145,6 +151,10 @@ UserError ParamTier::fail(const std::exception& error, const char* doing) {
 bool ParamTier::prefetch(int module) {
   if (!failure_.empty() || !on_nvme(module) || reads_[static_cast<std::size_t>(module)])
     return true;
+  settle_uploads(false);
+  // A shard still in a buffer from its last copy is copied again from there.
+  if (std::ranges::any_of(uploads_, [&](const Upload& upload) { return upload.module == module; }))
+    return true;
   // One buffer always stays free for a fetch that was not prefetched, so fetch never waits on
   // reads nobody will redeem.
   if (pool_->in_use(shelf_) + 1 >= pool_->buffer_count(shelf_)) return false;
@@ -157,29 +167,44 @@ bool ParamTier::prefetch(int module) {
   return true;
 }
 
-void ParamTier::fetch(int module, gpu::Stream& stream, void* device_target) {
+void ParamTier::fetch(int module, gpu::Stream& stream, void* device_target,
+                      const gpu::Event* target_free) {
   const std::int64_t bytes = shard_bytes(module);
   if (options_.device == OffloadDevice::none) {
     stream.copy(device_target, device_shard(module), bytes, gpu::CopyKind::device_to_device);
     return;
   }
   if (!on_nvme(module)) {
-    upload(host_shard(module).data(), bytes, stream, device_target);
+    upload(host_shard(module).data(), bytes, stream, device_target, target_free);
     return;
   }
   check_consistent();
   try {
-    fetch_from_nvme(module, stream, device_target);
+    fetch_from_nvme(module, stream, device_target, target_free);
   } catch (const std::exception& error) {
     throw fail(error, "reading a parameter shard");
   }
 }
 
-void ParamTier::fetch_from_nvme(int module, gpu::Stream& stream, void* device_target) {
+void ParamTier::fetch_from_nvme(int module, gpu::Stream& stream, void* device_target,
+                                const gpu::Event* target_free) {
   const std::int64_t bytes = shard_bytes(module);
+  settle_uploads(false);
+  // The last module of forward is the first of backward: its shard may still be in the buffer
+  // its last copy came from, unchanged since (a commit settles it first).
+  const auto again =
+      std::ranges::find_if(uploads_, [&](const Upload& upload) { return upload.module == module; });
+  if (again != uploads_.end()) {
+    Upload upload = std::move(*again);
+    uploads_.erase(again);
+    upload.copied =
+        this->upload(upload.view.bytes().data(), bytes, stream, device_target, target_free);
+    uploads_.push_back(std::move(upload));
+    return;
+  }
   std::optional<Read>& read = reads_[static_cast<std::size_t>(module)];
   if (!read) {
-    memory::PinnedPool::Lease lease = pool_->acquire(shelf_);
+    memory::PinnedPool::Lease lease = take_buffer();
     const memory::PartitionId id = nvme_partition_[static_cast<std::size_t>(module)];
     memory::Residency::Move move =
         residency_->begin_read(id, lease.bytes().first(static_cast<std::size_t>(bytes)));
@@ -188,16 +213,39 @@ void ParamTier::fetch_from_nvme(int module, gpu::Stream& stream, void* device_ta
   Read taken = std::move(*read);
   read.reset();
   memory::Residency::CpuView view = residency_->finish_read(std::move(taken.move));
-  // The pool buffer goes back only once the copy out of it has run.
-  upload(view.bytes().data(), bytes, stream, device_target)->synchronize();
-  residency_->drop_clean(std::move(view));
+  std::unique_ptr<gpu::Event> copied =
+      upload(view.bytes().data(), bytes, stream, device_target, target_free);
+  uploads_.push_back(Upload{module, std::move(taken.lease), std::move(view), std::move(copied)});
+}
+
+memory::PinnedPool::Lease ParamTier::take_buffer() {
+  for (;;) {
+    memory::PinnedPool::Lease lease = pool_->try_acquire(shelf_);
+    if (lease || uploads_.empty()) return lease ? std::move(lease) : pool_->acquire(shelf_);
+    // Every buffer is being copied from or read into: the oldest copy frees one first.
+    Upload oldest = std::move(uploads_.front());
+    uploads_.pop_front();
+    oldest.copied->synchronize();
+    residency_->drop_clean(std::move(oldest.view));
+  }
+}
+
+void ParamTier::settle_uploads(bool all) {
+  while (!uploads_.empty() && (all || uploads_.front().copied->query())) {
+    Upload oldest = std::move(uploads_.front());
+    uploads_.pop_front();
+    oldest.copied->synchronize();  // rethrows the copy's error
+    residency_->drop_clean(std::move(oldest.view));
+  }
 }
 
 // The copy runs on the device's H2D stream, so that it overlaps the compute stream's work queued
 // before it; `stream` waits for it before its next work.
 std::unique_ptr<gpu::Event> ParamTier::upload(const std::byte* source, std::int64_t bytes,
-                                              gpu::Stream& stream, void* device_target) {
+                                              gpu::Stream& stream, void* device_target,
+                                              const gpu::Event* target_free) {
   gpu::Stream& copies = device_.h2d_stream();
+  if (target_free != nullptr) copies.wait(*target_free);
   copies.copy(device_target, source, bytes, gpu::CopyKind::host_to_device);
   std::unique_ptr<gpu::Event> copied = device_.create_event();
   copies.record(*copied);
@@ -301,6 +349,14 @@ void ParamTier::commit_to_nvme(Range range) {
 }
 
 void ParamTier::drop_read(int module) {
+  const auto upload = std::ranges::find_if(
+      uploads_, [&](const Upload& pending) { return pending.module == module; });
+  if (upload != uploads_.end()) {
+    Upload settled = std::move(*upload);
+    uploads_.erase(upload);
+    settled.copied->synchronize();
+    residency_->drop_clean(std::move(settled.view));
+  }
   std::optional<Read>& read = reads_[static_cast<std::size_t>(module)];
   if (!read) return;
   Read taken = std::move(*read);

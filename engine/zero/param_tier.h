@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <span>
@@ -72,10 +73,14 @@ class ParamTier final : public ParamSink {
   // Starts reading module `module`'s shard from NVMe into a pool buffer when it lives there, is
   // not already read, and a buffer is free; true when a read is (now) in flight or not needed.
   bool prefetch(int module);
-  // Enqueues on `stream` the copy of module `module`'s shard to `device_target` (its shard bytes
-  // of device memory). From NVMe it first waits for the read (starting it if not prefetched),
-  // and waits for the copy before giving the pool buffer back.
-  void fetch(int module, gpu::Stream& stream, void* device_target);
+  // Enqueues the copy of module `module`'s shard to `device_target` (its shard bytes of device
+  // memory), ordered before `stream`'s next work. `target_free`, when not null, fires once the
+  // target's earlier use has run (memory reused in stream order): the copy waits for it. From
+  // NVMe it first waits for the read (starting it if not prefetched); the pool buffer goes back
+  // once the copy has run, which a later call notices without waiting for it, so the host never
+  // waits for the device here unless every buffer is still being copied from.
+  void fetch(int module, gpu::Stream& stream, void* device_target,
+             const gpu::Event* target_free = nullptr);
   // The module's shard in device memory when the tier is the device (nullptr otherwise): the
   // coordinator all-gathers straight from it.
   const std::byte* device_shard(int module) const;
@@ -115,12 +120,19 @@ class ParamTier final : public ParamSink {
   void check_consistent() const;
   // Records `error` as the tier's failure and returns the UserError to throw.
   UserError fail(const std::exception& error, const char* doing);
-  void fetch_from_nvme(int module, gpu::Stream& stream, void* device_target);
-  // Waits for a prefetched read of `module` and drops it (its bytes are about to change).
+  void fetch_from_nvme(int module, gpu::Stream& stream, void* device_target,
+                       const gpu::Event* target_free);
+  // Waits for a prefetched read of `module` and for a copy out of its pool buffer, and drops
+  // them (its bytes are about to change).
   void drop_read(int module);
+  // A free pool buffer, waiting for the oldest copy out of one when none is.
+  memory::PinnedPool::Lease take_buffer();
+  // Gives back the pool buffers whose copies have run (all of them, waiting, with `all`).
+  void settle_uploads(bool all);
   void commit_to_nvme(Range range);
   std::unique_ptr<gpu::Event> upload(const std::byte* source, std::int64_t bytes,
-                                     gpu::Stream& stream, void* device_target);
+                                     gpu::Stream& stream, void* device_target,
+                                     const gpu::Event* target_free = nullptr);
 
   gpu::Device& device_;
   const FlatLayout& layout_;
@@ -147,6 +159,15 @@ class ParamTier final : public ParamSink {
     memory::Residency::Move move;
   };
   std::vector<std::optional<Read>> reads_;
+  // Shards read from NVMe whose copies to the device are enqueued, oldest first: each pool buffer
+  // (and its partition's CPU view) is held until its copy's event fires.
+  struct Upload {
+    int module = -1;
+    memory::PinnedPool::Lease lease;
+    memory::Residency::CpuView view;
+    std::unique_ptr<gpu::Event> copied;
+  };
+  std::deque<Upload> uploads_;
   std::string failure_;  // the first I/O error, once inconsistent
 };
 

@@ -8,9 +8,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <limits>
+#include <string>
 
 #include "cpu_adam/half.h"
 #include "engine/memory/stream_ordered_memory.h"
@@ -41,11 +44,12 @@ std::vector<std::vector<ParamSpec>> modules() {
 constexpr std::int64_t kRange = 2 * FlatLayout::kDefaultShardAlignment;
 
 struct Fixture {
-  Fixture(OffloadDevice device, CoordinatorOptions options, aio::FaultPlan faults = {})
+  Fixture(OffloadDevice device, CoordinatorOptions options, aio::FaultPlan faults = {},
+          const std::vector<std::vector<ParamSpec>>& specs = modules())
       : device_(gpu::create_host_device({})),
         ops(gpu::create_ops(*device_)),
         comm(gpu::create_comm(world(), *device_)),
-        layout(modules(), 1),
+        layout(specs, 1),
         memory(*device_) {
     // Every element's bf16 value is its index modulo 256, exactly representable.
     std::vector<std::byte> shards(static_cast<std::size_t>(layout.partition_numel() * 2));
@@ -71,9 +75,11 @@ struct Fixture {
       std::memcpy(values.data(), shards.data() + begin * 2, values.size());
       tier->commit(range);
     }
-    coordinator = std::make_unique<ParamCoordinator>(
-        *ops, *comm, device_->compute_stream(), layout, *tier, memory,
-        std::vector<std::string>{"m0", "m1", "m2", "m3"}, options);
+    std::vector<std::string> names;
+    for (const std::vector<ParamSpec>& module : specs)
+      names.push_back(module.front().name);
+    coordinator = std::make_unique<ParamCoordinator>(*ops, *comm, device_->compute_stream(), layout,
+                                                     *tier, memory, names, options);
   }
   ~Fixture() {
     device_->synchronize();
@@ -123,6 +129,75 @@ TEST(ParamCoordinator, GathersTheTierShardsWidenedOnEveryTier) {
       f.coordinator->end_step();
     }
     EXPECT_EQ(f.coordinator->counters().live_elements, 0);
+  }
+}
+
+// Six modules of one size: the host enqueues a whole forward and backward without waiting for
+// the device (each gathered buffer is the one a module before released, reused in stream order;
+// each NVMe shard's pool buffer goes back once its copy has run), and every module still sees its
+// own values.
+TEST(ParamCoordinator, APassOfRepeatedModulesRunsAheadOfTheDeviceWithTheRightValues) {
+  std::vector<std::vector<ParamSpec>> specs;
+  for (int m = 0; m < 6; ++m)
+    specs.push_back({ParamSpec{"block" + std::to_string(m), {5000}}});
+  for (OffloadDevice device : {OffloadDevice::cpu, OffloadDevice::nvme}) {
+    SCOPED_TRACE(to_string(device));
+    Fixture f(device, stage3(), {}, specs);
+    const std::vector<int> order = {0, 1, 2, 3, 4, 5, 5, 4, 3, 2, 1, 0};
+    std::vector<std::vector<float>> seen(order.size(), std::vector<float>(5000));
+    for (int step = 0; step < 2; ++step) {
+      f.coordinator->begin_pass(true);
+      for (std::size_t i = 0; i < order.size(); ++i) {
+        const int m = order[i];
+        std::span<float* const> tensors = f.coordinator->acquire(m);
+        f.device_->compute_stream().copy(seen[i].data(), tensors[0], 5000 * 4,
+                                         gpu::CopyKind::device_to_host);
+        f.coordinator->release(m);
+      }
+      f.coordinator->end_step();
+      f.device_->compute_stream().synchronize();
+      for (std::size_t i = 0; i < order.size(); ++i) {
+        const ModuleSlice& slice = f.layout.module(order[i]);
+        for (std::int64_t e = 0; e < 5000; e += 499)
+          ASSERT_EQ(seen[i][static_cast<std::size_t>(e)],
+                    static_cast<float>((slice.partition_offset + e) % 256))
+              << "step " << step << " use " << i << " (module " << order[i] << ") element " << e;
+      }
+    }
+    // With room in the budget, no allocation waited for the device.
+    EXPECT_EQ(f.memory.waits(), 0);
+  }
+}
+
+// A shard read from NVMe is handed to the copy stream and the host goes on: fetch does not wait
+// for the copy to run. Fetched again before it has, the shard is copied from the buffer it is
+// still in, without a second read.
+TEST(ParamTier, FetchFromNvmeDoesNotWaitForTheCopy) {
+  Fixture f(OffloadDevice::nvme, stage3());
+  gpu::Stream& copies = f.device_->h2d_stream();
+  std::promise<void> open;
+  std::shared_future<void> opened = open.get_future().share();
+  copies.launch([opened] { opened.wait(); });
+  const std::int64_t shard = f.layout.module(1).shard_numel;
+  gpu::DeviceBuffer forward = f.device_->allocate(shard * 2, "forward");
+  gpu::DeviceBuffer backward = f.device_->allocate(shard * 2, "backward");
+  std::int64_t read = 0;
+  auto fetched = std::async(std::launch::async, [&] {
+    f.tier->fetch(1, f.device_->compute_stream(), forward.data());
+    read = f.tier->nvme_read_bytes();
+    f.tier->fetch(1, f.device_->compute_stream(), backward.data());
+  });
+  ASSERT_EQ(fetched.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  fetched.get();
+  EXPECT_GT(read, 0);
+  EXPECT_EQ(f.tier->nvme_read_bytes(), read);
+  open.set_value();
+  f.device_->compute_stream().synchronize();
+  const std::int64_t first = f.layout.module(1).partition_offset;
+  for (const gpu::DeviceBuffer* target : {&forward, &backward}) {
+    const auto* bits = target->as<const std::uint16_t>();
+    for (std::int64_t e = 0; e < shard; e += 101)
+      ASSERT_EQ(bits[e], cpu_adam::to_bf16(static_cast<float>((first + e) % 256)).bits) << e;
   }
 }
 

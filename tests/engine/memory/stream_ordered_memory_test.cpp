@@ -1,0 +1,136 @@
+// Stream-ordered device memory: a buffer released on a stream is reused by the next allocation
+// of its size on that stream, and other sizes take fresh memory, without the host waiting for
+// the device unless the budget says so; the memory in use is counted in stream order.
+#include "engine/memory/stream_ordered_memory.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <future>
+#include <memory>
+
+#include "gpu/event.h"
+#include "gpu/open_device.h"
+#include "gpu/stream.h"
+
+namespace strata::engine::memory {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Holds a stream at a task until opened, so that the host can be seen not to wait for it.
+class Gate {
+ public:
+  explicit Gate(gpu::Stream& stream) {
+    std::shared_future<void> opened = open_.get_future().share();
+    stream.launch([opened] { opened.wait(); });
+  }
+  ~Gate() { open(); }
+  void open() {
+    if (!opened_) open_.set_value();
+    opened_ = true;
+  }
+
+ private:
+  std::promise<void> open_;
+  bool opened_ = false;
+};
+
+TEST(StreamOrderedMemory, ABufferOfTheSameSizeIsReusedOnItsStreamWithoutWaiting) {
+  auto device = gpu::create_host_device({});
+  gpu::Stream& stream = device->compute_stream();
+  StreamOrderedMemory memory(*device);
+  gpu::DeviceBuffer first = memory.allocate(stream, 1 << 16, "first");
+  void* const address = first.data();
+  Gate gate(stream);
+  stream.fill_zero(first.data(), first.bytes());  // its use, still queued behind the gate
+  memory.release(stream, std::move(first));
+  // The stream has not run the release: the host must not wait for it (it would never return).
+  auto reused = std::async(std::launch::async, [&] {
+    std::unique_ptr<gpu::Event> released;
+    gpu::DeviceBuffer buffer = memory.allocate(stream, 1 << 16, "second", &released);
+    EXPECT_NE(released, nullptr);
+    EXPECT_FALSE(released->query());  // the earlier use has not run yet
+    return buffer;
+  });
+  ASSERT_EQ(reused.wait_for(10s), std::future_status::ready);
+  gpu::DeviceBuffer second = reused.get();
+  EXPECT_EQ(second.data(), address);
+  EXPECT_EQ(memory.waits(), 0);
+  EXPECT_EQ(device->bytes_in_use(), 1 << 16);
+  gate.open();
+  stream.synchronize();
+}
+
+// A size that matches no released buffer takes fresh memory, still without waiting; the
+// released one is not counted as in use (in stream order it is free), though the host holds it.
+TEST(StreamOrderedMemory, AnotherSizeTakesFreshMemoryAndCountsInStreamOrder) {
+  auto device = gpu::create_host_device({});
+  gpu::Stream& stream = device->compute_stream();
+  StreamOrderedMemory memory(*device);
+  memory.reset_peak();
+  Gate gate(stream);
+  memory.release(stream, memory.allocate(stream, 1 << 16, "first"));
+  auto other =
+      std::async(std::launch::async, [&] { return memory.allocate(stream, 1 << 12, "x"); });
+  ASSERT_EQ(other.wait_for(10s), std::future_status::ready);
+  gpu::DeviceBuffer buffer = other.get();
+  EXPECT_EQ(memory.waits(), 0);
+  EXPECT_EQ(device->bytes_in_use(), (1 << 16) + (1 << 12));
+  EXPECT_EQ(memory.live_bytes(), 1 << 12);
+  EXPECT_EQ(memory.peak_bytes(), 1 << 16);
+  gate.open();
+  stream.synchronize();
+}
+
+// When the budget has no room beside the released buffers still held, the allocation waits for
+// their releases to run and frees them first.
+TEST(StreamOrderedMemory, OverTheBudgetItWaitsForTheReleases) {
+  gpu::DeviceOptions options;
+  options.memory_budget_bytes = 96 << 10;
+  auto device = gpu::create_host_device(options);
+  gpu::Stream& stream = device->compute_stream();
+  StreamOrderedMemory memory(*device);
+  auto gate = std::make_unique<Gate>(stream);
+  memory.release(stream, memory.allocate(stream, 64 << 10, "first"));
+  auto other =
+      std::async(std::launch::async, [&] { return memory.allocate(stream, 48 << 10, "x"); });
+  // 64 + 48 KiB is over the budget: it waits for the stream, not ready while the gate holds it...
+  EXPECT_EQ(other.wait_for(100ms), std::future_status::timeout);
+  gate->open();
+  // ...and the released memory is freed before the new one is taken.
+  ASSERT_EQ(other.wait_for(10s), std::future_status::ready);
+  gpu::DeviceBuffer buffer = other.get();
+  EXPECT_EQ(memory.waits(), 1);
+  EXPECT_EQ(device->bytes_in_use(), 48 << 10);
+}
+
+TEST(StreamOrderedMemory, AReleaseOnAnotherStreamIsNotReusedOnThisOne) {
+  auto device = gpu::create_host_device({});
+  gpu::Stream& compute = device->compute_stream();
+  gpu::Stream& copies = device->h2d_stream();
+  StreamOrderedMemory memory(*device);
+  memory.release(copies, memory.allocate(copies, 1 << 16, "copy target"));
+  copies.synchronize();
+  // Released on the copy stream and passed: freed, and the compute stream gets fresh memory.
+  std::unique_ptr<gpu::Event> released;
+  gpu::DeviceBuffer buffer = memory.allocate(compute, 1 << 16, "compute", &released);
+  EXPECT_EQ(released, nullptr);
+  EXPECT_EQ(device->bytes_in_use(), 1 << 16);
+}
+
+// Releases the device has run are freed as they are found, not held until a wait.
+TEST(StreamOrderedMemory, PassedReleasesAreFreedWithoutWaiting) {
+  auto device = gpu::create_host_device({});
+  gpu::Stream& stream = device->compute_stream();
+  StreamOrderedMemory memory(*device);
+  memory.release(stream, memory.allocate(stream, 1 << 16, "a"));
+  memory.release(stream, memory.allocate(stream, 1 << 15, "b"));
+  stream.synchronize();
+  gpu::DeviceBuffer c = memory.allocate(stream, 1 << 14, "c");
+  EXPECT_EQ(device->bytes_in_use(), 1 << 14);
+  EXPECT_EQ(memory.waits(), 0);
+}
+
+}  // namespace
+}  // namespace strata::engine::memory
