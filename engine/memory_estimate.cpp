@@ -428,10 +428,14 @@ void add_param_tier(RowBuilder& builder, const EstimateInputs& inputs, const Cho
       }
     }
     if (largest_group > 0) {
-      builder.add("param_staging", Tier::cpu, round_up(storage * largest_group, kBlock),
-                  fmt::format("round_up({} x largest sub-group that touches a module not in CPU "
-                              "memory, 4 KiB) (its new parameters on their way to the tier)",
-                              storage));
+      // The device tier alternates two, so that one upload runs while the next is made.
+      const bool device = choice.offload_param == OffloadDevice::none;
+      builder.add("param_staging", Tier::cpu,
+                  (device ? 2 : 1) * round_up(storage * largest_group, kBlock),
+                  fmt::format("{}round_up({} x largest sub-group that touches a module not in CPU "
+                              "memory, 4 KiB) (its new parameters on their way to the tier{})",
+                              device ? "2 x " : "", storage,
+                              device ? ", one uploading while the next is made" : ""));
     }
   }
   if (choice.offload_param != OffloadDevice::nvme) return;

@@ -98,6 +98,8 @@ ParamTier::~ParamTier() {
   // before the pool goes.
   try {
     settle_uploads(true);
+    wait_staged(0);
+    wait_staged(1);
   } catch (const std::exception& error) {
     base::logger("engine").debug("parameter copy failed at shutdown: {}", error.what());
   }
@@ -282,9 +284,17 @@ std::span<std::byte> ParamTier::values(Range range) {
   if (in_cpu >= 0)
     return host_partition_.span().subspan(static_cast<std::size_t>(in_cpu * element_bytes()),
                                           bytes);
-  if (staging_.size_bytes() < static_cast<std::int64_t>(bytes))
-    staging_ = aio::AlignedBuffer(static_cast<std::int64_t>(bytes));
-  return staging_.span().first(bytes);
+  const int slot = staging_slot_;
+  wait_staged(slot);
+  if (staging_[static_cast<std::size_t>(slot)].size_bytes() < static_cast<std::int64_t>(bytes)) {
+    // Both slots grow together (the device tier uses both), each once its upload has run.
+    const int slots = options_.device == OffloadDevice::none ? 2 : 1;
+    for (int s = 0; s < slots; ++s) {
+      wait_staged(s);
+      staging_[static_cast<std::size_t>(s)] = aio::AlignedBuffer(static_cast<std::int64_t>(bytes));
+    }
+  }
+  return staging_[static_cast<std::size_t>(slot)].span().first(bytes);
 }
 
 void ParamTier::commit(Range range) {
@@ -294,9 +304,10 @@ void ParamTier::commit(Range range) {
     case OffloadDevice::cpu:
       return;
     case OffloadDevice::none:
-      upload(staging_.data(), range.size() * element, device_.compute_stream(),
-             device_partition_.as<std::byte>() + range.begin * element)
-          ->synchronize();
+      staged_[static_cast<std::size_t>(staging_slot_)] = upload(
+          staging_[static_cast<std::size_t>(staging_slot_)].data(), range.size() * element,
+          device_.compute_stream(), device_partition_.as<std::byte>() + range.begin * element);
+      staging_slot_ = 1 - staging_slot_;
       return;
     case OffloadDevice::nvme:
       break;
@@ -322,8 +333,8 @@ void ParamTier::commit_to_nvme(Range range) {
       const std::int64_t begin = std::max(range.begin, slice.partition_offset);
       const std::int64_t end = std::min(range.end, slice.partition_offset + slice.shard_numel);
       const std::span<const std::byte> piece =
-          staging_.span().subspan(static_cast<std::size_t>((begin - range.begin) * element),
-                                  static_cast<std::size_t>((end - begin) * element));
+          staging_[0].span().subspan(static_cast<std::size_t>((begin - range.begin) * element),
+                                     static_cast<std::size_t>((end - begin) * element));
       if (!on_nvme(m)) {
         std::memcpy(host_shard(m).data() + (begin - slice.partition_offset) * element, piece.data(),
                     piece.size());
@@ -346,6 +357,13 @@ void ParamTier::commit_to_nvme(Range range) {
     }
   }
   if (failure) std::rethrow_exception(failure);
+}
+
+void ParamTier::wait_staged(int slot) {
+  std::unique_ptr<gpu::Event>& staged = staged_[static_cast<std::size_t>(slot)];
+  if (!staged) return;
+  std::unique_ptr<gpu::Event> upload = std::move(staged);
+  upload->synchronize();  // rethrows the copy's error
 }
 
 void ParamTier::drop_read(int module) {
@@ -376,7 +394,8 @@ std::int64_t ParamTier::nvme_write_bytes() const {
 }
 
 std::int64_t ParamTier::unpinned_host_bytes() const {
-  std::int64_t bytes = host_partition_.size_bytes() + staging_.size_bytes();
+  std::int64_t bytes =
+      host_partition_.size_bytes() + staging_[0].size_bytes() + staging_[1].size_bytes();
   if (own_pool_) bytes += own_pool_->unpinned_bytes();
   return bytes;
 }

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -90,7 +91,8 @@ class ParamTier final : public ParamSink {
 
   // ParamSink: `range` starts on a multiple of 2048 elements (so that every piece written to the
   // swap file is whole 4 KiB blocks) and ends there or at the partition's end. commit() writes
-  // the range to its tier and returns once it is there (the staging memory is reused next).
+  // the range to its tier: to CPU memory or NVMe before it returns, to device memory by an upload
+  // that the compute stream's next work waits for (the host does not).
   // Throws aio errors for a failed write, as a UserError that makes the tier inconsistent.
   std::span<std::byte> values(Range range) override;
   void commit(Range range) override;
@@ -143,7 +145,14 @@ class ParamTier final : public ParamSink {
   // (elements), -1 for a module elsewhere.
   aio::AlignedBuffer host_partition_;
   std::vector<std::int64_t> cpu_offset_;
-  aio::AlignedBuffer staging_;  // values() of the nvme and device tiers
+  // values() of the nvme and device tiers. The device tier alternates two, both the size of the
+  // largest range, so that one range's upload runs while the next is made: the host waits only
+  // for the upload two commits back. The nvme tier writes synchronously from the first.
+  std::array<aio::AlignedBuffer, 2> staging_;
+  std::array<std::unique_ptr<gpu::Event>, 2> staged_;  // each one's upload in flight
+  int staging_slot_ = 0;
+  // Waits for staging slot `slot`'s upload, if any.
+  void wait_staged(int slot);
   std::unique_ptr<memory::PinnedPool> own_pool_;
   memory::PinnedPool* pool_ = nullptr;   // own_pool_ or the engine's
   memory::PinnedPool::Shelf shelf_ = 0;  // the tier's read buffers in pool_

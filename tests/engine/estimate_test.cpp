@@ -195,8 +195,10 @@ TEST(EstimateRows, Stage2OptimizerOnCpuByHand) {
   EstimateRow row = estimate_row(small_inputs(), 2, none, cpu);
   EXPECT_EQ(term_bytes(row, "param_shards"), 2 * kPart);
   EXPECT_EQ(find_term(row, "gradient_partition_fp32")->tier, Tier::cpu);
-  // CPU: the tier's host copy the optimizer writes, gradients, staging, states, pinned pages.
-  EXPECT_EQ(row.per_node_cpu_bytes, 4 * (2 * kPart + 4 * kPart + 4 * 251'904 + 12 * kPart + 8192));
+  // CPU: the two staging slots of the 16-bit parameters the optimizer writes (one uploading while
+  // the next is made), gradients, their staging, states, pinned pages.
+  EXPECT_EQ(row.per_node_cpu_bytes,
+            4 * (2 * 2 * kPart + 4 * kPart + 4 * 251'904 + 12 * kPart + 8192));
   EXPECT_EQ(row.pinned_bytes_per_rank, 4 * kPart + 4 * 251'904 + 8192);
 }
 

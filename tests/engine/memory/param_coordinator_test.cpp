@@ -201,6 +201,35 @@ TEST(ParamTier, FetchFromNvmeDoesNotWaitForTheCopy) {
   }
 }
 
+// The device tier takes new parameters (an offloaded optimizer's sub-groups) through two staging
+// slots: a commit enqueues the upload and returns, so two commits pass while the copy stream is
+// held, and the values arrive once it runs.
+TEST(ParamTier, DeviceTierCommitsDoNotWaitForTheirUploads) {
+  Fixture f(OffloadDevice::none, stage3());
+  gpu::Stream& copies = f.device_->h2d_stream();
+  std::promise<void> open;
+  std::shared_future<void> opened = open.get_future().share();
+  copies.launch([opened] { opened.wait(); });
+  const Range first{0, kRange};
+  const Range second{kRange, 2 * kRange};
+  auto committed = std::async(std::launch::async, [&] {
+    for (const Range& range : {first, second}) {
+      std::span<std::byte> values = f.tier->values(range);
+      auto* bits = reinterpret_cast<std::uint16_t*>(values.data());
+      for (std::int64_t i = 0; i < range.size(); ++i)
+        bits[i] = cpu_adam::to_bf16(static_cast<float>(range.begin / kRange + 7)).bits;
+      f.tier->commit(range);
+    }
+  });
+  ASSERT_EQ(committed.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  committed.get();
+  open.set_value();
+  f.device_->compute_stream().synchronize();
+  const auto* shards = reinterpret_cast<const std::uint16_t*>(f.tier->device_partition());
+  for (std::int64_t i = 0; i < 2 * kRange; i += 97)
+    ASSERT_EQ(shards[i], cpu_adam::to_bf16(static_cast<float>(i / kRange + 7)).bits) << i;
+}
+
 TEST(ParamCoordinator, ADepartureFromTheTraceIsRecordedAgain) {
   Fixture f(OffloadDevice::nvme, stage3());
   auto pass = [&](std::initializer_list<int> order) {
