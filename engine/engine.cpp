@@ -11,6 +11,7 @@
 #include "base/assert.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "base/timeline.h"
 #include "cpu_adam/half.h"
 #include "cpu_adam/optimizer.h"
 #include "engine/engine_state.h"
@@ -255,6 +256,7 @@ void Engine::State::run_forward(std::int64_t micro_batch) {
   StepContext context{runtime.device, stream(), runtime.ops, micro_batch, 1.0f};
   std::span<Module* const> list = model.modules();
   for (std::size_t m = 0; m < list.size(); ++m) {
+    const base::Timeline::Scope span("host", "forward", list[m]->name());
     std::vector<int> lenders = list[m]->borrowed_modules();
     ModuleCall call;
     for (int lender : lenders)
@@ -276,6 +278,7 @@ void Engine::State::run_backward(std::int64_t micro_batch, bool last_micro) {
   StepContext context{runtime.device, stream(), runtime.ops, micro_batch, loss_gradient};
   std::span<Module* const> list = model.modules();
   for (std::size_t m = list.size(); m-- > 0;) {
+    const base::Timeline::Scope span("host", "backward", list[m]->name());
     std::vector<int> lenders = list[m]->borrowed_modules();
     ModuleCall call;
     std::vector<TensorViews> borrowed_grads;
@@ -468,6 +471,7 @@ StepStats Engine::train_batch(std::span<const std::int32_t> inputs,
     s.coordinator->end_step();
     s.average_losses(accumulation);
 
+    const base::Timeline::Scope span("host", "optimizer step");
     StepHyperparameters hyper = s.plan_step(stats);
     if (s.overlap) {
       s.finish_overlapped_step(hyper, stats);
@@ -475,6 +479,7 @@ StepStats Engine::train_batch(std::span<const std::int32_t> inputs,
       s.apply_step(hyper);
     }
     if (!stats.skipped) ++s.steps_taken;
+    const base::Timeline::Scope waiting("host", "wait", "end of step");
     s.stream().synchronize();
     ++s.batches_trained;
   } catch (const UserError& error) {

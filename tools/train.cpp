@@ -10,6 +10,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/timeline.h"
 #include "base/units.h"
 #include "engine/config/config.h"
 #include "engine/engine.h"
@@ -21,6 +22,7 @@
 #include "models/model_plan.h"
 #include "tools/commands.h"
 #include "tools/run_setup.h"
+#include "tools/timeline_plot.h"
 #include "tools/train_output.h"
 #include "tools/train_stop.h"
 
@@ -38,6 +40,9 @@ struct TrainOptions {
   std::optional<std::int64_t> save_every;
   std::optional<std::int64_t> keep_last;
   std::string resume;  // a save directory (its latest) or a checkpoint directory
+  // --timeline F.png: the spans of step `timeline_step` (rank 0's).
+  std::string timeline_path;
+  std::int64_t timeline_step = 2;
 };
 
 engine::LoadedConfig load(const TrainOptions& options, int world_size) {
@@ -253,11 +258,21 @@ int train_on(gpu::World& world, const TrainOptions& options) {
   auto started = std::chrono::steady_clock::now();
   double last_validation = -1;
   double step_seconds = 0;  // the steps' own time, validation left out
+  std::filesystem::path timeline_png;
   std::int64_t tokens_trained = 0;
   int stopped_by = signals.requested(*comm, *device);
   for (std::int64_t step = done_before + 1; step <= steps && stopped_by == 0; ++step) {
     sample(data.train(), sequential, config.strata.seed, step, accumulation);
+    const bool timed = leader && !options.timeline_path.empty() && step == options.timeline_step;
+    if (timed) base::timeline().start();
     engine::StepStats stats = engine.train_batch(inputs, targets);
+    if (timed) {
+      base::timeline().stop();
+      timeline_png =
+          plot_timeline(options.timeline_path, base::timeline().spans(),
+                        fmt::format("strata train: step {} on the {} device ({:.3f} s)", step,
+                                    gpu::to_string(device->kind()), stats.seconds));
+    }
     double validation = -1;
     if (step % options.eval_every == 0 || step == steps) {
       sample(data.validation(), false, config.strata.seed ^ 0x5EED, 0, accumulation);
@@ -277,6 +292,12 @@ int train_on(gpu::World& world, const TrainOptions& options) {
     if (stopped_by != 0) break;
   }
   progress.finish();
+  if (leader && !options.timeline_path.empty() &&
+      (options.timeline_step <= done_before || options.timeline_step > steps)) {
+    base::logger("tools").warn(
+        "--timeline-step {} is not a step of this run (steps {} to {}): no timeline was drawn",
+        options.timeline_step, done_before + 1, steps);
+  }
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (!leader) return stopped_by != 0 ? StopSignals::exit_status(stopped_by) : 0;
@@ -300,6 +321,8 @@ int train_on(gpu::World& world, const TrainOptions& options) {
              model->flops_per_token() * static_cast<double>(tokens_trained) / seconds_or_tiny / 1e9,
              model->flops_per_token());
   if (!png.empty()) fmt::print("loss curves: {}\n", png.string());
+  if (!timeline_png.empty())
+    fmt::print("timeline of step {}: {}\n", options.timeline_step, timeline_png.string());
   if (!options.metrics_path.empty()) fmt::print("metrics: {}\n", options.metrics_path);
   return stopped_by != 0 ? StopSignals::exit_status(stopped_by) : 0;
 }
@@ -337,6 +360,14 @@ void add_train_command(CLI::App& app, CommandContext& context) {
   command->add_option("--resume", options->resume,
                       "Continue from a save directory's latest checkpoint, or from DIR/TAG; "
                       "--steps stays the number of the run's last step");
+  command->add_option("--timeline", options->timeline_path,
+                      "Draw what each stream, the host, the optimizer and the NVMe did during one "
+                      "step as a PNG here (and its spans beside it as .tsv)");
+  command
+      ->add_option("--timeline-step", options->timeline_step,
+                   "The step --timeline draws (the first ones also record the module order)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   command->callback([options, &context] { context.exit_status = run_training(*options); });
 }
 

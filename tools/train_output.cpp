@@ -122,15 +122,17 @@ std::filesystem::path plot_losses(const std::filesystem::path& out_dir,
     if (entropy_floor > 0) out << ", floor with lines dt 2 title 'entropy floor of the corpus'";
     out << "\n";
   }
+  return run_gnuplot(script, table, "the curves") ? png : std::filesystem::path();
+}
+
+bool run_gnuplot(const std::filesystem::path& script, const std::filesystem::path& data,
+                 std::string_view what) {
   std::string command = fmt::format("gnuplot '{}' 2>/dev/null", script.string());
-  if (std::system(command.c_str()) != 0) {
-    base::logger("tools").warn(
-        "gnuplot failed or is missing: the curves are in {} but no PNG was drawn (install "
-        "gnuplot-nox)",
-        table.string());
-    return {};
-  }
-  return png;
+  if (std::system(command.c_str()) == 0) return true;
+  base::logger("tools").warn(
+      "gnuplot failed or is missing: {} are in {} but no PNG was drawn (install gnuplot-nox)", what,
+      data.string());
+  return false;
 }
 
 }  // namespace strata::tools

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/engine.h"
@@ -48,5 +49,10 @@ class MetricsWriter {
 // path, or "" with a warning logged when gnuplot is missing or fails.
 std::filesystem::path plot_losses(const std::filesystem::path& out_dir,
                                   const std::vector<LossPoint>& points, double entropy_floor);
+
+// Runs gnuplot on `script`; false, with a warning naming `what` and where its `data` is, when
+// gnuplot is missing or fails.
+bool run_gnuplot(const std::filesystem::path& script, const std::filesystem::path& data,
+                 std::string_view what);
 
 }  // namespace strata::tools

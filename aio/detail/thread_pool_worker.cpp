@@ -8,6 +8,7 @@
 
 #include "aio/detail/engine_core.h"
 #include "aio/detail/file_state.h"
+#include "base/timeline.h"
 
 namespace strata::aio::detail {
 namespace {
@@ -44,12 +45,15 @@ class ThreadPoolWorker final : public Worker {
     std::byte* data = request.piece.data + request.done_bytes;
     auto length = static_cast<std::size_t>(request.piece.length_bytes - request.done_bytes);
     off_t offset = request.piece.offset + request.done_bytes;
-    bool record = core_.options().record_latency;
+    const bool record = core_.options().record_latency;
+    const auto begin = base::Timeline::Clock::now();
     std::int64_t start = record ? EngineCore::now_ns() : 0;
     ssize_t result = ticket.is_read ? ::pread(ticket.file->fd, data, length, offset)
                                     : ::pwrite(ticket.file->fd, data, length, offset);
     std::int64_t outcome = result < 0 ? -errno : result;
     if (record) core_.latency().record(EngineCore::now_ns() - start);
+    base::timeline().add(ticket.is_read ? "nvme read" : "nvme write", "", begin,
+                         base::Timeline::Clock::now());
     core_.requests.fetch_add(1, std::memory_order_relaxed);
     return core_.complete(request, outcome);
   }

@@ -4,6 +4,7 @@
 #include <sys/uio.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <future>
 #include <mutex>
@@ -14,6 +15,7 @@
 #include "aio/detail/file_state.h"
 #include "base/assert.h"
 #include "base/log.h"
+#include "base/timeline.h"
 
 namespace strata::aio::detail {
 namespace {
@@ -135,7 +137,7 @@ class UringWorker final : public Worker {
   // when nothing is in flight and `may_block`. Returns true once the queue has stopped.
   bool fill(bool may_block) {
     if (!options_.overlap_events && inflight_ > 0) return false;
-    std::int64_t now = options_.record_latency ? EngineCore::now_ns() : 0;
+    std::int64_t now = timing() ? EngineCore::now_ns() : 0;
     while (!retry_.empty()) {
       std::uint32_t index = retry_.back();
       retry_.pop_back();
@@ -151,13 +153,25 @@ class UringWorker final : public Worker {
         core_.cancel(piece);  // the first error of this transfer is already recorded
         continue;
       }
-      if (block && options_.record_latency) now = EngineCore::now_ns();
+      if (block && timing()) now = EngineCore::now_ns();
       std::uint32_t index = free_.back();
       free_.pop_back();
       requests_[index] = Request{piece, 0, 0, 0};
       prepare(index, now);
     }
     return false;
+  }
+
+  // Submission times are taken for the latency histogram and for the timeline.
+  bool timing() const { return options_.record_latency || base::timeline().recording(); }
+
+  // A request's span from submission to reaped completion, on the timeline's NVMe lanes.
+  void record_span(const Request& request, std::int64_t now) const {
+    using Clock = base::Timeline::Clock;
+    const bool read = core_.slot(request.piece.slot).is_read;
+    base::timeline().add(read ? "nvme read" : "nvme write", "",
+                         Clock::time_point(std::chrono::nanoseconds(request.submitted_ns)),
+                         Clock::time_point(std::chrono::nanoseconds(now)));
   }
 
   void prepare(std::uint32_t index, std::int64_t now) {
@@ -201,13 +215,14 @@ class UringWorker final : public Worker {
       reaped_[i] = {static_cast<std::uint32_t>(io_uring_cqe_get_data64(cqes_[i])), cqes_[i]->res};
     }
     io_uring_cq_advance(&ring_, count);
-    std::int64_t now = options_.record_latency ? EngineCore::now_ns() : 0;
+    std::int64_t now = timing() ? EngineCore::now_ns() : 0;
     whole_.clear();
     for (unsigned i = 0; i < count; ++i) {
       auto [index, result] = reaped_[i];
       STRATA_ASSERT(index < requests_.size());
       Request& request = requests_[index];
       if (options_.record_latency) core_.latency().record(now - request.submitted_ns);
+      if (base::timeline().recording()) record_span(request, now);
       --inflight_;
       if (core_.completes_whole(request, result)) {
         whole_.push_back(request.piece);

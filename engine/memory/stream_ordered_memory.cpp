@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/timeline.h"
 
 namespace strata::engine::memory {
 
@@ -35,15 +36,27 @@ gpu::DeviceBuffer StreamOrderedMemory::allocate(gpu::Stream& stream, std::int64_
   }
   reap();
   gpu::DeviceBuffer buffer;
-  try {
-    buffer = device_.allocate(bytes, what);
-  } catch (const UserError&) {
-    if (pending_.empty()) throw;
-    // Over the budget only because released buffers are still held: run their releases.
-    ++waits_;
-    drain();
-    buffer = device_.allocate(bytes, what);
+  bool waited = false;
+  for (;;) {
+    try {
+      buffer = device_.allocate(bytes, what);
+      break;
+    } catch (const UserError&) {
+      if (pending_.empty()) throw;
+    }
+    // Over the budget only because released buffers are still held: free the oldest (the first
+    // the device reaches), waiting for its release to run, and try again. The others stay for
+    // later allocations of their sizes.
+    Pending oldest = std::move(pending_.front());
+    pending_.pop_front();
+    pending_bytes_ -= oldest.buffer.bytes();
+    if (!oldest.done->query()) {
+      const base::Timeline::Scope waiting("host", "wait", "device memory");
+      waited = true;
+      oldest.done->synchronize();
+    }
   }
+  if (waited) ++waits_;
   note_peak();
   return buffer;
 }
@@ -69,6 +82,7 @@ void StreamOrderedMemory::reap() {
 }
 
 void StreamOrderedMemory::drain() {
+  const base::Timeline::Scope waiting("host", "wait", "device memory");
   while (!pending_.empty()) {
     Pending front = std::move(pending_.front());
     pending_.pop_front();

@@ -18,7 +18,8 @@ namespace strata::engine::memory {
 // on a stream takes a released buffer of exactly its size from that stream (the modules of a
 // transformer repeat their sizes), else fresh memory; released buffers the device has passed are
 // freed as they are found. Only when the budget refuses fresh memory while released buffers are
-// still held does it wait for their releases to run, free them and try again.
+// still held does it free them, oldest first, waiting for each release to run, until the new
+// buffer fits; the rest stay for later allocations of their sizes.
 //
 // The memory in use is counted in stream order: the bytes of the buffers not released
 // (`live_bytes`), whatever the host holds for releases the device has not reached yet. That is

@@ -9,6 +9,7 @@
 #include "aio/errors.h"
 #include "base/assert.h"
 #include "base/error.h"
+#include "base/timeline.h"
 #include "cpu_adam/half.h"
 #include "gpu/stream.h"
 
@@ -306,6 +307,7 @@ cpu_adam::GradStats GradReducer::global_stats() {
           cpu_adam::scan_gradients<float>({device_partition(), static_cast<std::size_t>(n)});
     }
   });
+  const base::Timeline::Scope waiting("host", "wait", "gradient norm");
   if (layout_.world_size() == 1) {
     stream_.synchronize();
     return local_stats_;

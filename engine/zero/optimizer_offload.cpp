@@ -10,6 +10,7 @@
 #include "base/assert.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "base/timeline.h"
 #include "cpu_adam/half.h"
 
 namespace strata::engine::zero {
@@ -241,6 +242,7 @@ int OptimizerOffload::step_sub_groups(const StepHyperparameters& hyper, const St
 void OptimizerOffload::compute(int sub_group, std::span<std::byte> bytes,
                                const StepHyperparameters& hyper, const StepIo& io,
                                std::span<std::byte> new_params) {
+  const base::Timeline::Scope span("optimizer", "sub-group", std::to_string(sub_group));
   const Range& range = sub_groups_[static_cast<std::size_t>(sub_group)];
   const auto size = static_cast<std::size_t>(range.size());
   const Regions r = regions(sub_group, bytes);

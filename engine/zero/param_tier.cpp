@@ -8,6 +8,7 @@
 #include "base/assert.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "base/timeline.h"
 #include "base/units.h"
 #include "gpu/event.h"
 #include "gpu/stream.h"
@@ -214,7 +215,11 @@ void ParamTier::fetch_from_nvme(int module, gpu::Stream& stream, void* device_ta
   }
   Read taken = std::move(*read);
   read.reset();
-  memory::Residency::CpuView view = residency_->finish_read(std::move(taken.move));
+  memory::Residency::CpuView view;
+  {
+    const base::Timeline::Scope waiting("host", "wait", "parameter read");
+    view = residency_->finish_read(std::move(taken.move));
+  }
   std::unique_ptr<gpu::Event> copied =
       upload(view.bytes().data(), bytes, stream, device_target, target_free);
   uploads_.push_back(Upload{module, std::move(taken.lease), std::move(view), std::move(copied)});

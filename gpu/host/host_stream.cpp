@@ -7,6 +7,7 @@
 
 #include "base/assert.h"
 #include "base/log.h"
+#include "base/timeline.h"
 
 namespace strata::gpu::host {
 namespace {
@@ -100,7 +101,9 @@ void HostStream::enqueue(Op op) {
     // A full queue blocks the producer, as CUDA's launch queue does. A task running on this
     // stream must therefore never enqueue on this same stream.
     space_freed_.wait(lock, [&] { return queued_ < capacity; });
-    slots_[static_cast<std::size_t>((head_ + queued_) % capacity)] = std::move(op);
+    Slot& slot = slots_[static_cast<std::size_t>((head_ + queued_) % capacity)];
+    slot.op = std::move(op);
+    if (base::timeline().recording()) slot.label = base::Timeline::current_label();
     queued_ += 1;
     enqueued_total_ += 1;
     STRATA_ASSERT(queued_ <= capacity);
@@ -115,21 +118,44 @@ void HostStream::run(std::stop_token stop) {
   while (true) {
     // False only when a stop was requested and nothing is queued: the queue is drained.
     if (!work_queued_.wait(lock, stop, [&] { return queued_ > 0; })) return;
-    Op op = std::exchange(slots_[static_cast<std::size_t>(head_)], Op{});
+    Slot slot = std::exchange(slots_[static_cast<std::size_t>(head_)], Slot{});
     head_ = (head_ + 1) % capacity;
     queued_ -= 1;
     std::exception_ptr upstream = error_;
     lock.unlock();
     space_freed_.notify_one();
 
-    std::exception_ptr failure = execute(op, upstream);
-    op = Op{};  // a task's captures are destroyed outside the lock
+    std::exception_ptr failure = base::timeline().recording() ? execute_recorded(slot, upstream)
+                                                              : execute(slot.op, upstream);
+    slot = Slot{};  // a task's captures are destroyed outside the lock
 
     lock.lock();
     if (failure && !error_) error_ = std::move(failure);
     completed_total_ += 1;
     work_done_.notify_all();
   }
+}
+
+std::exception_ptr HostStream::execute_recorded(Slot& slot, const std::exception_ptr& upstream) {
+  const char* kind = nullptr;
+  if (const auto* copy_op = std::get_if<CopyOp>(&slot.op)) {
+    constexpr const char* kCopies[] = {"copy h2d", "copy d2h", "copy d2d", "copy h2h"};
+    kind = kCopies[static_cast<int>(copy_op->kind)];
+  } else if (std::holds_alternative<FillOp>(slot.op)) {
+    kind = "fill";
+  } else if (std::holds_alternative<LaunchOp>(slot.op)) {
+    kind = "task";
+  } else if (std::holds_alternative<WaitOp>(slot.op)) {
+    kind = "wait";
+  }
+  const auto begin = base::Timeline::Clock::now();
+  std::exception_ptr failure = execute(slot.op, upstream);
+  // Records are instants: only work and waits take time.
+  if (kind != nullptr) {
+    base::timeline().add(name_, slot.label.empty() ? std::string(kind) : kind + (" " + slot.label),
+                         begin, base::Timeline::Clock::now());
+  }
+  return failure;
 }
 
 std::exception_ptr HostStream::execute(Op& op, const std::exception_ptr& upstream) {

@@ -65,12 +65,19 @@ class HostStream final : public Stream {
     std::int64_t generation;
   };
   using Op = std::variant<std::monostate, CopyOp, FillOp, LaunchOp, RecordOp, WaitOp>;
+  // An op and, while the timeline records, what its enqueuing thread was doing.
+  struct Slot {
+    Op op;
+    std::string label;
+  };
 
   void enqueue(Op op);
   void run(std::stop_token stop);
   // Runs one op; `upstream` is the stream's error when the op was taken (ops other than records
   // and waits are skipped then). Returns the op's own failure, or null.
   std::exception_ptr execute(Op& op, const std::exception_ptr& upstream);
+  // Runs execute(), recording its span on the timeline (lane: this stream's name).
+  std::exception_ptr execute_recorded(Slot& slot, const std::exception_ptr& upstream);
   void check_copy(const void* target, const void* source, std::int64_t bytes,
                   CopyKind kind) const noexcept;
 
@@ -82,7 +89,7 @@ class HostStream final : public Stream {
   std::condition_variable_any work_queued_;  // stop-aware: the worker also wakes on request_stop
   std::condition_variable space_freed_;
   std::condition_variable work_done_;
-  std::vector<Op> slots_;  // the ring; its size is the queue bound
+  std::vector<Slot> slots_;  // the ring; its size is the queue bound
   std::int64_t head_ = 0;
   std::int64_t queued_ = 0;
   std::int64_t enqueued_total_ = 0;

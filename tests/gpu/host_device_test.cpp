@@ -14,8 +14,11 @@
 #include <cstdint>
 #include <cstdlib>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "base/error.h"
+#include "base/timeline.h"
 #include "gpu/host/host_pinned_memory.h"
 #include "gpu/open_device.h"
 #include "tests/gpu/device_test_util.h"
@@ -209,6 +212,28 @@ TEST(HostPinnedMemoryDeathTest, LockedMemoryLimitTooLowIsAUserError) {
   }
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(std::_Exit(pinned_refusal_in_this_process()), ::testing::ExitedWithCode(0), "");
+}
+
+// While the timeline records, each op's span is on its stream's lane and carries the label of
+// the scope that enqueued it: the timeline says which module a kernel or a copy belonged to.
+TEST(HostDevice, TimelineSpansCarryTheEnqueuingScope) {
+  auto device = create_host_device({});
+  Stream& stream = device->compute_stream();
+  DeviceBuffer buffer = device->allocate(4096, "timeline");
+  std::vector<std::byte> host(4096);
+  base::timeline().start();
+  {
+    const base::Timeline::Scope scope("host", "forward", "h.1");
+    stream.launch([] {});
+    stream.copy(host.data(), buffer.data(), 4096, CopyKind::device_to_host);
+  }
+  stream.fill_zero(buffer.data(), 4096);
+  stream.synchronize();
+  base::timeline().stop();
+  std::vector<std::string> compute;
+  for (const base::Timeline::Span& span : base::timeline().spans())
+    if (span.lane == "compute") compute.push_back(span.label);
+  EXPECT_THAT(compute, ::testing::ElementsAre("task forward h.1", "copy d2h forward h.1", "fill"));
 }
 
 }  // namespace

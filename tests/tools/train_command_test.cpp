@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -165,6 +166,72 @@ TEST(TrainCommand, InterruptStopsBetweenStepsWithSummaryAndCurves) {
     EXPECT_TRUE(std::filesystem::exists(out / "loss.png")) << result.out << result.err;
     EXPECT_THAT(result.out, HasSubstr("loss curves: " + (out / "loss.png").string()));
   }
+}
+
+// --timeline: one step's spans on every lane, each stream op labelled with the module that
+// enqueued it, drawn as a PNG (when gnuplot is there) beside the table.
+TEST(TrainCommand, TimelineRecordsEveryLaneOfAnOffloadedStep) {
+  TempDir dir;
+  const std::string swap = dir.path().string();
+  std::filesystem::path file = dir.write("config.json", fmt::format(R"({{
+  "train_micro_batch_size_per_gpu": 2,
+  "optimizer": {{"type": "AdamW", "params": {{"lr": 1e-3}}}},
+  "bf16": {{"enabled": true}},
+  "zero_optimization": {{"stage": 3, "sub_group_size": 4096,
+    "offload_param": {{"device": "nvme", "nvme_path": "{}", "pin_memory": false}},
+    "offload_optimizer": {{"device": "nvme", "nvme_path": "{}", "pin_memory": false}}}},
+  "strata": {{"model": {{"n_layer": 2, "n_head": 2, "d_model": 32, "seq_len": 16, "vocab": 256}},
+              "train_steps": 3, "seed": 7}}
+}})",
+                                                                    swap, swap));
+  const std::filesystem::path png = dir.path() / "timeline.png";
+  RunResult result = run_strata({"train", "--config", file.string(), "--out",
+                                 (dir.path() / "out").string(), "--timeline", png.string()});
+  ASSERT_EQ(result.exit_status, 0) << result.err;
+  std::ifstream table(dir.path() / "timeline.tsv");
+  ASSERT_TRUE(table) << result.out << result.err;
+  std::set<std::string> lanes;
+  bool forward_task = false;
+  bool backward_task = false;
+  int spans = 0;
+  std::string line;
+  std::getline(table, line);  // the header
+  while (std::getline(table, line)) {
+    std::vector<std::string> fields;
+    for (std::size_t at = 0;;) {
+      const std::size_t tab = line.find('\t', at);
+      fields.push_back(line.substr(at, tab - at));
+      if (tab == std::string::npos) break;
+      at = tab + 1;
+    }
+    ASSERT_EQ(fields.size(), 6u) << line;
+    EXPECT_LE(std::stod(fields[2]), std::stod(fields[3])) << line;
+    lanes.insert(fields[4]);
+    if (fields[4] == "compute" && fields[5].starts_with("task forward h.")) forward_task = true;
+    if (fields[4] == "compute" && fields[5].starts_with("task backward h.")) backward_task = true;
+    ++spans;
+  }
+  EXPECT_GT(spans, 100);
+  for (const char* lane : {"host", "compute", "h2d", "optimizer", "nvme read", "nvme write"})
+    EXPECT_TRUE(lanes.contains(lane)) << lane;
+  EXPECT_TRUE(forward_task);
+  EXPECT_TRUE(backward_task);
+  if (result.err.find("gnuplot failed or is missing") == std::string::npos) {
+    EXPECT_TRUE(std::filesystem::exists(png)) << result.out << result.err;
+    EXPECT_THAT(result.out, HasSubstr("timeline of step 2: " + png.string()));
+  }
+}
+
+TEST(TrainCommand, TimelineStepPastTheRunSaysSo) {
+  TempDir dir;
+  const std::filesystem::path png = dir.path() / "timeline.png";
+  std::filesystem::path file = dir.write("config.json", TinyConfig{}.json());
+  RunResult result =
+      run_strata({"train", "--config", file.string(), "--out", (dir.path() / "out").string(),
+                  "--timeline", png.string(), "--timeline-step", "5"});
+  ASSERT_EQ(result.exit_status, 0) << result.err;
+  EXPECT_THAT(result.err, HasSubstr("--timeline-step 5 is not a step of this run (steps 1 to 1)"));
+  EXPECT_FALSE(std::filesystem::exists(png));
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include "gpu/ops.h"
 #include "gpu/process_group.h"
 #include "gpu/stream.h"
+#include "tests/gpu/device_test_util.h"
 
 namespace strata::engine::zero {
 namespace {
@@ -174,10 +175,8 @@ TEST(ParamCoordinator, APassOfRepeatedModulesRunsAheadOfTheDeviceWithTheRightVal
 // still in, without a second read.
 TEST(ParamTier, FetchFromNvmeDoesNotWaitForTheCopy) {
   Fixture f(OffloadDevice::nvme, stage3());
-  gpu::Stream& copies = f.device_->h2d_stream();
-  std::promise<void> open;
-  std::shared_future<void> opened = open.get_future().share();
-  copies.launch([opened] { opened.wait(); });
+  gpu::testing::Gate gate;
+  f.device_->h2d_stream().launch(gate.waiter());
   const std::int64_t shard = f.layout.module(1).shard_numel;
   gpu::DeviceBuffer forward = f.device_->allocate(shard * 2, "forward");
   gpu::DeviceBuffer backward = f.device_->allocate(shard * 2, "backward");
@@ -191,7 +190,7 @@ TEST(ParamTier, FetchFromNvmeDoesNotWaitForTheCopy) {
   fetched.get();
   EXPECT_GT(read, 0);
   EXPECT_EQ(f.tier->nvme_read_bytes(), read);
-  open.set_value();
+  gate.open();
   f.device_->compute_stream().synchronize();
   const std::int64_t first = f.layout.module(1).partition_offset;
   for (const gpu::DeviceBuffer* target : {&forward, &backward}) {
@@ -206,10 +205,8 @@ TEST(ParamTier, FetchFromNvmeDoesNotWaitForTheCopy) {
 // held, and the values arrive once it runs.
 TEST(ParamTier, DeviceTierCommitsDoNotWaitForTheirUploads) {
   Fixture f(OffloadDevice::none, stage3());
-  gpu::Stream& copies = f.device_->h2d_stream();
-  std::promise<void> open;
-  std::shared_future<void> opened = open.get_future().share();
-  copies.launch([opened] { opened.wait(); });
+  gpu::testing::Gate gate;
+  f.device_->h2d_stream().launch(gate.waiter());
   const Range first{0, kRange};
   const Range second{kRange, 2 * kRange};
   auto committed = std::async(std::launch::async, [&] {
@@ -223,7 +220,7 @@ TEST(ParamTier, DeviceTierCommitsDoNotWaitForTheirUploads) {
   });
   ASSERT_EQ(committed.wait_for(std::chrono::seconds(10)), std::future_status::ready);
   committed.get();
-  open.set_value();
+  gate.open();
   f.device_->compute_stream().synchronize();
   const auto* shards = reinterpret_cast<const std::uint16_t*>(f.tier->device_partition());
   for (std::int64_t i = 0; i < 2 * kRange; i += 97)

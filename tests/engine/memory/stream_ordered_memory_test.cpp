@@ -12,6 +12,7 @@
 #include "gpu/event.h"
 #include "gpu/open_device.h"
 #include "gpu/stream.h"
+#include "tests/gpu/device_test_util.h"
 
 namespace strata::engine::memory {
 namespace {
@@ -19,21 +20,8 @@ namespace {
 using namespace std::chrono_literals;
 
 // Holds a stream at a task until opened, so that the host can be seen not to wait for it.
-class Gate {
- public:
-  explicit Gate(gpu::Stream& stream) {
-    std::shared_future<void> opened = open_.get_future().share();
-    stream.launch([opened] { opened.wait(); });
-  }
-  ~Gate() { open(); }
-  void open() {
-    if (!opened_) open_.set_value();
-    opened_ = true;
-  }
-
- private:
-  std::promise<void> open_;
-  bool opened_ = false;
+struct HeldStream : gpu::testing::Gate {
+  explicit HeldStream(gpu::Stream& stream) { stream.launch(waiter()); }
 };
 
 TEST(StreamOrderedMemory, ABufferOfTheSameSizeIsReusedOnItsStreamWithoutWaiting) {
@@ -42,7 +30,7 @@ TEST(StreamOrderedMemory, ABufferOfTheSameSizeIsReusedOnItsStreamWithoutWaiting)
   StreamOrderedMemory memory(*device);
   gpu::DeviceBuffer first = memory.allocate(stream, 1 << 16, "first");
   void* const address = first.data();
-  Gate gate(stream);
+  HeldStream gate(stream);
   stream.fill_zero(first.data(), first.bytes());  // its use, still queued behind the gate
   memory.release(stream, std::move(first));
   // The stream has not run the release: the host must not wait for it (it would never return).
@@ -69,7 +57,7 @@ TEST(StreamOrderedMemory, AnotherSizeTakesFreshMemoryAndCountsInStreamOrder) {
   gpu::Stream& stream = device->compute_stream();
   StreamOrderedMemory memory(*device);
   memory.reset_peak();
-  Gate gate(stream);
+  HeldStream gate(stream);
   memory.release(stream, memory.allocate(stream, 1 << 16, "first"));
   auto other =
       std::async(std::launch::async, [&] { return memory.allocate(stream, 1 << 12, "x"); });
@@ -91,7 +79,7 @@ TEST(StreamOrderedMemory, OverTheBudgetItWaitsForTheReleases) {
   auto device = gpu::create_host_device(options);
   gpu::Stream& stream = device->compute_stream();
   StreamOrderedMemory memory(*device);
-  auto gate = std::make_unique<Gate>(stream);
+  auto gate = std::make_unique<HeldStream>(stream);
   memory.release(stream, memory.allocate(stream, 64 << 10, "first"));
   auto other =
       std::async(std::launch::async, [&] { return memory.allocate(stream, 48 << 10, "x"); });
