@@ -303,23 +303,36 @@ TEST(EstimateAgreement, Bf16StatesOnNvmeAreExactToTheByte) {
   expect_estimate_agrees(config, /*margin_percent=*/0);
 }
 
+// Everything on NVMe with 2 blocks, then 6, each trained at a device budget of exactly its
+// estimate.
+struct DepthRun {
+  EstimateRow row;
+  Measured run;
+};
+std::vector<DepthRun> everything_on_nvme_at_two_depths(const SwapDirectory& swap) {
+  const std::string zero = everything_on_nvme(swap, R"("sub_group_size": 20000, )");
+  std::vector<DepthRun> runs;
+  for (std::int64_t layers : {2, 6}) {
+    Config config = tiny_config(zero);
+    config.strata.model.n_layer = layers;
+    const EstimateRow row = estimate_for(config, model_of(config)->activation_bytes(false));
+    runs.push_back({row, run_engine(config, row.per_gpu_bytes)});
+  }
+  return runs;
+}
+
 // Issue 14: with parameters, gradients and optimizer states on NVMe, CPU memory holds buffers
 // whose sizes the config sets (the pools, one sub-group, one module shard), not the model: three
 // times the blocks, the same CPU bytes, measured and estimated.
 TEST(EstimateAgreement, EverythingOnNvmeHoldsTheSameCpuBytesForABiggerModel) {
   SwapDirectory swap;
-  const std::string zero = everything_on_nvme(swap, R"("sub_group_size": 20000, )");
   std::vector<std::int64_t> measured;
   std::vector<std::int64_t> estimated;
   std::vector<std::int64_t> partitions;
-  for (std::int64_t layers : {2, 6}) {
-    Config config = tiny_config(zero);
-    config.strata.model.n_layer = layers;
-    const EstimateRow row = estimate_for(config, model_of(config)->activation_bytes(false));
-    const Measured run = run_engine(config, row.per_gpu_bytes);
-    measured.push_back(run.use.cpu_bytes);
-    estimated.push_back(row.per_node_cpu_bytes / world().world_size());
-    partitions.push_back(run.partition_numel);
+  for (const DepthRun& depth : everything_on_nvme_at_two_depths(swap)) {
+    measured.push_back(depth.run.use.cpu_bytes);
+    estimated.push_back(depth.row.per_node_cpu_bytes / world().world_size());
+    partitions.push_back(depth.run.partition_numel);
   }
   EXPECT_GT(partitions[1], 2 * partitions[0]);
   EXPECT_EQ(measured[0], measured[1]);
@@ -363,15 +376,10 @@ class LlamaConfigJson {
 // still the estimate to the byte.
 TEST(EstimateAgreement, AStepWaitsForTheDeviceAFewTimesWhateverItsDepth) {
   SwapDirectory swap;
-  const std::string zero = everything_on_nvme(swap, R"("sub_group_size": 20000, )");
   std::vector<std::int64_t> waits;
-  for (std::int64_t layers : {2, 6}) {
-    Config config = tiny_config(zero);
-    config.strata.model.n_layer = layers;
-    const EstimateRow row = estimate_for(config, model_of(config)->activation_bytes(false));
-    const Measured run = run_engine(config, row.per_gpu_bytes);
-    EXPECT_EQ(run.use.device_peak_bytes, row.per_gpu_bytes) << describe(row);
-    waits.push_back(run.last.allocation_waits);
+  for (const DepthRun& depth : everything_on_nvme_at_two_depths(swap)) {
+    EXPECT_EQ(depth.run.use.device_peak_bytes, depth.row.per_gpu_bytes) << describe(depth.row);
+    waits.push_back(depth.run.last.allocation_waits);
   }
   EXPECT_EQ(waits[0], waits[1]);
   EXPECT_LT(waits[1], 2 * 6);  // one per module and pass would be 24
