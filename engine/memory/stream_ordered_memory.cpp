@@ -22,9 +22,10 @@ gpu::DeviceBuffer StreamOrderedMemory::allocate(gpu::Stream& stream, std::int64_
                                                 std::string_view what,
                                                 std::unique_ptr<gpu::Event>* released_at) {
   if (released_at != nullptr) released_at->reset();
-  // The oldest match: its earlier use is the likeliest to have run.
+  // The oldest match: its earlier use is the likeliest to have run. One released on another
+  // stream qualifies once that stream has passed the release.
   const auto match = std::ranges::find_if(pending_, [&](const Pending& pending) {
-    return pending.stream == &stream && pending.buffer.bytes() == bytes;
+    return pending.buffer.bytes() == bytes && (pending.stream == &stream || pending.done->query());
   });
   if (match != pending_.end()) {
     Pending reused = std::move(*match);
@@ -34,7 +35,6 @@ gpu::DeviceBuffer StreamOrderedMemory::allocate(gpu::Stream& stream, std::int64_
     note_peak();
     return std::move(reused.buffer);
   }
-  reap();
   gpu::DeviceBuffer buffer;
   bool waited = false;
   for (;;) {
@@ -44,19 +44,21 @@ gpu::DeviceBuffer StreamOrderedMemory::allocate(gpu::Stream& stream, std::int64_
     } catch (const UserError&) {
       if (pending_.empty()) throw;
     }
-    // Over the budget only because released buffers are still held: free the oldest (the first
-    // the device reaches), waiting for its release to run, and try again. The others stay for
-    // later allocations of their sizes.
-    Pending oldest = std::move(pending_.front());
-    pending_.pop_front();
-    pending_bytes_ -= oldest.buffer.bytes();
-    if (!oldest.done->query()) {
+    // Over the budget only because released buffers are still held: free one whose release
+    // has run, else the oldest (the first the device reaches) once it has, and try again. The
+    // others stay for later allocations of their sizes.
+    auto done = std::ranges::find_if(pending_, [](const Pending& p) { return p.done->query(); });
+    Pending freed = std::move(done != pending_.end() ? *done : pending_.front());
+    pending_.erase(done != pending_.end() ? done : pending_.begin());
+    pending_bytes_ -= freed.buffer.bytes();
+    if (!freed.done->query()) {
       const base::Timeline::Scope waiting("host", "wait", "device memory");
       waited = true;
-      oldest.done->synchronize();
+      freed.done->synchronize();
     }
   }
   if (waited) ++waits_;
+  ++fresh_;
   note_peak();
   return buffer;
 }
@@ -71,14 +73,6 @@ void StreamOrderedMemory::release(gpu::Stream& stream, gpu::DeviceBuffer buffer)
 
 std::int64_t StreamOrderedMemory::live_bytes() const {
   return device_.bytes_in_use() - pending_bytes_;
-}
-
-void StreamOrderedMemory::reap() {
-  std::erase_if(pending_, [&](const Pending& pending) {
-    if (!pending.done->query()) return false;
-    pending_bytes_ -= pending.buffer.bytes();
-    return true;
-  });
 }
 
 void StreamOrderedMemory::drain() {

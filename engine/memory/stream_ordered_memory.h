@@ -15,11 +15,11 @@ namespace strata::engine::memory {
 // enqueued before the release (cudaFreeAsync's rule, kept on any backend with an event).
 //
 // So the host never waits for the device to allocate, unless the budget says so: an allocation
-// on a stream takes a released buffer of exactly its size from that stream (the modules of a
-// transformer repeat their sizes), else fresh memory; released buffers the device has passed are
-// freed as they are found. Only when the budget refuses fresh memory while released buffers are
-// still held does it free them, oldest first, waiting for each release to run, until the new
-// buffer fits; the rest stay for later allocations of their sizes.
+// on a stream takes a released buffer of exactly its size from that stream, or from another
+// stream that has passed its release (the modules of a transformer repeat their sizes, so after
+// the first step a step allocates nothing new), else fresh memory. Released buffers are kept for
+// their size until the budget refuses fresh memory: then they are freed, those whose release has
+// run first, then the oldest once its release has run, until the new buffer fits.
 //
 // The memory in use is counted in stream order: the bytes of the buffers not released
 // (`live_bytes`), whatever the host holds for releases the device has not reached yet. That is
@@ -54,6 +54,8 @@ class StreamOrderedMemory {
   // Allocations that had to wait for the device (the budget refused fresh memory while released
   // buffers were held), for tests and the metrics.
   std::int64_t waits() const noexcept { return waits_; }
+  // Allocations that took fresh device memory (tests: none after a first pass of repeated sizes).
+  std::int64_t fresh_allocations() const noexcept { return fresh_; }
 
  private:
   struct Pending {
@@ -61,8 +63,6 @@ class StreamOrderedMemory {
     gpu::DeviceBuffer buffer;
     const gpu::Stream* stream = nullptr;
   };
-  // Frees the pending buffers whose release the device has passed.
-  void reap();
   void note_peak() { peak_ = std::max(peak_, live_bytes()); }
 
   gpu::Device& device_;
@@ -70,6 +70,7 @@ class StreamOrderedMemory {
   std::int64_t pending_bytes_ = 0;
   std::int64_t peak_ = 0;
   std::int64_t waits_ = 0;
+  std::int64_t fresh_ = 0;
 };
 
 }  // namespace strata::engine::memory

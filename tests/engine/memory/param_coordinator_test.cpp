@@ -146,6 +146,7 @@ TEST(ParamCoordinator, APassOfRepeatedModulesRunsAheadOfTheDeviceWithTheRightVal
     Fixture f(device, stage3(), {}, specs);
     const std::vector<int> order = {0, 1, 2, 3, 4, 5, 5, 4, 3, 2, 1, 0};
     std::vector<std::vector<float>> seen(order.size(), std::vector<float>(5000));
+    std::int64_t fresh_after_first = 0;
     for (int step = 0; step < 2; ++step) {
       f.coordinator->begin_pass(true);
       for (std::size_t i = 0; i < order.size(); ++i) {
@@ -157,6 +158,7 @@ TEST(ParamCoordinator, APassOfRepeatedModulesRunsAheadOfTheDeviceWithTheRightVal
       }
       f.coordinator->end_step();
       f.device_->compute_stream().synchronize();
+      if (step == 0) fresh_after_first = f.memory.fresh_allocations();
       for (std::size_t i = 0; i < order.size(); ++i) {
         const ModuleSlice& slice = f.layout.module(order[i]);
         for (std::int64_t e = 0; e < 5000; e += 499)
@@ -165,8 +167,11 @@ TEST(ParamCoordinator, APassOfRepeatedModulesRunsAheadOfTheDeviceWithTheRightVal
               << "step " << step << " use " << i << " (module " << order[i] << ") element " << e;
       }
     }
-    // With room in the budget, no allocation waited for the device.
+    // With room in the budget, no allocation waited for the device, and the second pass took no
+    // fresh memory: every buffer was one the first released.
     EXPECT_EQ(f.memory.waits(), 0);
+    EXPECT_GT(fresh_after_first, 0);
+    EXPECT_EQ(f.memory.fresh_allocations(), fresh_after_first);
   }
 }
 

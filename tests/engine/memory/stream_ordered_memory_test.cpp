@@ -1,6 +1,7 @@
 // Stream-ordered device memory: a buffer released on a stream is reused by the next allocation
 // of its size on that stream, and other sizes take fresh memory, without the host waiting for
-// the device unless the budget says so; the memory in use is counted in stream order.
+// the device unless the budget says so; released buffers stay until the budget needs them; the
+// memory in use is counted in stream order.
 #include "engine/memory/stream_ordered_memory.h"
 
 #include <gtest/gtest.h>
@@ -93,30 +94,42 @@ TEST(StreamOrderedMemory, OverTheBudgetItWaitsForTheReleases) {
   EXPECT_EQ(device->bytes_in_use(), 48 << 10);
 }
 
-TEST(StreamOrderedMemory, AReleaseOnAnotherStreamIsNotReusedOnThisOne) {
+// A buffer released on another stream is not reused here before that stream has run the
+// release; then it is.
+TEST(StreamOrderedMemory, AReleaseOnAnotherStreamIsReusedHereOnceItHasRun) {
   auto device = gpu::create_host_device({});
   gpu::Stream& compute = device->compute_stream();
   gpu::Stream& copies = device->h2d_stream();
   StreamOrderedMemory memory(*device);
-  memory.release(copies, memory.allocate(copies, 1 << 16, "copy target"));
+  {
+    HeldStream gate(copies);
+    memory.release(copies, memory.allocate(copies, 1 << 16, "copy target"));
+    gpu::DeviceBuffer fresh = memory.allocate(compute, 1 << 16, "compute");
+    EXPECT_EQ(device->bytes_in_use(), 2 << 16);  // the other is not free here yet
+    memory.release(compute, std::move(fresh));
+  }
   copies.synchronize();
-  // Released on the copy stream and passed: freed, and the compute stream gets fresh memory.
+  compute.synchronize();
   std::unique_ptr<gpu::Event> released;
-  gpu::DeviceBuffer buffer = memory.allocate(compute, 1 << 16, "compute", &released);
-  EXPECT_EQ(released, nullptr);
-  EXPECT_EQ(device->bytes_in_use(), 1 << 16);
+  gpu::DeviceBuffer reused = memory.allocate(compute, 1 << 16, "compute", &released);
+  EXPECT_EQ(released, nullptr);  // passed: nothing to wait for
+  EXPECT_EQ(device->bytes_in_use(), 2 << 16);
 }
 
-// Releases the device has run are freed as they are found, not held until a wait.
-TEST(StreamOrderedMemory, PassedReleasesAreFreedWithoutWaiting) {
-  auto device = gpu::create_host_device({});
+// Released buffers stay for later allocations of their size, and are freed, without waiting once
+// their releases have run, when the budget needs the room.
+TEST(StreamOrderedMemory, ReleasedBuffersAreKeptUntilTheBudgetNeedsThem) {
+  gpu::DeviceOptions options;
+  options.memory_budget_bytes = 96 << 10;
+  auto device = gpu::create_host_device(options);
   gpu::Stream& stream = device->compute_stream();
   StreamOrderedMemory memory(*device);
-  memory.release(stream, memory.allocate(stream, 1 << 16, "a"));
-  memory.release(stream, memory.allocate(stream, 1 << 15, "b"));
+  memory.release(stream, memory.allocate(stream, 64 << 10, "a"));
   stream.synchronize();
-  gpu::DeviceBuffer c = memory.allocate(stream, 1 << 14, "c");
-  EXPECT_EQ(device->bytes_in_use(), 1 << 14);
+  gpu::DeviceBuffer c = memory.allocate(stream, 16 << 10, "c");
+  EXPECT_EQ(device->bytes_in_use(), 80 << 10);  // a is kept
+  gpu::DeviceBuffer d = memory.allocate(stream, 48 << 10, "d");
+  EXPECT_EQ(device->bytes_in_use(), 64 << 10);  // a made room for d
   EXPECT_EQ(memory.waits(), 0);
 }
 
