@@ -25,6 +25,13 @@ struct HeldStream : gpu::testing::Gate {
   explicit HeldStream(gpu::Stream& stream) { stream.launch(waiter()); }
 };
 
+// A host device whose budget is 96 KiB.
+std::unique_ptr<gpu::Device> device_of_96_kib() {
+  gpu::DeviceOptions options;
+  options.memory_budget_bytes = 96 << 10;
+  return gpu::create_host_device(options);
+}
+
 TEST(StreamOrderedMemory, ABufferOfTheSameSizeIsReusedOnItsStreamWithoutWaiting) {
   auto device = gpu::create_host_device({});
   gpu::Stream& stream = device->compute_stream();
@@ -75,9 +82,7 @@ TEST(StreamOrderedMemory, AnotherSizeTakesFreshMemoryAndCountsInStreamOrder) {
 // When the budget has no room beside the released buffers still held, the allocation waits for
 // their releases to run and frees them first.
 TEST(StreamOrderedMemory, OverTheBudgetItWaitsForTheReleases) {
-  gpu::DeviceOptions options;
-  options.memory_budget_bytes = 96 << 10;
-  auto device = gpu::create_host_device(options);
+  auto device = device_of_96_kib();
   gpu::Stream& stream = device->compute_stream();
   StreamOrderedMemory memory(*device);
   auto gate = std::make_unique<HeldStream>(stream);
@@ -119,9 +124,7 @@ TEST(StreamOrderedMemory, AReleaseOnAnotherStreamIsReusedHereOnceItHasRun) {
 // Released buffers stay for later allocations of their size, and are freed, without waiting once
 // their releases have run, when the budget needs the room.
 TEST(StreamOrderedMemory, ReleasedBuffersAreKeptUntilTheBudgetNeedsThem) {
-  gpu::DeviceOptions options;
-  options.memory_budget_bytes = 96 << 10;
-  auto device = gpu::create_host_device(options);
+  auto device = device_of_96_kib();
   gpu::Stream& stream = device->compute_stream();
   StreamOrderedMemory memory(*device);
   memory.release(stream, memory.allocate(stream, 64 << 10, "a"));
