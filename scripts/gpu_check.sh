@@ -24,7 +24,8 @@
 #   4. the host-backend suite: every other test binary, the ZeRO tests on 1 rank
 #   5. multi-rank: the comm tests on NCCL and the ZeRO tests under mpirun -np 2 (NCCL refuses two
 #      ranks on one GPU; the log says so when it does)
-#   6. the demo on the CUDA device and on the host device, 20 steps each (loss curves compared)
+#   6. the demo on the CUDA device and on the host device, 20 steps each (loss curves compared,
+#      and the timeline of step 2 of each)
 #   7. benchmarks: strata bench h2d, strata bench gemm on the zero3_nvme_offload config
 #   8. Hugging Face: folders exported by strata load in transformers with the same loss
 #      (scripts/hf_transformers_check.py)
@@ -139,8 +140,8 @@ plan_checks() {
   add_check host_engine_zero 600 "$b/bin/strata_engine_zero_tests --gtest_output=json:$logs/host_engine_zero.json"
   add_check nccl_comm_np2 300 "mpirun -np 2 --oversubscribe $b/bin/strata_gpu_comm_tests --gtest_output=json:$logs/nccl_comm_np2.json"
   add_check engine_zero_np2 600 "mpirun -np 2 --oversubscribe $b/bin/strata_engine_zero_tests"
-  add_check demo_cuda 600 "cd $logs && $b/bin/strata train --config $root/configs/demo.json --steps 20 --metrics demo_cuda.jsonl --out demo_cuda"
-  add_check demo_host 600 "cd $logs && CUDA_VISIBLE_DEVICES= $b/bin/strata train --config $root/configs/demo.json --steps 20 --metrics demo_host.jsonl --out demo_host"
+  add_check demo_cuda 600 "cd $logs && $b/bin/strata train --config $root/configs/demo.json --steps 20 --metrics demo_cuda.jsonl --out demo_cuda --timeline demo_cuda/timeline.png"
+  add_check demo_host 600 "cd $logs && CUDA_VISIBLE_DEVICES= $b/bin/strata train --config $root/configs/demo.json --steps 20 --metrics demo_host.jsonl --out demo_host --timeline demo_host/timeline.png"
   add_check bench_h2d 300 "$b/bin/strata bench h2d --size 1GiB --steps 10 --json > $logs/bench_h2d.json; $b/bin/strata bench h2d --size 1GiB --steps 10"
   add_check bench_gemm 300 "$b/bin/strata bench gemm --config $root/configs/zero3_nvme_offload.json --json > $logs/bench_gemm.json"
   add_check hf_transformers 300 "python3 $root/scripts/hf_transformers_check.py --strata $b/bin/strata --work $logs/hf"

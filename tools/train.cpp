@@ -54,6 +54,19 @@ engine::LoadedConfig load(const TrainOptions& options, int world_size) {
   return loaded;
 }
 
+// --timeline's folder, made before anything starts so that a path that cannot be written is
+// refused at once rather than at the step it draws.
+void make_timeline_folder(const std::filesystem::path& png) {
+  if (png.empty() || !png.has_parent_path()) return;
+  std::error_code error;
+  std::filesystem::create_directories(png.parent_path(), error);
+  if (error) {
+    throw UserError(fmt::format("--timeline {}: its folder {} cannot be made: {}", png.string(),
+                                png.parent_path().string(), error.message()),
+                    "give --timeline a path in a folder you can write", 2);
+  }
+}
+
 std::string tag_for(std::int64_t step) {
   return fmt::format("global_step{}", step);
 }
@@ -181,6 +194,7 @@ int train_on(gpu::World& world, const TrainOptions& options) {
   for (const std::string& note : loaded.notes) {
     if (leader) base::logger("tools").info("{}", note);
   }
+  if (leader) make_timeline_folder(options.timeline_path);
   const models::ModelPlan plan = plan_model(config);
   models::TokenDataset data = load_data(config, plan);
   const bool sequential = config.strata.data.order == engine::DataOrder::sequential;

@@ -184,11 +184,11 @@ TEST(TrainCommand, TimelineRecordsEveryLaneOfAnOffloadedStep) {
               "train_steps": 3, "seed": 7}}
 }})",
                                                                     swap, swap));
-  const std::filesystem::path png = dir.path() / "timeline.png";
+  const std::filesystem::path png = dir.path() / "plots" / "timeline.png";  // made when missing
   RunResult result = run_strata({"train", "--config", file.string(), "--out",
                                  (dir.path() / "out").string(), "--timeline", png.string()});
   ASSERT_EQ(result.exit_status, 0) << result.err;
-  std::ifstream table(dir.path() / "timeline.tsv");
+  std::ifstream table(dir.path() / "plots" / "timeline.tsv");
   ASSERT_TRUE(table) << result.out << result.err;
   std::set<std::string> lanes;
   bool forward_task = false;
@@ -220,6 +220,19 @@ TEST(TrainCommand, TimelineRecordsEveryLaneOfAnOffloadedStep) {
     EXPECT_TRUE(std::filesystem::exists(png)) << result.out << result.err;
     EXPECT_THAT(result.out, HasSubstr("timeline of step 2: " + png.string()));
   }
+}
+
+TEST(TrainCommand, ATimelineFolderThatCannotBeMadeIsRefusedBeforeAnythingStarts) {
+  TempDir dir;
+  std::filesystem::path file = dir.write("config.json", TinyConfig{}.json());
+  // Under a file, not a folder: no user can make it.
+  const std::filesystem::path png = file / "plots" / "timeline.png";
+  RunResult result = run_strata({"train", "--config", file.string(), "--out",
+                                 (dir.path() / "out").string(), "--timeline", png.string()});
+  EXPECT_EQ(result.exit_status, 2) << result.err;
+  EXPECT_THAT(result.err, HasSubstr("its folder " + (file / "plots").string() + " cannot be made"));
+  EXPECT_THAT(result.err, HasSubstr("give --timeline a path in a folder you can write"));
+  EXPECT_THAT(result.out, ::testing::Not(HasSubstr("trained")));
 }
 
 TEST(TrainCommand, TimelineStepPastTheRunSaysSo) {
