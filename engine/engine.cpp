@@ -168,9 +168,12 @@ void Engine::State::build() {
     swap_buffers = std::make_unique<memory::PinnedPool>(device);
     swap = std::make_unique<memory::NvmeStore>(swap_options);
   }
-  if (params_on_nvme && same_directory(tier_options.nvme.nvme_path, swap_options.nvme_path))
+  // Parameters on another disk than the optimizer's get a store and a pool of their own there,
+  // so that that store's rings register the buffers it reads into.
+  if (params_on_nvme && same_directory(tier_options.nvme.nvme_path, swap_options.nvme_path)) {
     tier_options.store = swap.get();
-  tier_options.pool = swap_buffers.get();
+    tier_options.pool = swap_buffers.get();
+  }
   tier = std::make_unique<zero::ParamTier>(device, layout, tier_options);
 
   if (offloaded(config.zero.offload_optimizer.device)) {
@@ -390,6 +393,18 @@ void Engine::State::finish_overlapped_step(const StepHyperparameters& hyper, Ste
   coordinator->invalidate();
 }
 
+// A copy that waited for failed compute work carries that failure on its stream; the step reports
+// it once, from the compute stream, and the next step's copies must not be skipped for it.
+void Engine::State::forget_copy_errors() noexcept {
+  for (gpu::Stream* copies : {&runtime.device.h2d_stream(), &runtime.device.d2h_stream()}) {
+    try {
+      copies->synchronize();
+    } catch (const std::exception& error) {
+      base::logger("engine").debug("a copy of the failed step failed too: {}", error.what());
+    }
+  }
+}
+
 std::int64_t Engine::State::nvme_read_bytes() const {
   std::int64_t bytes = tier->nvme_read_bytes() + reducer->nvme_read_bytes();
   if (offload) {
@@ -485,12 +500,14 @@ StepStats Engine::train_batch(std::span<const std::int32_t> inputs,
   } catch (const UserError& error) {
     // The optimizer must not keep a half-made overlapped step of a failed one.
     if (s.overlap) s.overlap->abandon();
+    s.forget_copy_errors();
     if (!s.inconsistent()) throw;
     // The states are lost: say where the run can be resumed from, keeping the cause's own fix.
     throw UserError(error.what(), fmt::format("{}; then {}", error.fix(), s.resume_advice()),
                     error.exit_status());
   } catch (...) {
     if (s.overlap) s.overlap->abandon();
+    s.forget_copy_errors();
     throw;
   }
 
@@ -508,7 +525,7 @@ StepStats Engine::train_batch(std::span<const std::int32_t> inputs,
   stats.allocation_waits = s.memory.waits() - waits_before;
   // In stream order: the host may hold released buffers a little longer than the device needs
   // them, which a GPU's stream-ordered pool would not (engine/memory/stream_ordered_memory.h).
-  stats.gpu_peak_bytes = s.memory.peak_bytes();
+  stats.gpu_peak_bytes = std::max(s.memory.peak_bytes(), s.memory.live_bytes());
   s.device_peak = std::max(s.device_peak, stats.gpu_peak_bytes);
   stats.cpu_peak_bytes = s.host_bytes();
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

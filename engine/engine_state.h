@@ -129,6 +129,8 @@ struct Engine::State {
   // engine_checkpoint.cpp
   void check_usable() const;
   bool inconsistent() const;
+  // After a failed step: waits for the copy streams and drops the errors they took from it.
+  void forget_copy_errors() noexcept;
   std::string resume_advice() const;
   std::vector<std::string> state_names() const;
   checkpoint::Manifest manifest_for(const std::string& tag) const;

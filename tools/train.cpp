@@ -279,7 +279,13 @@ int train_on(gpu::World& world, const TrainOptions& options) {
     sample(data.train(), sequential, config.strata.seed, step, accumulation);
     const bool timed = leader && !options.timeline_path.empty() && step == options.timeline_step;
     if (timed) base::timeline().start();
-    engine::StepStats stats = engine.train_batch(inputs, targets);
+    engine::StepStats stats;
+    try {
+      stats = engine.train_batch(inputs, targets);
+    } catch (...) {
+      base::timeline().stop();
+      throw;
+    }
     if (timed) {
       base::timeline().stop();
       timeline_png =

@@ -46,14 +46,17 @@ class ThreadPoolWorker final : public Worker {
     auto length = static_cast<std::size_t>(request.piece.length_bytes - request.done_bytes);
     off_t offset = request.piece.offset + request.done_bytes;
     const bool record = core_.options().record_latency;
-    const auto begin = base::Timeline::Clock::now();
+    const bool timed = base::timeline().recording();
+    const auto begin = timed ? base::Timeline::Clock::now() : base::Timeline::Clock::time_point();
     std::int64_t start = record ? EngineCore::now_ns() : 0;
     ssize_t result = ticket.is_read ? ::pread(ticket.file->fd, data, length, offset)
                                     : ::pwrite(ticket.file->fd, data, length, offset);
     std::int64_t outcome = result < 0 ? -errno : result;
     if (record) core_.latency().record(EngineCore::now_ns() - start);
-    base::timeline().add(ticket.is_read ? "nvme read" : "nvme write", "", begin,
-                         base::Timeline::Clock::now());
+    if (timed) {
+      base::timeline().add(ticket.is_read ? "nvme read" : "nvme write", "", begin,
+                           base::Timeline::Clock::now());
+    }
     core_.requests.fetch_add(1, std::memory_order_relaxed);
     return core_.complete(request, outcome);
   }

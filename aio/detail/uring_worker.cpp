@@ -222,7 +222,8 @@ class UringWorker final : public Worker {
       STRATA_ASSERT(index < requests_.size());
       Request& request = requests_[index];
       if (options_.record_latency) core_.latency().record(now - request.submitted_ns);
-      if (base::timeline().recording()) record_span(request, now);
+      // A request submitted before the timeline started has no submission time.
+      if (request.submitted_ns > 0 && base::timeline().recording()) record_span(request, now);
       --inflight_;
       if (core_.completes_whole(request, result)) {
         whole_.push_back(request.piece);

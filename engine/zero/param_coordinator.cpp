@@ -135,14 +135,22 @@ void ParamCoordinator::gather(int module) {
                               name + " gathered 16-bit parameters", &narrow_released);
   }
   std::unique_ptr<gpu::Event> params_released;
-  entry.params = memory_.allocate(stream_, slice.padded_numel * 4, name + " gathered parameters",
-                                  &params_released);
-  std::byte* full = widen ? narrow.as<std::byte>() : entry.params.as<std::byte>();
-  std::byte* own = full + rank * slice.shard_numel * element;
   const std::byte* source = tier_.device_shard(module);
-  if (source == nullptr) {
-    tier_.fetch(module, stream_, own, widen ? narrow_released.get() : params_released.get());
-    source = own;
+  std::byte* full = nullptr;
+  try {
+    entry.params = memory_.allocate(stream_, slice.padded_numel * 4, name + " gathered parameters",
+                                    &params_released);
+    full = widen ? narrow.as<std::byte>() : entry.params.as<std::byte>();
+    std::byte* own = full + rank * slice.shard_numel * element;
+    if (source == nullptr) {
+      tier_.fetch(module, stream_, own, widen ? narrow_released.get() : params_released.get());
+      source = own;
+    }
+  } catch (...) {
+    // A reused buffer may still be read by work queued before it: it goes back in stream order.
+    memory_.release(stream_, std::move(narrow));
+    memory_.release(stream_, std::move(entry.params));
+    throw;
   }
   const std::byte* whole = full;  // the whole module in the storage type
   if (sharded) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "aio/errors.h"
 #include "base/assert.h"
 #include "base/error.h"
 #include "base/log.h"
@@ -97,12 +98,19 @@ ParamTier::ParamTier(gpu::Device& device, const FlatLayout& layout, ParamTierOpt
 ParamTier::~ParamTier() {
   // Copies still queued read pool buffers, and reads still in flight land in them: finish both
   // before the pool goes.
-  try {
-    settle_uploads(true);
-    wait_staged(0);
-    wait_staged(1);
-  } catch (const std::exception& error) {
-    base::logger("engine").debug("parameter copy failed at shutdown: {}", error.what());
+  while (!uploads_.empty()) {
+    try {
+      settle_uploads(true);
+    } catch (const std::exception& error) {
+      base::logger("engine").debug("parameter copy failed at shutdown: {}", error.what());
+    }
+  }
+  for (int slot : {0, 1}) {
+    try {
+      wait_staged(slot);
+    } catch (const std::exception& error) {
+      base::logger("engine").debug("parameter upload failed at shutdown: {}", error.what());
+    }
   }
   for (std::optional<Read>& read : reads_) {
     if (!read) continue;
@@ -184,7 +192,9 @@ void ParamTier::fetch(int module, gpu::Stream& stream, void* device_target,
   check_consistent();
   try {
     fetch_from_nvme(module, stream, device_target, target_free);
-  } catch (const std::exception& error) {
+  } catch (const aio::IoError& error) {
+    // The read failed: the shard is lost. A copy's failure (or that of the work it waited for)
+    // comes out as it is: the shards on NVMe are intact.
     throw fail(error, "reading a parameter shard");
   }
 }
@@ -232,17 +242,28 @@ memory::PinnedPool::Lease ParamTier::take_buffer() {
     // Every buffer is being copied from or read into: the oldest copy frees one first.
     Upload oldest = std::move(uploads_.front());
     uploads_.pop_front();
-    oldest.copied->synchronize();
-    residency_->drop_clean(std::move(oldest.view));
+    finish_upload(std::move(oldest));
   }
+}
+
+// The shard's bytes on NVMe never changed, so its partition goes back there whether the copy ran
+// or failed; a failure is the copy's (or the work it waited for), not the tier's, and is rethrown.
+void ParamTier::finish_upload(Upload upload) {
+  std::exception_ptr failure;
+  try {
+    upload.copied->synchronize();
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  residency_->drop_clean(std::move(upload.view));
+  if (failure) std::rethrow_exception(failure);
 }
 
 void ParamTier::settle_uploads(bool all) {
   while (!uploads_.empty() && (all || uploads_.front().copied->query())) {
     Upload oldest = std::move(uploads_.front());
     uploads_.pop_front();
-    oldest.copied->synchronize();  // rethrows the copy's error
-    residency_->drop_clean(std::move(oldest.view));
+    finish_upload(std::move(oldest));
   }
 }
 
@@ -377,8 +398,7 @@ void ParamTier::drop_read(int module) {
   if (upload != uploads_.end()) {
     Upload settled = std::move(*upload);
     uploads_.erase(upload);
-    settled.copied->synchronize();
-    residency_->drop_clean(std::move(settled.view));
+    finish_upload(std::move(settled));
   }
   std::optional<Read>& read = reads_[static_cast<std::size_t>(module)];
   if (!read) return;

@@ -177,6 +177,8 @@ class ParamTier final : public ParamSink {
     std::unique_ptr<gpu::Event> copied;
   };
   std::deque<Upload> uploads_;
+  // Waits for `upload`'s copy and gives its buffer back, rethrowing the copy's error after.
+  void finish_upload(Upload upload);
   std::string failure_;  // the first I/O error, once inconsistent
 };
 

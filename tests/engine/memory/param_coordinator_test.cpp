@@ -205,6 +205,30 @@ TEST(ParamTier, FetchFromNvmeDoesNotWaitForTheCopy) {
   }
 }
 
+// A copy that waited on failed work (the compute stream's release of its target) fails with it:
+// the failure comes out of the tier as it is, the tier stays consistent (its shards on NVMe are
+// intact), and once the copy stream's error is taken the shard is fetched again.
+TEST(ParamTier, ACopyFailingWithTheWorkItWaitedForLeavesTheShardsIntact) {
+  Fixture f(OffloadDevice::nvme, stage3());
+  gpu::Stream& compute = f.device_->compute_stream();
+  const std::int64_t shard = f.layout.module(1).shard_numel;
+  gpu::DeviceBuffer target = f.device_->allocate(shard * 2, "target");
+  compute.launch([] { throw std::runtime_error("a kernel failed"); });
+  std::unique_ptr<gpu::Event> released = f.device_->create_event();
+  compute.record(*released);
+  f.tier->fetch(1, compute, target.data(), released.get());
+  EXPECT_THROW(compute.synchronize(), std::runtime_error);
+  EXPECT_THROW(f.tier->fetch(1, compute, target.data()), std::runtime_error);
+  EXPECT_FALSE(f.tier->inconsistent());
+  EXPECT_THROW(f.device_->h2d_stream().synchronize(), std::runtime_error);
+  f.tier->fetch(1, compute, target.data());
+  compute.synchronize();
+  const auto* bits = target.as<const std::uint16_t>();
+  const std::int64_t first = f.layout.module(1).partition_offset;
+  for (std::int64_t e = 0; e < shard; e += 101)
+    ASSERT_EQ(bits[e], cpu_adam::to_bf16(static_cast<float>((first + e) % 256)).bits) << e;
+}
+
 // The device tier takes new parameters (an offloaded optimizer's sub-groups) through two staging
 // slots: a commit enqueues the upload and returns, so two commits pass while the copy stream is
 // held, and the values arrive once it runs.
