@@ -359,7 +359,9 @@ zero::StepIo Engine::State::step_io() {
 void Engine::State::apply_step(const StepHyperparameters& hyper) {
   const auto n = static_cast<std::size_t>(layout.partition_numel());
   if (offload) {
-    offload->step(hyper, step_io());
+    const zero::OptimizerOffload::StatesVisitor save = planned_save_writer();
+    offload->step(hyper, step_io(), save);
+    if (save) planned_save->step = steps_taken + 1;
   } else {
     // On the host backend device memory is host memory and the step runs in stream order as a
     // host task, as a GPU Adam kernel would (the CUDA backend brings its own kernel).

@@ -77,6 +77,9 @@ struct CheckpointInfo {
   std::int64_t bytes = 0;      // this rank's bytes written (save) or checked and read (load)
   double seconds = 0;
   int pruned = 0;  // older checkpoints removed after the save (keep_last)
+  // The states went to the checkpoint during the step's optimizer pass (plan_checkpoint);
+  // `seconds` is then what the save took outside that step (planning and finishing).
+  bool during_step = false;
 };
 
 // Trains a Model with the config's batch, precision, optimizer, scheduler and ZeRO settings
@@ -105,6 +108,15 @@ class Engine {
   // at all, `dir`/latest then names it, and checkpoints beyond checkpoint.keep_last are pruned.
   // Throws UserError naming the file and the fix for a disk error; the run can go on after one.
   CheckpointInfo save_checkpoint(const std::filesystem::path& dir, const std::string& tag);
+  // Asks the next train_batch to save into `dir`/`tag` as its optimizer steps the states;
+  // save_checkpoint with the same arguments, right after that train_batch, finishes the save.
+  // Collective. With the optimizer states on NVMe the step writes each sub-group to the
+  // checkpoint from the swap buffer it was stepped in, so the save costs its writes alone, not
+  // a second read of every state from swap. Without states on NVMe, with
+  // strata.overlap_optimizer, or when that step is skipped (fp16 overflow), nothing is planned
+  // and save_checkpoint saves as usual. A disk error of the checkpoint does not stop the step:
+  // save_checkpoint reports it.
+  void plan_checkpoint(const std::filesystem::path& dir, const std::string& tag);
   // Continues from a checkpoint saved at any stage, offload and world size: `dir`/`tag`, or with
   // no tag the checkpoint `dir`/latest names (`dir` may also be a checkpoint directory itself).
   // Collective. Refuses,

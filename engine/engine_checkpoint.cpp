@@ -49,6 +49,15 @@ aio::Engine checkpoint_io(const Config& config, const aio::FaultPlan& faults) {
   return aio::Engine(options, faults);
 }
 
+// A sub-group's states for a ShardWriter: those the optimizer keeps, in state_names() order.
+std::vector<std::span<const float>> kept_states(
+    const zero::OptimizerOffload::SubGroupStates& states) {
+  std::vector<std::span<const float>> values = {states.params};
+  if (!states.exp_avg.empty()) values.emplace_back(states.exp_avg);
+  if (!states.exp_avg_sq.empty()) values.emplace_back(states.exp_avg_sq);
+  return values;
+}
+
 // Fills `out` with elements [range.begin, range.end) of the partition: each piece of it from the
 // checkpoint's stream of the state, the padding between pieces zero.
 void fill_range(checkpoint::StateStream& stream, checkpoint::PieceCursor& cursor, zero::Range range,
@@ -69,6 +78,28 @@ void fill_range(checkpoint::StateStream& stream, checkpoint::PieceCursor& cursor
 }
 
 }  // namespace
+
+PlannedSave::PlannedSave(fs::path dir_in, std::string tag_in, const Config& config,
+                         const aio::FaultPlan& faults)
+    : dir(std::move(dir_in)), tag(std::move(tag_in)), io(checkpoint_io(config, faults)) {}
+
+void PlannedSave::write(const zero::OptimizerOffload::SubGroupStates& states) noexcept {
+  if (!writer) return;
+  try {
+    writer->write(states.range, kept_states(states));
+  } catch (...) {
+    failure = std::current_exception();
+    writer.reset();  // its partial files are removed
+  }
+}
+
+zero::OptimizerOffload::StatesVisitor Engine::State::planned_save_writer() {
+  if (!planned_save || planned_save->batches != batches_trained || planned_save->step >= 0)
+    return {};
+  return [save = planned_save.get()](const zero::OptimizerOffload::SubGroupStates& states) {
+    save->write(states);
+  };
+}
 
 void Engine::State::check_usable() const {
   if (!unusable.empty()) {
@@ -223,10 +254,7 @@ std::vector<ManifestFile> Engine::State::write_states(const fs::path& directory)
                                  shard_rank(), layout.world_size(), state_names());
   if (offload) {
     offload->visit_states([&](const zero::OptimizerOffload::SubGroupStates& states) {
-      std::vector<std::span<const float>> values = {states.params};
-      if (!states.exp_avg.empty()) values.emplace_back(states.exp_avg);
-      if (!states.exp_avg_sq.empty()) values.emplace_back(states.exp_avg_sq);
-      writer.write(states.range, values);
+      writer.write(states.range, kept_states(states));
     });
     return writer.finish();
   }
@@ -250,6 +278,34 @@ std::vector<ManifestFile> Engine::State::write_states(const fs::path& directory)
   return writer.finish();
 }
 
+void Engine::plan_checkpoint(const fs::path& dir, const std::string& tag) {
+  State& s = *state_;
+  s.check_usable();
+  const auto started = std::chrono::steady_clock::now();
+  s.planned_save.reset();
+  // Only a step that reads every state from swap saves a read by taking the save along; one
+  // overlapped with backward may still undo the sub-groups it stepped.
+  if (!s.offload || s.offload->store() == nullptr || s.overlap) return;
+  s.stream().synchronize();
+  gpu::Comm& comm = s.runtime.comm;
+  const std::string agreed = s.agree_on_tag(tag);
+  if (comm.rank() == 0) checkpoint::begin_save(dir, agreed);
+  comm.barrier();
+  auto planned = std::make_unique<PlannedSave>(dir, agreed, s.config, s.runtime.faults.checkpoint);
+  planned->batches = s.batches_trained;
+  if (comm.rank() < s.layout.world_size()) {
+    try {
+      planned->writer.emplace(planned->io, checkpoint::partial_directory(dir, agreed),
+                              checkpoint::shard_pieces(s.layout, s.shard_rank()), s.shard_rank(),
+                              s.layout.world_size(), s.state_names());
+    } catch (...) {
+      planned->failure = std::current_exception();  // save_checkpoint reports it
+    }
+  }
+  planned->plan_seconds = seconds_since(started);
+  s.planned_save = std::move(planned);
+}
+
 CheckpointInfo Engine::save_checkpoint(const fs::path& dir, const std::string& tag) {
   State& s = *state_;
   s.check_usable();
@@ -258,8 +314,18 @@ CheckpointInfo Engine::save_checkpoint(const fs::path& dir, const std::string& t
   gpu::Comm& comm = s.runtime.comm;
   const bool leader = comm.rank() == 0;
   const std::string agreed = s.agree_on_tag(tag);
-  if (leader) checkpoint::begin_save(dir, agreed);
-  comm.barrier();
+  // The step just taken wrote its states into the planned save (the same on every rank): only
+  // the files' ends are left. Otherwise a plan is dropped, its partial files with it.
+  std::unique_ptr<PlannedSave> planned = std::move(s.planned_save);
+  const bool during_step = planned && planned->dir == dir && planned->tag == agreed &&
+                           planned->step == s.steps_taken &&
+                           planned->batches + 1 == s.batches_trained;
+  const double plan_seconds = during_step ? planned->plan_seconds : 0.0;
+  if (!during_step) {
+    planned.reset();
+    if (leader) checkpoint::begin_save(dir, agreed);
+    comm.barrier();
+  }
 
   // Every rank reports, failed or not, so that no rank waits for one that stopped.
   const fs::path partial = checkpoint::partial_directory(dir, agreed);
@@ -267,11 +333,18 @@ CheckpointInfo Engine::save_checkpoint(const fs::path& dir, const std::string& t
   std::exception_ptr failure;
   if (comm.rank() < s.layout.world_size()) {
     try {
-      files = s.write_states(partial);
+      if (!during_step) {
+        files = s.write_states(partial);
+      } else if (planned->failure) {
+        std::rethrow_exception(planned->failure);
+      } else {
+        files = planned->writer->finish();
+      }
     } catch (...) {
       failure = std::current_exception();
     }
   }
+  planned.reset();
   std::vector<std::int64_t> records = s.gather_file_records(files, failure != nullptr);
   if (failure) std::rethrow_exception(failure);
 
@@ -279,6 +352,7 @@ CheckpointInfo Engine::save_checkpoint(const fs::path& dir, const std::string& t
   info.path = dir / agreed;
   info.step = s.steps_taken;
   info.batches = s.batches_trained;
+  info.during_step = during_step;
   for (const ManifestFile& file : files)
     info.bytes += file.bytes;
   if (leader) {
@@ -290,7 +364,7 @@ CheckpointInfo Engine::save_checkpoint(const fs::path& dir, const std::string& t
   }
   comm.barrier();  // no rank goes on before the checkpoint is in place
   s.last_checkpoint = info.path;
-  info.seconds = seconds_since(started);
+  info.seconds = plan_seconds + seconds_since(started);
   return info;
 }
 

@@ -4,17 +4,21 @@
 // step) and engine_checkpoint.cpp (save and load). Not installed, not for other code.
 
 #include <cstdint>
+#include <exception>
 #include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "aio/engine.h"
 #include "engine/checkpoint/manifest.h"
 #include "engine/checkpoint/shard_pieces.h"
 #include "engine/checkpoint/shard_reader.h"
+#include "engine/checkpoint/shard_writer.h"
 #include "engine/checkpoint/state_stream.h"
 #include "engine/engine.h"
 #include "engine/memory/nvme_store.h"
@@ -44,6 +48,31 @@ ParamCopy storage_type(const Config& config);
 gpu::DataType to_data_type(ParamCopy copy);
 // `values` in the storage type of `copy` (fp32 as they are), at `out`.
 void to_storage(ParamCopy copy, std::span<const float> values, std::byte* out);
+
+// A checkpoint the next step saves while its optimizer steps the states (Engine::plan_checkpoint,
+// engine_checkpoint.cpp): each sub-group goes to the checkpoint's files from the memory it was
+// stepped in, so states on NVMe are not read from swap a second time for the save.
+struct PlannedSave {
+  // The save's own aio engine, as save_checkpoint's (the run's aio settings and the faults a
+  // test planted for checkpoints).
+  PlannedSave(std::filesystem::path dir_in, std::string tag_in, const Config& config,
+              const aio::FaultPlan& faults);
+
+  std::filesystem::path dir;
+  std::string tag;  // as every rank agreed on it
+  aio::Engine io;
+  std::optional<checkpoint::ShardWriter> writer;  // on ranks that hold a shard
+  // The step that may make it: the one that trains batch `batches` + 1 (batches_trained when
+  // planned). Once it stepped every sub-group into the writer, `step` is its steps_taken.
+  std::int64_t batches = 0;
+  std::int64_t step = -1;
+  // The checkpoint disk's error (the step itself goes on: its states are intact).
+  std::exception_ptr failure;
+  double plan_seconds = 0;  // plan_checkpoint's own time (the files created and allocated)
+
+  // Writes one stepped sub-group; an error is kept for save_checkpoint and ends the writing.
+  void write(const zero::OptimizerOffload::SubGroupStates& states) noexcept;
+};
 
 // One rank's share of ZeRO (docs/architecture.md, "One training step"): the parameter tier holds
 // the rank's 16-bit shards, the coordinator gathers whole modules for compute, the reducer turns
@@ -101,6 +130,8 @@ struct Engine::State {
   std::string unusable;
   // The checkpoint this run last saved or loaded, for the resume advice of a failed step.
   std::filesystem::path last_checkpoint;
+  // The save plan_checkpoint asked the next step to make; null when none.
+  std::unique_ptr<PlannedSave> planned_save;
 
   gpu::Stream& stream() { return runtime.device.compute_stream(); }
   int shard_rank() const { return layout.world_size() > 1 ? runtime.comm.rank() : 0; }
@@ -140,6 +171,8 @@ struct Engine::State {
   std::vector<checkpoint::ManifestFile> files_from_records(
       const std::vector<std::int64_t>& records) const;
   std::vector<checkpoint::ManifestFile> write_states(const std::filesystem::path& directory);
+  // The visitor that hands the planned save each sub-group the step steps (empty when none).
+  zero::OptimizerOffload::StatesVisitor planned_save_writer();
   std::int64_t read_states(const checkpoint::ShardReader& reader);
 };
 

@@ -76,8 +76,10 @@ void save(engine::Engine& engine, const engine::Config& config, std::int64_t ste
   const engine::CheckpointInfo info = engine.save_checkpoint(config.checkpoint.dir, tag_for(step));
   if (!leader) return;
   base::logger("tools").info(
-      "saved {} (step {}): {} in {:.2f} s{}", info.path.string(), step,
-      base::format_bytes(static_cast<double>(info.bytes)), info.seconds,
+      "saved {} (step {}): {} {} {:.2f} s{}", info.path.string(), step,
+      base::format_bytes(static_cast<double>(info.bytes)),
+      info.during_step ? "written during the step's optimizer pass, and outside it in" : "in",
+      info.seconds,
       info.pruned > 0 ? fmt::format(", {} older removed", info.pruned) : std::string());
 }
 
@@ -269,6 +271,12 @@ int train_on(gpu::World& world, const TrainOptions& options) {
   };
 
   const bool saving = !config.checkpoint.dir.empty();
+  // Saves every every_steps steps and after the last one (and when a signal stops the run).
+  auto save_due = [&](std::int64_t step) {
+    return saving &&
+           ((config.checkpoint.every_steps > 0 && step % config.checkpoint.every_steps == 0) ||
+            step == steps);
+  };
   auto started = std::chrono::steady_clock::now();
   double last_validation = -1;
   double step_seconds = 0;  // the steps' own time, validation left out
@@ -279,6 +287,9 @@ int train_on(gpu::World& world, const TrainOptions& options) {
     sample(data.train(), sequential, config.strata.seed, step, accumulation);
     const bool timed = leader && !options.timeline_path.empty() && step == options.timeline_step;
     if (timed) base::timeline().start();
+    // A save due after this step is made by it (with the states on NVMe, as its optimizer
+    // writes them back).
+    if (save_due(step)) engine.plan_checkpoint(config.checkpoint.dir, tag_for(step));
     engine::StepStats stats;
     try {
       stats = engine.train_batch(inputs, targets);
@@ -306,9 +317,7 @@ int train_on(gpu::World& world, const TrainOptions& options) {
     metrics.write(stats, tokens_per_s, validation);
     curve.push_back({step, stats.loss, validation});
     stopped_by = signals.requested(*comm, *device);
-    const bool every =
-        config.checkpoint.every_steps > 0 && step % config.checkpoint.every_steps == 0;
-    if (saving && (every || step == steps || stopped_by != 0)) save(engine, config, step, leader);
+    if (save_due(step) || (saving && stopped_by != 0)) save(engine, config, step, leader);
     if (stopped_by != 0) break;
   }
   progress.finish();

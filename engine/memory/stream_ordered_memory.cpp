@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "base/assert.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "base/timeline.h"
@@ -42,8 +43,9 @@ gpu::DeviceBuffer StreamOrderedMemory::allocate(gpu::Stream& stream, std::int64_
       buffer = device_.allocate(bytes, what);
       break;
     } catch (const UserError&) {
-      if (pending_.empty()) throw;
+      if (pending_.empty() && !(reclaim_ && reclaim_())) throw;
     }
+    STRATA_ASSERT(!pending_.empty());  // a reclaimed buffer is released into pending_
     // Over the budget only because released buffers are still held: free one whose release
     // has run, else the oldest (the first the device reaches) once it has, and try again. The
     // others stay for later allocations of their sizes.

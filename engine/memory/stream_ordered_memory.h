@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string_view>
 
@@ -19,7 +20,9 @@ namespace strata::engine::memory {
 // stream that has passed its release (the modules of a transformer repeat their sizes, so after
 // the first step a step allocates nothing new), else fresh memory. Released buffers are kept for
 // their size until the budget refuses fresh memory: then they are freed, those whose release has
-// run first, then the oldest once its release has run, until the new buffer fits.
+// run first, then the oldest once its release has run, until the new buffer fits. Past those,
+// a cache a client keeps in this memory (the gathered modules the parameter coordinator keeps for
+// reuse) gives its entries back through the reclaimer before the budget's error is let through.
 //
 // The memory in use is counted in stream order: the bytes of the buffers not released
 // (`live_bytes`), whatever the host holds for releases the device has not reached yet. That is
@@ -45,6 +48,10 @@ class StreamOrderedMemory {
   void release(gpu::Stream& stream, gpu::DeviceBuffer buffer);
   // Frees every pending buffer, waiting for its stream.
   void drain();
+  // Called when the budget has no room and no released buffer is left to free: it releases one
+  // buffer a client keeps only as a cache (through release()) and returns true, or returns false
+  // when it has none. One at a time; an empty function unsets it.
+  void set_reclaimer(std::function<bool()> reclaim) { reclaim_ = std::move(reclaim); }
 
   // Device memory in use in stream order: what the device holds, less the released buffers
   // still held for their streams; and its highest value since reset_peak().
@@ -71,6 +78,7 @@ class StreamOrderedMemory {
   std::int64_t peak_ = 0;
   std::int64_t waits_ = 0;
   std::int64_t fresh_ = 0;
+  std::function<bool()> reclaim_;
 };
 
 }  // namespace strata::engine::memory

@@ -209,11 +209,18 @@ UserError OptimizerOffload::fail(const std::exception& error, const std::string&
       fix_of(error) + "; training cannot continue from this state");
 }
 
-void OptimizerOffload::step(const StepHyperparameters& hyper, const StepIo& io) {
+void OptimizerOffload::step(const StepHyperparameters& hyper, const StepIo& io,
+                            const StatesVisitor& stepped) {
+  check_consistent();
+  STRATA_ASSERT(io.grads != nullptr);
   std::vector<int> order(sub_groups_.size());
   for (std::size_t g = 0; g < order.size(); ++g)
     order[g] = static_cast<int>(g);
-  step_sub_groups(hyper, io, order, {}, false);
+  try {
+    run_step(hyper, io, order, {}, false, stepped);
+  } catch (const std::exception& error) {
+    throw fail(error, fmt::format("optimizer step {}", hyper.step));
+  }
 }
 
 void OptimizerOffload::step(const StepHyperparameters& hyper, std::span<const float> grads,
@@ -233,7 +240,7 @@ int OptimizerOffload::step_sub_groups(const StepHyperparameters& hyper, const St
   STRATA_ASSERT(!keep_prior ||
                 static_cast<std::int64_t>(kept_.size() + order.size()) <= options_.keep_capacity);
   try {
-    return run_step(hyper, io, order, ready, keep_prior);
+    return run_step(hyper, io, order, ready, keep_prior, {});
   } catch (const std::exception& error) {
     throw fail(error, fmt::format("optimizer step {}", hyper.step));
   }
@@ -334,9 +341,14 @@ void OptimizerOffload::undo_kept(const StepHyperparameters* redo, const StepIo& 
 }
 
 int OptimizerOffload::run_step(const StepHyperparameters& hyper, const StepIo& io,
-                               std::span<const int> order, const Ready& ready, bool keep_prior) {
+                               std::span<const int> order, const Ready& ready, bool keep_prior,
+                               const StatesVisitor& visit) {
   const int n = static_cast<int>(order.size());
   int stepped = 0;
+  // bf16 states reach `visit` widened, through one sub-group of fp32 scratch.
+  aio::AlignedBuffer scratch_memory = visit ? states_scratch() : aio::AlignedBuffer();
+  const std::span<float> scratch(reinterpret_cast<float*>(scratch_memory.data()),
+                                 static_cast<std::size_t>(scratch_memory.size_bytes()) / 4);
   // A kept sub-group's new parameters wait in its slot; the others go to the sink now.
   auto step_one = [&](int g, std::span<std::byte> bytes) {
     if (keep_prior) {
@@ -346,6 +358,7 @@ int OptimizerOffload::run_step(const StepHyperparameters& hyper, const StepIo& i
     } else {
       compute_into_sink(g, bytes, hyper, io);
     }
+    if (visit) visit(states_of(g, bytes, scratch));
   };
   if (!store_) {
     for (int g : order) {

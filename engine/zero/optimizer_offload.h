@@ -83,9 +83,21 @@ class OptimizerOffload {
   OptimizerOffload(const OptimizerOffload&) = delete;
   OptimizerOffload& operator=(const OptimizerOffload&) = delete;
 
+  // One sub-group's states: its range of the partition and its fp32 regions (empty for a state
+  // the optimizer does not keep: exp_avg for Adagrad, exp_avg_sq for Lion).
+  struct SubGroupStates {
+    Range range;
+    std::span<float> params, exp_avg, exp_avg_sq;
+  };
+  using StatesVisitor = std::function<void(const SubGroupStates&)>;
+
   // One optimizer step over the whole partition, sub-group by sub-group; each one's new
-  // parameters go to io.params as soon as it is stepped.
-  void step(const StepHyperparameters& hyper, const StepIo& io);
+  // parameters go to io.params as soon as it is stepped. `stepped` (optional) sees each
+  // sub-group's new states, as visit_states hands them, in partition order, while they are
+  // still in memory (on NVMe: in the pool buffer, before it is written back), which is how a
+  // checkpoint is saved within the step (Engine::plan_checkpoint). It must not throw: a throw
+  // fails the step like a swap error.
+  void step(const StepHyperparameters& hyper, const StepIo& io, const StatesVisitor& stepped = {});
   // The same with the new parameters written to `copy` (the whole partition, as `copy_type` bit
   // patterns; empty with none) (tests, benchmarks).
   void step(const StepHyperparameters& hyper, std::span<const float> grads, ParamCopy copy_type,
@@ -116,13 +128,6 @@ class OptimizerOffload {
   // Copies the fp32 masters and states out (tests); empty spans are skipped.
   void read_states(std::span<float> params, std::span<float> exp_avg, std::span<float> exp_avg_sq);
 
-  // One sub-group's states: its range of the partition and its fp32 regions (empty for a state
-  // the optimizer does not keep: exp_avg for Adagrad, exp_avg_sq for Lion).
-  struct SubGroupStates {
-    Range range;
-    std::span<float> params, exp_avg, exp_avg_sq;
-  };
-  using StatesVisitor = std::function<void(const SubGroupStates&)>;
   // Hands every sub-group's states, as fp32 (bf16 ones widened, exactly), to `visit`, in
   // partition order (a checkpoint's save). On NVMe they come through the pool's buffers, read
   // ahead while `visit` runs on the one before, so memory holds buffer_count sub-groups whatever
@@ -170,7 +175,7 @@ class OptimizerOffload {
   // UserError to throw.
   UserError fail(const std::exception& error, const std::string& doing);
   int run_step(const StepHyperparameters& hyper, const StepIo& io, std::span<const int> order,
-               const Ready& ready, bool keep_prior);
+               const Ready& ready, bool keep_prior, const StatesVisitor& stepped);
   // Steps sub-group `sub_group` (its states in `bytes`), writing its new parameters to
   // `new_params` (range.size() elements of the storage type; empty: nowhere).
   void compute(int sub_group, std::span<std::byte> bytes, const StepHyperparameters& hyper,

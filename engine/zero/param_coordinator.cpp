@@ -1,6 +1,7 @@
 #include "engine/zero/param_coordinator.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "base/assert.h"
 #include "base/log.h"
@@ -23,10 +24,12 @@ ParamCoordinator::ParamCoordinator(gpu::Ops& ops, gpu::Comm& comm, gpu::Stream& 
       options_(options),
       gathered_(static_cast<std::size_t>(layout.module_count())) {
   STRATA_ASSERT(static_cast<int>(names_.size()) == layout.module_count());
+  memory_.set_reclaimer([this] { return drop_one_kept(); });
   STRATA_ASSERT(layout.world_size() == 1 || layout.world_size() == comm.world_size());
 }
 
 ParamCoordinator::~ParamCoordinator() {
+  memory_.set_reclaimer({});
   for (int m = 0; m < layout_.module_count(); ++m)
     if (gathered_[static_cast<std::size_t>(m)].params) drop(m);
 }
@@ -111,6 +114,28 @@ void ParamCoordinator::make_room(std::int64_t elements) {
       if (entry.params && entry.users == 0 && (drop_persistent || !persistent(m))) drop(m);
     }
   }
+}
+
+bool ParamCoordinator::drop_one_kept() {
+  for (bool drop_persistent : {false, true}) {
+    int farthest = -1;
+    std::int64_t farthest_distance = -1;
+    for (int m = 0; m < layout_.module_count(); ++m) {
+      const Gathered& entry = gathered_[static_cast<std::size_t>(m)];
+      if (!entry.params || entry.users > 0 || (persistent(m) && !drop_persistent)) continue;
+      std::int64_t distance = reuse_distance(m, cursor_);
+      if (distance < 0) distance = std::numeric_limits<std::int64_t>::max();  // not used again
+      if (distance > farthest_distance) {
+        farthest = m;
+        farthest_distance = distance;
+      }
+    }
+    if (farthest >= 0) {
+      drop(farthest);
+      return true;
+    }
+  }
+  return false;
 }
 
 void ParamCoordinator::gather(int module) {

@@ -83,6 +83,10 @@ class ParamCoordinator {
   std::int64_t reuse_distance(int module, std::size_t from) const;
   bool persistent(int module) const;
   void make_room(std::int64_t elements);
+  // Drops the gathered module nobody is using that is needed again last (persistent ones only
+  // when no other is left); false when there is none. The memory's reclaimer: modules kept for
+  // reuse are a cache, and a budget with no room for what a step needs now empties it first.
+  bool drop_one_kept();
 
   gpu::Ops& ops_;
   gpu::Comm& comm_;

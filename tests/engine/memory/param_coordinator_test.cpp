@@ -46,8 +46,9 @@ constexpr std::int64_t kRange = 2 * FlatLayout::kDefaultShardAlignment;
 
 struct Fixture {
   Fixture(OffloadDevice device, CoordinatorOptions options, aio::FaultPlan faults = {},
-          const std::vector<std::vector<ParamSpec>>& specs = modules())
-      : device_(gpu::create_host_device({})),
+          const std::vector<std::vector<ParamSpec>>& specs = modules(),
+          std::int64_t device_budget_bytes = 0)
+      : device_(gpu::create_host_device({.memory_budget_bytes = device_budget_bytes})),
         ops(gpu::create_ops(*device_)),
         comm(gpu::create_comm(world(), *device_)),
         layout(specs, 1),
@@ -312,6 +313,29 @@ TEST(ParamCoordinator, MaxLiveParametersBoundsWhatIsKept) {
     f.coordinator->end_step();
     EXPECT_LE(f.coordinator->counters().peak_live_elements, options.max_live_parameters);
   }
+}
+
+// Modules kept for reuse are a cache: a budget with room for the modules in use but not for
+// every kept one drops kept ones (needed again last first) instead of failing the gather.
+TEST(ParamCoordinator, KeptModulesMakeRoomWhenTheBudgetHasNone) {
+  CoordinatorOptions options = stage3();
+  options.max_reuse_distance = std::numeric_limits<std::int64_t>::max();  // keep everything
+  const FlatLayout layout(modules(), 1);
+  std::int64_t elements = 0;
+  for (int m = 0; m < layout.module_count(); ++m)
+    elements += layout.module(m).padded_numel;
+  // Every module in fp32 fits, but not beside the 16-bit buffer the last one is gathered through.
+  Fixture f(OffloadDevice::cpu, options, {}, modules(), elements * 4);
+  for (int step = 0; step < 3; ++step) {
+    f.coordinator->begin_pass(true);
+    for (int m : {0, 1, 2, 3, 3, 2, 1, 0})
+      f.expect_values(m);
+    f.coordinator->end_step();
+  }
+  const CoordinatorCounters counters = f.coordinator->counters();
+  // Recording: 8 gathers; each followed step keeps m3 between its uses but must gather again
+  // some module it had to drop.
+  EXPECT_GT(counters.gathers, 8 + 2 * 4);
 }
 
 TEST(ParamCoordinator, InvalidateDropsEveryGatheredCopy) {

@@ -9,7 +9,9 @@
 #include <chrono>
 #include <future>
 #include <memory>
+#include <vector>
 
+#include "base/error.h"
 #include "gpu/event.h"
 #include "gpu/open_device.h"
 #include "gpu/stream.h"
@@ -134,6 +136,33 @@ TEST(StreamOrderedMemory, ReleasedBuffersAreKeptUntilTheBudgetNeedsThem) {
   gpu::DeviceBuffer d = memory.allocate(stream, 48 << 10, "d");
   EXPECT_EQ(device->bytes_in_use(), 64 << 10);  // a made room for d
   EXPECT_EQ(memory.waits(), 0);
+}
+
+// A client's cache in this memory gives buffers back through the reclaimer when the budget has
+// no room and nothing released is left; with nothing to give, the budget's error stands.
+TEST(StreamOrderedMemory, TheReclaimerEmptiesAClientsCacheBeforeTheBudgetRefuses) {
+  auto device = device_of_96_kib();
+  gpu::Stream& stream = device->compute_stream();
+  StreamOrderedMemory memory(*device);
+  std::vector<gpu::DeviceBuffer> cache;
+  for (int i = 0; i < 2; ++i)
+    cache.push_back(memory.allocate(stream, 40 << 10, "cached"));
+  int reclaimed = 0;
+  memory.set_reclaimer([&] {
+    if (cache.empty()) return false;
+    memory.release(stream, std::move(cache.back()));
+    cache.pop_back();
+    ++reclaimed;
+    return true;
+  });
+  gpu::DeviceBuffer needed = memory.allocate(stream, 48 << 10, "needed now");
+  EXPECT_EQ(reclaimed, 1);  // one cached buffer made room
+  EXPECT_EQ(device->bytes_in_use(), (40 << 10) + (48 << 10));
+  EXPECT_THROW(static_cast<void>(memory.allocate(stream, 90 << 10, "too big")), UserError);
+  EXPECT_EQ(reclaimed, 2);  // the cache went too, and still it did not fit
+  memory.set_reclaimer({});
+  memory.release(stream, std::move(needed));
+  memory.drain();
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/checkpoint/manifest.h"
 #include "tests/engine/zero/zero_test_util.h"
 
 namespace strata::engine::zero_testing {
@@ -31,11 +32,16 @@ nlohmann::json config_for(int stage, const std::string& param_device,
   return with_zero(base_config(micro_batch), zero, param_device, optimizer_device, nvme_path);
 }
 
-// Saved at step 10 and resumed: the second half of the uninterrupted run, to the bit.
-void expect_resumes_exactly(const nlohmann::json& config) {
+// Saved at step 10 (planned `plan_ahead` steps before: CheckpointPlan) and resumed: the second
+// half of the uninterrupted run, to the bit. `saves_during_step`: how many of its saves the step
+// made (TrainedRun::saves_during_step).
+void resumes_exactly(const nlohmann::json& config, int plan_ahead, int& saves_during_step) {
   const TrainedRun whole = train(config, Ranks::world, kSteps);
   TempDirectory saves(/*shared=*/true);
-  const TrainedRun first = train(config, Ranks::world, kSaveAt, 0, {saves.path(), kSaveAt, {}});
+  CheckpointPlan plan{saves.path(), kSaveAt, {}};
+  plan.plan_ahead = plan_ahead;
+  const TrainedRun first = train(config, Ranks::world, kSaveAt, 0, plan);
+  saves_during_step = first.saves_during_step;
   const TrainedRun second = train(config, Ranks::world, kSteps, 0, {{}, 0, saves.path()});
   ASSERT_EQ(first.losses.size(), static_cast<std::size_t>(kSaveAt));
   ASSERT_EQ(second.losses.size(), static_cast<std::size_t>(kSteps - kSaveAt));
@@ -53,6 +59,34 @@ void expect_resumes_exactly(const nlohmann::json& config) {
   EXPECT_EQ(differing, 0u) << "final master parameters that differ from the uninterrupted run";
 }
 
+int expect_resumes_exactly(const nlohmann::json& config, int plan_ahead = 0) {
+  int saves_during_step = -1;
+  resumes_exactly(config, plan_ahead, saves_during_step);
+  return saves_during_step;
+}
+
+// The checkpoint files of step kSaveAt, saved the usual way and planned (made by the step).
+void expect_planned_save_is_the_same(const nlohmann::json& config) {
+  TempDirectory usual(/*shared=*/true);
+  TempDirectory planned(/*shared=*/true);
+  train(config, Ranks::world, kSaveAt, 0, {usual.path(), kSaveAt, {}});
+  CheckpointPlan plan{planned.path(), kSaveAt, {}};
+  plan.plan_ahead = 1;
+  const TrainedRun run = train(config, Ranks::world, kSaveAt, 0, plan);
+  EXPECT_EQ(run.saves_during_step, 1);
+  const std::string tag = "global_step" + std::to_string(kSaveAt);
+  const checkpoint::Manifest a = checkpoint::read_manifest(usual.path() / tag);
+  const checkpoint::Manifest b = checkpoint::read_manifest(planned.path() / tag);
+  ASSERT_EQ(a.files.size(), b.files.size());
+  for (std::size_t f = 0; f < a.files.size(); ++f) {
+    EXPECT_EQ(a.files[f].name, b.files[f].name);
+    EXPECT_EQ(a.files[f].bytes, b.files[f].bytes) << a.files[f].name;
+    EXPECT_EQ(a.files[f].crc32c, b.files[f].crc32c) << a.files[f].name;
+  }
+  EXPECT_EQ(a.step, b.step);
+  EXPECT_EQ(a.batches, b.batches);
+}
+
 TEST(CheckpointResume, Stage0ResumesBitForBit) {
   expect_resumes_exactly(config_for(0, "none", "none"));
 }
@@ -65,6 +99,38 @@ TEST(CheckpointResume, Stage3WithEverythingOnNvmeResumesBitForBit) {
   TempDirectory swap;
   expect_resumes_exactly(config_for(3, "nvme", "nvme", swap.string()));
   EXPECT_TRUE(files_under(swap.path()).empty()) << "swap files left behind";
+}
+
+// With the states on NVMe the step that a save follows writes them to the checkpoint as its
+// optimizer steps them (Engine::plan_checkpoint): the files are the usual save's, byte for byte.
+TEST(CheckpointResume, ASaveMadeDuringTheStepResumesBitForBit) {
+  TempDirectory swap;
+  const nlohmann::json config = config_for(3, "nvme", "nvme", swap.string());
+  expect_planned_save_is_the_same(config);
+  EXPECT_EQ(expect_resumes_exactly(config, 1), 1);
+  EXPECT_TRUE(files_under(swap.path()).empty()) << "swap files left behind";
+}
+
+// bf16 moments and masters reach the save widened to fp32, as the usual save writes them.
+TEST(CheckpointResume, ASaveMadeDuringTheStepWidensBf16States) {
+  TempDirectory swap;
+  nlohmann::json config = config_for(3, "nvme", "nvme", swap.string());
+  config["bf16"]["bf16_master_weights_and_grads"] = true;
+  config["bf16"]["bf16_optimizer_states"] = true;
+  expect_planned_save_is_the_same(config);
+}
+
+// Where the step cannot make the save (states in CPU memory; an optimizer overlapped with
+// backward), or the plan went stale (a step went by without the save), the save is made the
+// usual way and resumes just the same.
+TEST(CheckpointResume, AnUnusablePlanSavesTheUsualWay) {
+  EXPECT_EQ(expect_resumes_exactly(config_for(2, "none", "cpu"), 1), 0);
+  TempDirectory swap;
+  nlohmann::json overlapped = config_for(3, "none", "nvme", swap.string());
+  overlapped["strata"]["overlap_optimizer"] = true;
+  EXPECT_EQ(expect_resumes_exactly(overlapped, 1), 0);
+  TempDirectory stale_swap;
+  EXPECT_EQ(expect_resumes_exactly(config_for(3, "nvme", "nvme", stale_swap.string()), 2), 0);
 }
 
 TEST(CheckpointResume, OverlappedOptimizerResumesBitForBit) {

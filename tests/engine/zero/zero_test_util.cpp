@@ -189,9 +189,17 @@ TrainedRun train(const nlohmann::json& config_json, Ranks ranks, int steps, int 
       engine.load_checkpoint(checkpoints.resume_from, checkpoints.resume_tag);
       first = static_cast<int>(engine.batches_trained()) + 1;
     }
+    const auto saves_after = [&](int step) {
+      return step == checkpoints.save_at ||
+             (checkpoints.save_every > 0 && step % checkpoints.save_every == 0);
+    };
+    const auto tag = [](int step) { return "global_step" + std::to_string(step); };
     for (int step = first; step <= steps; ++step) {
       fill_batch(step, micro_batch, accumulation, comm->rank(), comm->world_size(), m.seq_len,
                  inputs, targets);
+      const int planned = step + checkpoints.plan_ahead - 1;
+      if (checkpoints.plan_ahead > 0 && saves_after(planned))
+        engine.plan_checkpoint(checkpoints.save_dir, tag(planned));
       if (eval_every > 0 && (step - 1) % eval_every == 0)
         run.eval_losses.push_back(engine.evaluate(inputs, targets));
       const gpu::CommCounters before = comm->counters();
@@ -199,9 +207,10 @@ TrainedRun train(const nlohmann::json& config_json, Ranks ranks, int steps, int 
       run.traffic.push_back(difference(comm->counters(), before));
       run.losses.push_back(stats.loss);
       run.steps.push_back(stats);
-      const bool every = checkpoints.save_every > 0 && step % checkpoints.save_every == 0;
-      if (step == checkpoints.save_at || every)
-        engine.save_checkpoint(checkpoints.save_dir, "global_step" + std::to_string(step));
+      if (saves_after(step)) {
+        const CheckpointInfo info = engine.save_checkpoint(checkpoints.save_dir, tag(step));
+        run.saves_during_step += info.during_step ? 1 : 0;
+      }
     }
     run.params = engine.master_parameters();
   } catch (const UserError& error) {

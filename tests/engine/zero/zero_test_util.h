@@ -67,6 +67,8 @@ struct TrainedRun {
   // and the device and pinned bytes still held once the engine was gone.
   std::string error;
   std::string error_fix;
+  // Saves that the step before them made (CheckpointInfo::during_step).
+  int saves_during_step = 0;
   std::int64_t device_bytes_left = 0;
   std::int64_t pinned_bytes_left = 0;
 };
@@ -89,6 +91,10 @@ struct CheckpointPlan {
   std::filesystem::path resume_from;
   std::string resume_tag = {};  // with resume_from: that tag, not the one `latest` names
   int save_every = 0;
+  // Engine::plan_checkpoint this many steps before each save: 1, just before the step it saves
+  // after (the step makes it); 2, a step early, so that the plan goes stale and the save is made
+  // the usual way. 0: no plans.
+  int plan_ahead = 0;
   IoFaults faults = {};
   bool stop_on_error = false;
 };
