@@ -504,6 +504,13 @@ StepStats Engine::train_batch(std::span<const std::int32_t> inputs,
     if (s.overlap) s.overlap->abandon();
     s.forget_copy_errors();
     if (!s.inconsistent()) throw;
+    if (!s.unverified_load.empty()) {
+      // The states the step read from the checkpoint it was loaded from failed (a read, its
+      // CRC32C): that checkpoint is not one to resume from, and the error's fix says so.
+      s.unusable = fmt::format("loading {} failed in the first step: {}",
+                               s.unverified_load.string(), error.what());
+      throw UserError(s.unusable, error.fix(), error.exit_status());
+    }
     // The states are lost: say where the run can be resumed from, keeping the cause's own fix.
     throw UserError(error.what(), fmt::format("{}; then {}", error.fix(), s.resume_advice()),
                     error.exit_status());

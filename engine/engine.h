@@ -77,8 +77,11 @@ struct CheckpointInfo {
   std::int64_t bytes = 0;      // this rank's bytes written (save) or checked and read (load)
   double seconds = 0;
   int pruned = 0;  // older checkpoints removed after the save (keep_last)
-  // The states went to the checkpoint during the step's optimizer pass (plan_checkpoint);
-  // `seconds` is then what the save took outside that step (planning and finishing).
+  // The states go to or come from the checkpoint during a step's optimizer pass: a save the
+  // step made (plan_checkpoint; `seconds` is then what the save took outside that step), or a
+  // load on NVMe that read the masters for the parameters and leaves the optimizer's states to
+  // the first step (`bytes` and `seconds` are then the masters'; their CRC32Cs are checked at
+  // the end of that step's optimizer pass).
   bool during_step = false;
 };
 
@@ -123,6 +126,10 @@ class Engine {
   // before changing anything, a checkpoint of another model or optimizer, or one whose files are
   // missing, truncated or fail their CRC32C, naming the file (and tensor) and the fix. An error
   // part way through the copy (a disk failing) leaves the engine refusing every later call.
+  // With the optimizer states on NVMe only the masters are read here (for the parameters); the
+  // first step reads the optimizer's states from the checkpoint where it would read them from
+  // swap, and a read error or CRC32C mismatch there fails that step, naming the file, and
+  // leaves the engine refusing every later call (CheckpointInfo::during_step).
   CheckpointInfo load_checkpoint(const std::filesystem::path& dir, const std::string& tag = "");
 
   const zero::FlatLayout& layout() const;

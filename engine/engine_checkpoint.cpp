@@ -77,6 +77,46 @@ void fill_range(checkpoint::StateStream& stream, checkpoint::PieceCursor& cursor
   zero_up_to(range.end);
 }
 
+// The optimizer states a load leaves to the first step (OptimizerOffload::fill_states_later):
+// a second pass over the checkpoint's files, each state in partition order, verified at the end.
+struct LaterLoad {
+  LaterLoad(std::shared_ptr<const checkpoint::ShardReader> reader_in, const Config& config,
+            const aio::FaultPlan& faults, std::vector<checkpoint::Piece> pieces_in,
+            const std::vector<std::string>& states)
+      : reader(std::move(reader_in)),
+        io(checkpoint_io(config, faults)),
+        pieces(std::move(pieces_in)) {
+    for (const std::string& name : states) {
+      streams.emplace(name, std::make_unique<checkpoint::StateStream>(io, *reader, name));
+      cursors.emplace(name, checkpoint::PieceCursor(pieces));
+    }
+  }
+
+  void fill(const zero::OptimizerOffload::SubGroupStates& states) {
+    fill_range(*streams.at(checkpoint::kMasterState), cursors.at(checkpoint::kMasterState),
+               states.range, states.params);
+    if (!states.exp_avg.empty()) {
+      fill_range(*streams.at(checkpoint::kExpAvgState), cursors.at(checkpoint::kExpAvgState),
+                 states.range, states.exp_avg);
+    }
+    if (!states.exp_avg_sq.empty()) {
+      fill_range(*streams.at(checkpoint::kExpAvgSqState), cursors.at(checkpoint::kExpAvgSqState),
+                 states.range, states.exp_avg_sq);
+    }
+  }
+
+  void finish() {
+    for (auto& [name, stream] : streams)
+      stream->finish();
+  }
+
+  std::shared_ptr<const checkpoint::ShardReader> reader;
+  aio::Engine io;
+  std::vector<checkpoint::Piece> pieces;  // the cursors walk them
+  std::map<std::string, std::unique_ptr<checkpoint::StateStream>> streams;
+  std::map<std::string, checkpoint::PieceCursor> cursors;
+};
+
 }  // namespace
 
 PlannedSave::PlannedSave(fs::path dir_in, std::string tag_in, const Config& config,
@@ -377,9 +417,9 @@ CheckpointInfo Engine::load_checkpoint(const fs::path& dir, const std::string& t
   const fs::path where = checkpoint::resolve_checkpoint(tag.empty() ? dir : dir / tag);
   // Everything that can be judged without reading the states is, before anything changes: the
   // manifest, every file's presence, size and header, the model and the optimizer.
-  const checkpoint::ShardReader reader(where);
-  const checkpoint::Manifest& manifest = reader.manifest();
-  reader.check_model(s.layout.all_tensors());
+  const auto reader = std::make_shared<const checkpoint::ShardReader>(where);
+  const checkpoint::Manifest& manifest = reader->manifest();
+  reader->check_model(s.layout.all_tensors());
   const std::string optimizer = to_string(s.config.optimizer.type);
   if (manifest.optimizer != optimizer) {
     throw UserError(
@@ -394,6 +434,8 @@ CheckpointInfo Engine::load_checkpoint(const fs::path& dir, const std::string& t
   CheckpointInfo info;
   try {
     info.bytes = s.read_states(reader);
+    info.during_step = s.offload && s.offload->fills_later();
+    if (info.during_step) s.unverified_load = where;
   } catch (const std::exception& error) {
     // The states are partly the checkpoint's now: this engine must not train on them.
     s.unusable = fmt::format("loading {} failed part way: {}", where.string(), error.what());
@@ -422,13 +464,51 @@ CheckpointInfo Engine::load_checkpoint(const fs::path& dir, const std::string& t
 
 // The new partition's states, piece by piece, each file read once and its CRC32C checked at the
 // end; the parameter tier is made from the masters. Returns the bytes read.
-std::int64_t Engine::State::read_states(const checkpoint::ShardReader& reader) {
-  const std::vector<checkpoint::Piece> pieces = checkpoint::shard_pieces(layout, shard_rank());
+//
+// With the optimizer states on NVMe only the masters are read now, for the parameter tier: the
+// optimizer's states are read again by the first step, where it would have read them from swap
+// (OptimizerOffload::fill_states_later), so that they reach the swap file once, stepped, instead
+// of being written now and read back at once.
+std::int64_t Engine::State::read_states(std::shared_ptr<const checkpoint::ShardReader> reader) {
+  std::vector<checkpoint::Piece> pieces = checkpoint::shard_pieces(layout, shard_rank());
+  if (offload && offload->store() != nullptr && !overlap) {
+    std::int64_t bytes = 0;
+    {
+      aio::Engine io = checkpoint_io(config, runtime.faults.checkpoint);
+      checkpoint::StateStream masters(io, *reader, checkpoint::kMasterState);
+      checkpoint::PieceCursor cursor(pieces);
+      const std::int64_t element = gpu::size_bytes(storage);
+      std::vector<float> chunk(static_cast<std::size_t>(kDeviceStateChunk));
+      for (const zero::Range& sub_group : offload->sub_groups()) {
+        std::span<std::byte> shards = tier->values(sub_group);
+        for (std::int64_t begin = sub_group.begin; begin < sub_group.end;
+             begin += kDeviceStateChunk) {
+          const zero::Range range{begin, std::min(sub_group.end, begin + kDeviceStateChunk)};
+          std::span<float> values = std::span(chunk).first(static_cast<std::size_t>(range.size()));
+          fill_range(masters, cursor, range, values);
+          to_storage(copy_type, values, shards.data() + (begin - sub_group.begin) * element);
+        }
+        tier->commit(sub_group);
+      }
+      masters.finish();
+      bytes = masters.bytes_read();
+    }
+    coordinator->invalidate();
+    auto later = std::make_shared<LaterLoad>(std::move(reader), config, runtime.faults.checkpoint,
+                                             std::move(pieces), state_names());
+    offload->fill_states_later(
+        [later](const zero::OptimizerOffload::SubGroupStates& states) { later->fill(states); },
+        [this, later] {
+          later->finish();
+          unverified_load.clear();
+        });
+    return bytes;
+  }
   aio::Engine io = checkpoint_io(config, runtime.faults.checkpoint);
   std::map<std::string, std::unique_ptr<checkpoint::StateStream>> streams;
   std::map<std::string, checkpoint::PieceCursor> cursors;
   for (const std::string& name : state_names()) {
-    streams.emplace(name, std::make_unique<checkpoint::StateStream>(io, reader, name));
+    streams.emplace(name, std::make_unique<checkpoint::StateStream>(io, *reader, name));
     cursors.emplace(name, checkpoint::PieceCursor(pieces));
   }
   load_states([&](const std::string& state, zero::Range range, std::span<float> out) {

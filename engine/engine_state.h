@@ -130,6 +130,9 @@ struct Engine::State {
   std::string unusable;
   // The checkpoint this run last saved or loaded, for the resume advice of a failed step.
   std::filesystem::path last_checkpoint;
+  // A checkpoint whose optimizer states the first step reads (load_checkpoint on NVMe), until
+  // they are verified; empty when none.
+  std::filesystem::path unverified_load;
   // The save plan_checkpoint asked the next step to make; null when none.
   std::unique_ptr<PlannedSave> planned_save;
 
@@ -173,7 +176,7 @@ struct Engine::State {
   std::vector<checkpoint::ManifestFile> write_states(const std::filesystem::path& directory);
   // The visitor that hands the planned save each sub-group the step steps (empty when none).
   zero::OptimizerOffload::StatesVisitor planned_save_writer();
-  std::int64_t read_states(const checkpoint::ShardReader& reader);
+  std::int64_t read_states(std::shared_ptr<const checkpoint::ShardReader> reader);
 };
 
 }  // namespace strata::engine

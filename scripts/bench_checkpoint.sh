@@ -14,8 +14,11 @@
 # step after the checkpoint, which is the last). With the states on NVMe the third step makes the
 # save as its optimizer writes the states back (Engine::plan_checkpoint), so the save's time is
 # what it took outside the step (its log line) plus what it added to the step: that step's time
-# less the third step's time in a run of the same three steps that saves nothing. Otherwise, and
-# for the load, the times are the engine's own, from its log lines.
+# less the third step's time in a run of the same three steps that saves nothing. A load with the
+# states on NVMe reads the masters (for the parameters) and leaves the optimizer's states to the
+# first step, which reads them from the checkpoint where it would read them from swap: its time is
+# the load's own plus what it added to that step (the fourth, against the plain run's third).
+# Otherwise the times are the engine's own, from its log lines.
 # fio (ioengine=io_uring, O_DIRECT) then writes and reads as many bytes as the checkpoint
 # holds, in 1 MiB blocks at queue depth 32 (the config's aio block_size and queue_depth), one file
 # per state as the checkpoint has, and "copies" them: reads one set of files while writing
@@ -122,34 +125,41 @@ print(moved/(seconds/1000)/1e9)"
 
 drop_caches() { sync; echo 1 > /proc/sys/vm/drop_caches 2> /dev/null || true; }
 
-# The seconds of step 3 in a metrics file.
-step3_seconds() { python3 -c "import json,sys; print(json.loads(open(sys.argv[1]).read().splitlines()[2])['seconds'])" "$1"; }
+# The seconds of the metrics file's line N (from 1).
+step_seconds() { python3 -c "import json,sys; print(json.loads(open(sys.argv[1]).read().splitlines()[int(sys.argv[2]) - 1])['seconds'])" "$1" "$2"; }
 
 per_file=$((bytes / files))
-save_s=(); load_s=(); fio_w=(); fio_r=(); fio_c=(); step_plain=(); step_saving=()
+save_s=(); load_s=(); fio_w=(); fio_r=(); fio_c=(); step_plain=(); step_saving=(); step_loaded=()
 for ((run = 1; run <= runs; ++run)); do
   rm -rf "$ckpt" "$work"/*.jsonl
   "$strata" train --config "$config" --steps 3 --metrics "$work/plain.jsonl" --out "$work/out" 2> "$work/plain.log" > /dev/null
   "$strata" train --config "$config" --steps 3 --save-dir "$ckpt" --metrics "$work/saving.jsonl" \
     --out "$work/out" 2> "$work/save.log" > /dev/null
   saved=$(seconds_of 'saved ' "$work/save.log")
-  step_plain+=("$(step3_seconds "$work/plain.jsonl")")
-  step_saving+=("$(step3_seconds "$work/saving.jsonl")")
+  step_plain+=("$(step_seconds "$work/plain.jsonl" 3)")
+  step_saving+=("$(step_seconds "$work/saving.jsonl" 3)")
   if grep -q "written during the step" "$work/save.log"; then
     save_s+=("$(python3 -c "print($saved + ${step_saving[-1]} - ${step_plain[-1]})")")
   else
     save_s+=("$saved")
   fi
   drop_caches
-  "$strata" train --config "$config" --steps 3 --resume "$ckpt" --out "$work/out" 2> "$work/load.log" > /dev/null
-  load_s+=("$(seconds_of 'resumed from' "$work/load.log")")
+  "$strata" train --config "$config" --steps 4 --resume "$ckpt" --metrics "$work/loaded.jsonl" \
+    --out "$work/out" 2> "$work/load.log" > /dev/null
+  loaded=$(seconds_of 'resumed from' "$work/load.log")
+  step_loaded+=("$(step_seconds "$work/loaded.jsonl" 1)")
+  if grep -q "read by the first step" "$work/load.log"; then
+    load_s+=("$(python3 -c "print($loaded + ${step_loaded[-1]} - ${step_plain[-1]})")")
+  else
+    load_s+=("$loaded")
+  fi
   fio_w+=("$(fio_gbs write "$work/fio")")
   drop_caches
   fio_r+=("$(fio_gbs read "$work/fio")")
   drop_caches
   fio_c+=("$(fio_gbs copy "$work/fio")")
   rm -rf "$work/fio"
-  echo "run $run: save ${save_s[-1]} s (step 3: ${step_saving[-1]} s saving, ${step_plain[-1]} s not; outside it ${saved} s), load ${load_s[-1]} s; fio GB/s: write ${fio_w[-1]}, read ${fio_r[-1]}, copy ${fio_c[-1]}"
+  echo "run $run: save ${save_s[-1]} s (step 3: ${step_saving[-1]} s saving, ${step_plain[-1]} s not; outside it ${saved} s), load ${load_s[-1]} s (itself ${loaded} s, the step after it ${step_loaded[-1]} s); fio GB/s: write ${fio_w[-1]}, read ${fio_r[-1]}, copy ${fio_c[-1]}"
 done
 
 save=$(printf '%s\n' "${save_s[@]}" | median)

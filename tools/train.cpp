@@ -89,10 +89,11 @@ std::int64_t resume(engine::Engine& engine, const std::string& from, bool leader
   const engine::CheckpointInfo info = engine.load_checkpoint(from);
   if (leader) {
     base::logger("tools").info(
-        "resumed from {} (step {}): {} verified and read in {:.2f} s; "
-        "continuing with batch {}",
+        "resumed from {} (step {}): {} verified and read in {:.2f} s{}; continuing with batch {}",
         info.path.string(), info.step, base::format_bytes(static_cast<double>(info.bytes)),
-        info.seconds, info.batches + 1);
+        info.seconds,
+        info.during_step ? " (the masters; the optimizer's states are read by the first step)" : "",
+        info.batches + 1);
   }
   return info.batches;
 }

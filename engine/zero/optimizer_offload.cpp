@@ -217,9 +217,48 @@ void OptimizerOffload::step(const StepHyperparameters& hyper, const StepIo& io,
   for (std::size_t g = 0; g < order.size(); ++g)
     order[g] = static_cast<int>(g);
   try {
+    if (later_fill_ && store_) {
+      // Each sub-group is filled where the step would have read it, stepped and written once.
+      const StatesVisitor fill = std::exchange(later_fill_, {});
+      const std::function<void()> finished = std::exchange(later_finished_, {});
+      aio::AlignedBuffer scratch_memory = stepped ? states_scratch() : aio::AlignedBuffer();
+      const std::span<float> scratch(reinterpret_cast<float*>(scratch_memory.data()),
+                                     static_cast<std::size_t>(scratch_memory.size_bytes()) / 4);
+      fill_and_write(fill, [&](int g, std::span<std::byte> bytes) {
+        compute_into_sink(g, bytes, hyper, io);
+        if (stepped) stepped(states_of(g, bytes, scratch));
+      });
+      if (finished) finished();
+      return;
+    }
     run_step(hyper, io, order, {}, false, stepped);
   } catch (const std::exception& error) {
     throw fail(error, fmt::format("optimizer step {}", hyper.step));
+  }
+}
+
+void OptimizerOffload::fill_states_later(StatesVisitor fill, std::function<void()> finished) {
+  check_consistent();
+  later_fill_ = {};
+  later_finished_ = {};
+  if (!store_) {
+    fill_states(fill);
+    if (finished) finished();
+    return;
+  }
+  later_fill_ = std::move(fill);
+  later_finished_ = std::move(finished);
+}
+
+void OptimizerOffload::fill_pending() {
+  if (!later_fill_) return;
+  const StatesVisitor fill = std::exchange(later_fill_, {});
+  const std::function<void()> finished = std::exchange(later_finished_, {});
+  try {
+    fill_states(fill);
+    if (finished) finished();
+  } catch (const std::exception& error) {
+    throw fail(error, "filling the optimizer states");
   }
 }
 
@@ -234,6 +273,7 @@ int OptimizerOffload::step_sub_groups(const StepHyperparameters& hyper, const St
                                       std::span<const int> order, const Ready& ready,
                                       bool keep_prior) {
   check_consistent();
+  fill_pending();
   STRATA_ASSERT(io.grads != nullptr);
   STRATA_ASSERT(!keep_prior ||
                 options_.keep_param_bytes_per_element == param_bytes_per_element(io.copy_type));
@@ -515,6 +555,7 @@ void OptimizerOffload::narrow_into(int sub_group, const SubGroupStates& states,
 
 void OptimizerOffload::visit_states(const StatesVisitor& visit) {
   check_consistent();
+  fill_pending();
   const int count = static_cast<int>(sub_groups_.size());
   // bf16 states reach the visitor widened, through one sub-group of fp32 scratch.
   aio::AlignedBuffer scratch_memory = states_scratch();
@@ -563,6 +604,12 @@ void OptimizerOffload::visit_states(const StatesVisitor& visit) {
 
 void OptimizerOffload::fill_states(const StatesVisitor& fill) {
   check_consistent();
+  later_fill_ = {};  // replaced
+  later_finished_ = {};
+  fill_and_write(fill, {});
+}
+
+void OptimizerOffload::fill_and_write(const StatesVisitor& fill, const FilledSubGroup& then) {
   const int count = static_cast<int>(sub_groups_.size());
   // `fill` writes every element of the regions; only the padding after each region is zeroed
   // here, so that the swap file holds no stale bytes of another sub-group. bf16 states are
@@ -575,6 +622,7 @@ void OptimizerOffload::fill_states(const StatesVisitor& fill) {
     const SubGroupStates states = states_of(g, bytes, scratch);
     fill(states);
     narrow_into(g, states, bytes);
+    if (then) then(g, bytes);
   };
   if (!store_) {
     for (int g = 0; g < count; ++g)

@@ -139,6 +139,16 @@ class OptimizerOffload {
   // rounded. On NVMe each is written back while `fill` runs on the next, through the pool's
   // buffers. A failed write leaves the states inconsistent (every later call refuses).
   void fill_states(const StatesVisitor& fill);
+  // fill_states, later (a checkpoint's load on NVMe): on NVMe each sub-group is filled by the
+  // next step() as its optimizer reaches it, so the states go to the swap file once, stepped,
+  // instead of being written now and read back by that step; any other call that needs them
+  // (visit_states, read_states, step_sub_groups) fills them all first. `fill` is called in
+  // partition order, the sub-groups' fp32 masters included, and must stay callable until then;
+  // `finished` runs once the last sub-group is filled (the load checks its CRC32Cs) and may
+  // throw. A throw of either fails that call and leaves the states inconsistent (they are partly
+  // the source's). On CPU the states are filled now. A later fill_states replaces a pending one.
+  void fill_states_later(StatesVisitor fill, std::function<void()> finished);
+  bool fills_later() const noexcept { return static_cast<bool>(later_fill_); }
 
   std::int64_t partition_numel() const noexcept { return numel_; }
   const std::vector<Range>& sub_groups() const noexcept { return sub_groups_; }
@@ -170,6 +180,12 @@ class OptimizerOffload {
   // Zeroes the padding after each region of the extent.
   void zero_padding(int sub_group, std::span<std::byte> bytes) const;
   aio::AlignedBuffer states_scratch() const;
+  // The NVMe loop of fill_states: each sub-group filled into a pool buffer, then handed to
+  // `then` (a step, or nothing), then written back while the next is filled.
+  using FilledSubGroup = std::function<void(int sub_group, std::span<std::byte> bytes)>;
+  void fill_and_write(const StatesVisitor& fill, const FilledSubGroup& then);
+  // A pending fill_states_later, done now (every call but step() that needs the states).
+  void fill_pending();
   void check_consistent() const;
   // Marks the state inconsistent with `error` (which happened while `doing`) and returns the
   // UserError to throw.
@@ -216,6 +232,9 @@ class OptimizerOffload {
   aio::AlignedBuffer kept_states_;
   aio::AlignedBuffer kept_params_;
   std::vector<int> kept_;
+  // fill_states_later's source and its end, until a step or fill_pending takes them.
+  StatesVisitor later_fill_;
+  std::function<void()> later_finished_;
 };
 
 }  // namespace strata::engine::zero

@@ -111,6 +111,28 @@ TEST(CheckpointResume, ASaveMadeDuringTheStepResumesBitForBit) {
   EXPECT_TRUE(files_under(swap.path()).empty()) << "swap files left behind";
 }
 
+// Loaded with the states on NVMe, the masters are read for the parameters and the optimizer's
+// states by the first step, where it would read them from swap: that step reads the swap for the
+// parameters and gradients alone, and writes what a step writes. Asked for before any step (the
+// masters of a run that trains no further), the states are read then.
+TEST(CheckpointResume, ALoadOnNvmeLeavesTheOptimizerStatesToTheFirstStep) {
+  TempDirectory swap;
+  const nlohmann::json config = config_for(3, "nvme", "nvme", swap.string());
+  const TrainedRun whole = train(config, Ranks::world, kSteps);
+  TempDirectory saves(/*shared=*/true);
+  const TrainedRun first = train(config, Ranks::world, kSaveAt, 0, {saves.path(), kSaveAt, {}});
+  const TrainedRun second = train(config, Ranks::world, kSaveAt + 1, 0, {{}, 0, saves.path()});
+  ASSERT_EQ(second.steps.size(), 1u);
+  const StepStats& after_load = second.steps[0];
+  const StepStats& usual = whole.steps[kSaveAt];
+  EXPECT_EQ(after_load.loss, usual.loss);
+  EXPECT_LT(after_load.bytes_nvme_read, usual.bytes_nvme_read);
+  EXPECT_EQ(after_load.bytes_nvme_write, usual.bytes_nvme_write);
+  const TrainedRun idle = train(config, Ranks::world, kSaveAt, 0, {{}, 0, saves.path()});
+  EXPECT_TRUE(idle.losses.empty());
+  EXPECT_TRUE(idle.params == first.params) << "masters read before any step";
+}
+
 // bf16 moments and masters reach the save widened to fp32, as the usual save writes them.
 TEST(CheckpointResume, ASaveMadeDuringTheStepWidensBf16States) {
   TempDirectory swap;
