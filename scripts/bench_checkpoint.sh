@@ -9,16 +9,17 @@
 # DIR is on the disk under test and needs about 24 bytes per parameter free (swap files, the
 # checkpoint, the export). The model: a GPT of --layers x --d-model (18 x 1536: 511M parameters)
 # under ZeRO-3 with parameters and optimizer states on NVMe in DIR (--optimizer cpu: the states
-# in CPU memory, so that a save only writes and a load only reads the disk). Three `strata train`
-# steps, then a save (`--save-dir`); a second `strata train --resume` only loads (it starts at the
-# step after the checkpoint, which is the last). With the states on NVMe the third step makes the
-# save as its optimizer writes the states back (Engine::plan_checkpoint), so the save's time is
-# what it took outside the step (its log line) plus what it added to the step: that step's time
-# less the third step's time in a run of the same three steps that saves nothing. A load with the
-# states on NVMe reads the masters (for the parameters) and leaves the optimizer's states to the
-# first step, which reads them from the checkpoint where it would read them from swap: its time is
-# the load's own plus what it added to that step (the fourth, against the plain run's third).
-# Otherwise the times are the engine's own, from its log lines.
+# in CPU memory, so that a save only writes and a load only reads the disk). Five `strata train`
+# steps saving after the third and the fifth (`--save-dir`, `--save-every 3`); a second `strata
+# train --resume` loads the fifth's checkpoint and trains one step. With the states on NVMe the
+# third step makes its save as its optimizer writes the states back (Engine::plan_checkpoint), so
+# the save's time is what it took outside the step (its log line) plus what it added to the step:
+# that step's time less the mean of the second's and the fourth's. A load with the states on NVMe
+# reads the masters (for the parameters) and leaves the optimizer's states to the first step,
+# which reads them from the checkpoint where it would read them from swap: its time is the load's
+# own plus what it added to that step, against the first run's first step (a run's first step
+# also records the order of its modules and allocates). Otherwise the times are the engine's own,
+# from its log lines.
 # fio (ioengine=io_uring, O_DIRECT) then writes and reads as many bytes as the checkpoint
 # holds, in 1 MiB blocks at queue depth 32 (the config's aio block_size and queue_depth), one file
 # per state as the checkpoint has, and "copies" them: reads one set of files while writing
@@ -127,29 +128,30 @@ drop_caches() { sync; echo 1 > /proc/sys/vm/drop_caches 2> /dev/null || true; }
 
 # The seconds of the metrics file's line N (from 1).
 step_seconds() { python3 -c "import json,sys; print(json.loads(open(sys.argv[1]).read().splitlines()[int(sys.argv[2]) - 1])['seconds'])" "$1" "$2"; }
+calc() { python3 -c "print($1)"; }
 
 per_file=$((bytes / files))
-save_s=(); load_s=(); fio_w=(); fio_r=(); fio_c=(); step_plain=(); step_saving=(); step_loaded=()
+save_s=(); load_s=(); fio_w=(); fio_r=(); fio_c=()
 for ((run = 1; run <= runs; ++run)); do
   rm -rf "$ckpt" "$work"/*.jsonl
-  "$strata" train --config "$config" --steps 3 --metrics "$work/plain.jsonl" --out "$work/out" 2> "$work/plain.log" > /dev/null
-  "$strata" train --config "$config" --steps 3 --save-dir "$ckpt" --metrics "$work/saving.jsonl" \
-    --out "$work/out" 2> "$work/save.log" > /dev/null
-  saved=$(seconds_of 'saved ' "$work/save.log")
-  step_plain+=("$(step_seconds "$work/plain.jsonl" 3)")
-  step_saving+=("$(step_seconds "$work/saving.jsonl" 3)")
-  if grep -q "written during the step" "$work/save.log"; then
-    save_s+=("$(python3 -c "print($saved + ${step_saving[-1]} - ${step_plain[-1]})")")
+  # Five steps saving after the third and the fifth: the third against its neighbours.
+  "$strata" train --config "$config" --steps 5 --save-every 3 --save-dir "$ckpt" \
+    --metrics "$work/saving.jsonl" --out "$work/out" 2> "$work/save.log" > /dev/null
+  saved=$(grep 'saved .*(step 3)' "$work/save.log" | sed -E 's/.* in ([0-9.]+) s.*/\1/')
+  for s in 1 2 3 4; do declare "t$s=$(step_seconds "$work/saving.jsonl" $s)"; done
+  if grep -q "(step 3).*written during the step" "$work/save.log"; then
+    save_s+=("$(calc "$saved + $t3 - ($t2 + $t4) / 2")")
   else
     save_s+=("$saved")
   fi
   drop_caches
-  "$strata" train --config "$config" --steps 4 --resume "$ckpt" --metrics "$work/loaded.jsonl" \
+  # The latest checkpoint is step 5's; the resumed run's one step is its first.
+  "$strata" train --config "$config" --steps 6 --resume "$ckpt" --metrics "$work/loaded.jsonl" \
     --out "$work/out" 2> "$work/load.log" > /dev/null
   loaded=$(seconds_of 'resumed from' "$work/load.log")
-  step_loaded+=("$(step_seconds "$work/loaded.jsonl" 1)")
+  t_loaded=$(step_seconds "$work/loaded.jsonl" 1)
   if grep -q "read by the first step" "$work/load.log"; then
-    load_s+=("$(python3 -c "print($loaded + ${step_loaded[-1]} - ${step_plain[-1]})")")
+    load_s+=("$(calc "$loaded + $t_loaded - $t1")")
   else
     load_s+=("$loaded")
   fi
@@ -159,7 +161,9 @@ for ((run = 1; run <= runs; ++run)); do
   drop_caches
   fio_c+=("$(fio_gbs copy "$work/fio")")
   rm -rf "$work/fio"
-  echo "run $run: save ${save_s[-1]} s (step 3: ${step_saving[-1]} s saving, ${step_plain[-1]} s not; outside it ${saved} s), load ${load_s[-1]} s (itself ${loaded} s, the step after it ${step_loaded[-1]} s); fio GB/s: write ${fio_w[-1]}, read ${fio_r[-1]}, copy ${fio_c[-1]}"
+  echo "run $run: save ${save_s[-1]} s (steps 2-4: $t2, $t3 saving, $t4 s; outside the step $saved s)," \
+    "load ${load_s[-1]} s (itself $loaded s, the step after it $t_loaded s, a run's first $t1 s);" \
+    "fio GB/s: write ${fio_w[-1]}, read ${fio_r[-1]}, copy ${fio_c[-1]}"
 done
 
 save=$(printf '%s\n' "${save_s[@]}" | median)

@@ -133,6 +133,21 @@ TEST(CheckpointResume, ALoadOnNvmeLeavesTheOptimizerStatesToTheFirstStep) {
   EXPECT_TRUE(idle.params == first.params) << "masters read before any step";
 }
 
+// The save's copies run beside the step, so a pool buffer waits for its copy as well as its
+// write: with pipelined reads and writes through two buffers, the same files.
+TEST(CheckpointResume, ASaveMadeDuringAPipelinedStepWithTwoBuffersIsTheSame) {
+  TempDirectory swap;
+  nlohmann::json config = config_for(3, "nvme", "nvme", swap.string());
+  nlohmann::json& offload = config["zero_optimization"]["offload_optimizer"];
+  offload["pipeline_read"] = true;
+  offload["pipeline_write"] = true;
+  offload["buffer_count"] = 2;
+  expect_planned_save_is_the_same(config);
+  offload["buffer_count"] = 1;
+  offload["pipeline_read"] = false;
+  expect_planned_save_is_the_same(config);
+}
+
 // bf16 moments and masters reach the save widened to fp32, as the usual save writes them.
 TEST(CheckpointResume, ASaveMadeDuringTheStepWidensBf16States) {
   TempDirectory swap;
