@@ -9,12 +9,13 @@
 # DIR is on the disk under test and needs about 24 bytes per parameter free (swap files, the
 # checkpoint, the export). The model: a GPT of --layers x --d-model (18 x 1536: 511M parameters)
 # under ZeRO-3 with parameters and optimizer states on NVMe in DIR (--optimizer cpu: the states
-# in CPU memory, so that a save only writes and a load only reads the disk). Five `strata train`
-# steps saving after the third and the fifth (`--save-dir`, `--save-every 3`); a second `strata
-# train --resume` loads the fifth's checkpoint and trains one step. With the states on NVMe the
-# third step makes its save as its optimizer writes the states back (Engine::plan_checkpoint), so
+# in CPU memory, so that a save only writes and a load only reads the disk). Six `strata train`
+# steps saving after the fourth and the sixth (`--save-dir`, `--save-every 4`); a second `strata
+# train --resume` loads the sixth's checkpoint and trains one step. With the states on NVMe the
+# fourth step makes its save as its optimizer writes the states back (Engine::plan_checkpoint), so
 # the save's time is what it took outside the step (its log line) plus what it added to the step:
-# that step's time less the mean of the second's and the fourth's. A load with the states on NVMe
+# that step's time less the mean of the third's and the fifth's (the first two steps of a run are
+# slower: the first records the order of the modules, the second is the first to follow it). A load with the states on NVMe
 # reads the masters (for the parameters) and leaves the optimizer's states to the first step,
 # which reads them from the checkpoint where it would read them from swap: its time is the load's
 # own plus what it added to that step, against the first run's first step (a run's first step
@@ -134,19 +135,19 @@ per_file=$((bytes / files))
 save_s=(); load_s=(); fio_w=(); fio_r=(); fio_c=()
 for ((run = 1; run <= runs; ++run)); do
   rm -rf "$ckpt" "$work"/*.jsonl
-  # Five steps saving after the third and the fifth: the third against its neighbours.
-  "$strata" train --config "$config" --steps 5 --save-every 3 --save-dir "$ckpt" \
+  # Six steps saving after the fourth and the sixth: the fourth against its neighbours.
+  "$strata" train --config "$config" --steps 6 --save-every 4 --save-dir "$ckpt" \
     --metrics "$work/saving.jsonl" --out "$work/out" 2> "$work/save.log" > /dev/null
-  saved=$(grep 'saved .*(step 3)' "$work/save.log" | sed -E 's/.* in ([0-9.]+) s.*/\1/')
-  for s in 1 2 3 4; do declare "t$s=$(step_seconds "$work/saving.jsonl" $s)"; done
-  if grep -q "(step 3).*written during the step" "$work/save.log"; then
-    save_s+=("$(calc "$saved + $t3 - ($t2 + $t4) / 2")")
+  saved=$(grep 'saved .*(step 4)' "$work/save.log" | sed -E 's/.* in ([0-9.]+) s.*/\1/')
+  for s in 1 3 4 5; do declare "t$s=$(step_seconds "$work/saving.jsonl" $s)"; done
+  if grep -q "(step 4).*written during the step" "$work/save.log"; then
+    save_s+=("$(calc "$saved + $t4 - ($t3 + $t5) / 2")")
   else
     save_s+=("$saved")
   fi
   drop_caches
-  # The latest checkpoint is step 5's; the resumed run's one step is its first.
-  "$strata" train --config "$config" --steps 6 --resume "$ckpt" --metrics "$work/loaded.jsonl" \
+  # The latest checkpoint is step 6's; the resumed run's one step is its first.
+  "$strata" train --config "$config" --steps 7 --resume "$ckpt" --metrics "$work/loaded.jsonl" \
     --out "$work/out" 2> "$work/load.log" > /dev/null
   loaded=$(seconds_of 'resumed from' "$work/load.log")
   t_loaded=$(step_seconds "$work/loaded.jsonl" 1)
@@ -161,7 +162,7 @@ for ((run = 1; run <= runs; ++run)); do
   drop_caches
   fio_c+=("$(fio_gbs copy "$work/fio")")
   rm -rf "$work/fio"
-  echo "run $run: save ${save_s[-1]} s (steps 2-4: $t2, $t3 saving, $t4 s; outside the step $saved s)," \
+  echo "run $run: save ${save_s[-1]} s (steps 3-5: $t3, $t4 saving, $t5 s; outside the step $saved s)," \
     "load ${load_s[-1]} s (itself $loaded s, the step after it $t_loaded s, a run's first $t1 s);" \
     "fio GB/s: write ${fio_w[-1]}, read ${fio_r[-1]}, copy ${fio_c[-1]}"
 done

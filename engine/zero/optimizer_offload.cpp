@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
-#include <future>
 #include <utility>
 
 #include "base/assert.h"
@@ -23,13 +22,11 @@ std::int64_t round_up(std::int64_t value) {
   return (value + kBlock - 1) / kBlock * kBlock;
 }
 
-// A sub-group in flight: its pool buffer and its move, and the visit that reads the buffer (a
-// save the step makes), when there is one.
+// A sub-group in flight: its pool buffer and its move.
 struct InFlight {
   int sub_group = 0;
   memory::PinnedPool::Lease lease;
   memory::Residency::Move move;
-  std::shared_future<void> visited;
 };
 
 // Waits for what is still in flight after an error (its buffers must not be reused under a
@@ -401,36 +398,17 @@ int OptimizerOffload::run_step(const StepHyperparameters& hyper, const StepIo& i
     } else {
       compute_into_sink(g, bytes, hyper, io);
     }
+    if (visit) visit(states_of(g, bytes, scratch));
   };
   if (!store_) {
     for (int g : order) {
       if (ready && !ready(g)) break;
       memory::Residency::CpuView view = residency_->view(partitions_[static_cast<std::size_t>(g)]);
       step_one(g, view.bytes());
-      if (visit) visit(states_of(g, view.bytes(), scratch));
       ++stepped;
     }
     return stepped;
   }
-
-  // On NVMe each visit reads its sub-group's buffer on a thread of its own, one sub-group after
-  // the other, while the step goes on with the next (a save's writes then share the disk with
-  // the step's reads instead of waiting in turn): a buffer is read into again, or goes back to
-  // the pool, only once its visit is done too. `visiting`: buffers whose swap write is done and
-  // whose visit may not be.
-  std::shared_future<void> last_visit;
-  std::deque<InFlight> visiting;
-  auto start_visit = [&](int g, std::span<std::byte> bytes) {
-    last_visit =
-        std::async(std::launch::async, [this, &visit, scratch, g, bytes, previous = last_visit] {
-          if (previous.valid()) previous.wait();
-          visit(states_of(g, bytes, scratch));
-        }).share();
-    return last_visit;
-  };
-  auto wait_visits = [&] {
-    if (last_visit.valid()) last_visit.wait();
-  };
 
   const std::int64_t count = pool_->buffer_count(shelf_);
   // How far reads run ahead of the sub-group being computed: every buffer not needed by the
@@ -448,17 +426,10 @@ int OptimizerOffload::run_step(const StepHyperparameters& hyper, const StepIo& i
   // done, else (when `must`) the next one given back.
   auto buffer = [&](bool wait_for_write, bool must) {
     memory::PinnedPool::Lease lease = pool_->try_acquire(shelf_);
-    if (!lease && !visiting.empty()) {
-      InFlight oldest = std::move(visiting.front());
-      visiting.pop_front();
-      oldest.visited.wait();
-      lease = std::move(oldest.lease);
-    }
     if (!lease && wait_for_write && !writes.empty()) {
       InFlight oldest = std::move(writes.front());
       writes.pop_front();
       residency_->finish_write(std::move(oldest.move));
-      if (oldest.visited.valid()) oldest.visited.wait();
       lease = std::move(oldest.lease);
     }
     if (!lease && must) lease = pool_->acquire(shelf_);
@@ -468,7 +439,7 @@ int OptimizerOffload::run_step(const StepHyperparameters& hyper, const StepIo& i
     const int g = order[static_cast<std::size_t>(next_read)];
     const memory::PartitionId id = partitions_[static_cast<std::size_t>(g)];
     memory::Residency::Move move = residency_->begin_read(id, lease.bytes());
-    reads.push_back({g, std::move(lease), std::move(move), {}});
+    reads.push_back({g, std::move(lease), std::move(move)});
     ++next_read;
   };
   auto finish_writes = [&] {
@@ -504,20 +475,16 @@ int OptimizerOffload::run_step(const StepHyperparameters& hyper, const StepIo& i
       STRATA_ASSERT(current.sub_group == g);
       memory::Residency::CpuView view = residency_->finish_read(std::move(current.move));
       step_one(g, view.bytes());
-      if (visit) current.visited = start_visit(g, view.bytes());
       ++stepped;
       current.move = residency_->begin_write(std::move(view));
       if (options_.pipeline_write) {
         writes.push_back(std::move(current));
       } else {
         residency_->finish_write(std::move(current.move));
-        if (current.visited.valid()) visiting.push_back(std::move(current));
       }
     }
-    wait_visits();
     finish_writes();
   } catch (...) {
-    wait_visits();  // they read buffers the drains give back
     drain_reads(*residency_, reads);
     drain_writes(*residency_, writes);
     throw;
@@ -614,7 +581,7 @@ void OptimizerOffload::visit_states(const StatesVisitor& visit) {
         if (!lease) break;
         memory::Residency::Move move =
             residency_->begin_read(partitions_[static_cast<std::size_t>(next)], lease.bytes());
-        reads.push_back({next++, std::move(lease), std::move(move), {}});
+        reads.push_back({next++, std::move(lease), std::move(move)});
       }
       read = std::move(reads.front());
       reads.pop_front();
@@ -677,7 +644,7 @@ void OptimizerOffload::fill_and_write(const StatesVisitor& fill, const FilledSub
       auto bytes = lease.bytes().first(static_cast<std::size_t>(residency_->bytes(id)));
       filled(g, bytes);
       memory::Residency::CpuView view = residency_->replace(id, bytes);
-      writes.push_back({g, std::move(lease), residency_->begin_write(std::move(view)), {}});
+      writes.push_back({g, std::move(lease), residency_->begin_write(std::move(view))});
     }
     while (!writes.empty()) {
       InFlight oldest = std::move(writes.front());

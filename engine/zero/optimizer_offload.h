@@ -95,8 +95,8 @@ class OptimizerOffload {
   // parameters go to io.params as soon as it is stepped. `stepped` (optional) sees each
   // sub-group's new states, as visit_states hands them, in partition order, while they are
   // still in memory (on NVMe: in the pool buffer, before it is written back), which is how a
-  // checkpoint is saved within the step (Engine::plan_checkpoint). On NVMe it runs on a thread
-  // of its own, one sub-group after the other, while the step goes on. It must not throw.
+  // checkpoint is saved within the step (Engine::plan_checkpoint). It must not throw: a throw
+  // fails the step like a swap error.
   void step(const StepHyperparameters& hyper, const StepIo& io, const StatesVisitor& stepped = {});
   // The same with the new parameters written to `copy` (the whole partition, as `copy_type` bit
   // patterns; empty with none) (tests, benchmarks).

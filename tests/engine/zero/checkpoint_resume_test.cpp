@@ -133,8 +133,7 @@ TEST(CheckpointResume, ALoadOnNvmeLeavesTheOptimizerStatesToTheFirstStep) {
   EXPECT_TRUE(idle.params == first.params) << "masters read before any step";
 }
 
-// The save's copies run beside the step, so a pool buffer waits for its copy as well as its
-// write: with pipelined reads and writes through two buffers, the same files.
+// With pipelined reads and writes through two buffers, and through one, the same files.
 TEST(CheckpointResume, ASaveMadeDuringAPipelinedStepWithTwoBuffersIsTheSame) {
   TempDirectory swap;
   nlohmann::json config = config_for(3, "nvme", "nvme", swap.string());
