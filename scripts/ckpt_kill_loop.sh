@@ -9,8 +9,9 @@
 #       [--seed N] [--path DIR]
 #
 # The model: a 3.2M-parameter GPT under ZeRO-3 with parameters and optimizer states on NVMe in a
-# swap directory under DIR (default $TMPDIR or /tmp), so that a save streams 37 MiB of states
-# from the swap file into three state files; on two cores a save takes longer than a step. Each
+# swap directory under DIR (default $TMPDIR or /tmp), so that a save writes 37 MiB of states into
+# three state files, made by the step it follows (its `.TAG.partial` directory exists from before
+# that step until the save ends). Each
 # iteration starts a run (with --resume when `latest` exists), waits for 1 to 3 "saved" lines on
 # its stderr and kills it: mostly within the next save, sometimes around that save's end (the
 # rename, `latest`, the pruning) or anywhere; one iteration in ten at a random moment after start
