@@ -255,7 +255,7 @@ void OptimizerOffload::fill_pending() {
   const StatesVisitor fill = std::exchange(later_fill_, {});
   const std::function<void()> finished = std::exchange(later_finished_, {});
   try {
-    fill_states(fill);
+    fill_and_write(fill, {});
     if (finished) finished();
   } catch (const std::exception& error) {
     throw fail(error, "filling the optimizer states");
@@ -606,7 +606,11 @@ void OptimizerOffload::fill_states(const StatesVisitor& fill) {
   check_consistent();
   later_fill_ = {};  // replaced
   later_finished_ = {};
-  fill_and_write(fill, {});
+  try {
+    fill_and_write(fill, {});
+  } catch (const aio::IoError& error) {
+    throw fail(error, "writing the optimizer states");
+  }
 }
 
 void OptimizerOffload::fill_and_write(const StatesVisitor& fill, const FilledSubGroup& then) {
@@ -651,12 +655,9 @@ void OptimizerOffload::fill_and_write(const StatesVisitor& fill, const FilledSub
       writes.pop_front();
       residency_->finish_write(std::move(oldest.move));
     }
-  } catch (const aio::IoError& error) {
-    drain_writes(*residency_, writes);
-    throw fail(error, "writing the optimizer states");
   } catch (...) {
     drain_writes(*residency_, writes);
-    throw;
+    throw;  // the caller marks the states inconsistent
   }
 }
 

@@ -181,7 +181,8 @@ class OptimizerOffload {
   void zero_padding(int sub_group, std::span<std::byte> bytes) const;
   aio::AlignedBuffer states_scratch() const;
   // The NVMe loop of fill_states: each sub-group filled into a pool buffer, then handed to
-  // `then` (a step, or nothing), then written back while the next is filled.
+  // `then` (a step, or nothing), then written back while the next is filled. Its errors are
+  // the caller's to turn into fail().
   using FilledSubGroup = std::function<void(int sub_group, std::span<std::byte> bytes)>;
   void fill_and_write(const StatesVisitor& fill, const FilledSubGroup& then);
   // A pending fill_states_later, done now (every call but step() that needs the states).
