@@ -184,14 +184,20 @@ void Engine::State::build() {
       options.pool = swap_buffers.get();
     }
     options.sub_groups = zero::make_sub_groups(layout, config.zero.sub_group_size);
-    if (config.strata.overlap_optimizer) {
-      options.keep_capacity = overlap_window(options);
+    // A step the gradients cannot change is known before backward: all of it overlaps, with
+    // nothing kept to undo.
+    const bool fixed =
+        !optim::gradients_can_change_the_step(config.gradient_clipping, config.fp16, config.bf16);
+    const std::int64_t window = config.strata.overlap_optimizer ? overlap_window(options) : 0;
+    if (config.strata.overlap_optimizer && !fixed) {
+      options.keep_capacity = window;
       options.keep_param_bytes_per_element = element;  // step_io() hands one copy, the storage's
     }
     offload = std::make_unique<zero::OptimizerOffload>(device, optimizer, partition, options);
     if (config.strata.overlap_optimizer) {
-      overlap =
-          std::make_unique<zero::OverlappedStep>(device, layout, *offload, options.keep_capacity);
+      overlap = std::make_unique<zero::OverlappedStep>(
+          device, layout, *offload, window,
+          fixed ? zero::OverlappedStep::Guess::fixed : zero::OverlappedStep::Guess::may_change);
     }
   } else {
     master = device.allocate(partition * kFloat, "fp32 master parameters");

@@ -9,6 +9,7 @@
 
 #include "base/assert.h"
 #include "base/units.h"
+#include "engine/optim/grad_clip.h"
 #include "engine/optimizer.h"
 #include "engine/param_spec.h"
 #include "engine/zero/flat_layout.h"
@@ -511,7 +512,7 @@ void add_optimizer_offload(RowBuilder& builder, const EstimateInputs& inputs, co
                 "round_up({} x sub-group, 4 KiB) (bf16 {})",
                 master, inputs.optimizer_moments, moment,
                 moment == 2 ? "master and moments" : "master");
-  if (inputs.overlap_optimizer) {
+  if (inputs.overlap_rollback) {
     const std::int64_t window =
         std::min(inputs.optimizer_buffer_count, static_cast<std::int64_t>(groups.size()));
     builder.add("optimizer_rollback_window", Tier::cpu,
@@ -589,7 +590,10 @@ EstimateInputs estimate_inputs_from_config(const Config& config, std::int64_t pa
   inputs.param_pin_memory = zero.offload_param.pin_memory;
   inputs.optimizer_buffer_count = zero.offload_optimizer.buffer_count;
   inputs.optimizer_pin_memory = zero.offload_optimizer.pin_memory;
-  inputs.overlap_optimizer = config.strata.overlap_optimizer;
+  // An overlapped step keeps prior values to undo only when the gradients can change the step.
+  inputs.overlap_rollback =
+      config.strata.overlap_optimizer &&
+      optim::gradients_can_change_the_step(config.gradient_clipping, config.fp16, config.bf16);
   inputs.micro_batch = config.batch.train_micro_batch_size_per_gpu;
   const ActivationCheckpointingConfig& checkpointing = config.activation_checkpointing;
   inputs.activation_checkpointing =

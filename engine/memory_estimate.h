@@ -64,8 +64,9 @@ struct EstimateInputs {
   // offload_optimizer
   std::int64_t optimizer_buffer_count = 4;
   bool optimizer_pin_memory = true;
-  // strata.overlap_optimizer: the rollback window (buffer_count sub-groups' prior values).
-  bool overlap_optimizer = false;
+  // strata.overlap_optimizer with a step that clipping or an overflow check can change: the
+  // rollback window (buffer_count sub-groups' prior values).
+  bool overlap_rollback = false;
 
   // Known only with --model: the module sizes (layout, persistence, the step's peak) and
   // activations. Without it the model is cut into modules of L elements (the last one smaller).

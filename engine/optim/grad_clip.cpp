@@ -52,4 +52,9 @@ bool checks_overflow(const Fp16Config& fp16, const Bf16Config& bf16) {
   return true;
 }
 
+bool gradients_can_change_the_step(double max_norm, const Fp16Config& fp16,
+                                   const Bf16Config& bf16) {
+  return max_norm > 0 || checks_overflow(fp16, bf16);
+}
+
 }  // namespace strata::engine::optim

@@ -68,4 +68,10 @@ GradStepPlan plan_grad_step(double global_sum_squares, double loss_scale, double
 // the step runs with the non-finite gradients, unclipped, as DeepSpeed's does.
 bool checks_overflow(const Fp16Config& fp16, const Bf16Config& bf16);
 
+// Whether the gradients can change how a step runs: not when nothing clips (max_norm <= 0) and
+// nothing checks for overflow (bf16 with check_grad_overflow false). Then every step's
+// multiplier is 1 / loss_scale (a constant) and none is skipped, so the step is known before
+// backward: strata.overlap_optimizer steps every sub-group during backward, keeping none to undo.
+bool gradients_can_change_the_step(double max_norm, const Fp16Config& fp16, const Bf16Config& bf16);
+
 }  // namespace strata::engine::optim

@@ -209,6 +209,12 @@ UserError OptimizerOffload::fail(const std::exception& error, const std::string&
       fix_of(error) + "; training cannot continue from this state");
 }
 
+void OptimizerOffload::mark_inconsistent(const std::string& cause) {
+  if (!failure_.empty()) return;
+  failure_ = cause;
+  base::logger("engine").error("the optimizer states of this rank are inconsistent: {}", cause);
+}
+
 void OptimizerOffload::step(const StepHyperparameters& hyper, const StepIo& io,
                             const StatesVisitor& stepped) {
   check_consistent();

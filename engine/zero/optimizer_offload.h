@@ -108,7 +108,8 @@ class OptimizerOffload {
   // states each had before are kept for undo_kept(), and its new parameters wait beside them
   // for commit_kept() instead of going to io.params (so this may run on another thread than the
   // engine's: it never calls the sink); at most keep_capacity of them over all calls until
-  // undo_kept or commit_kept. Never runs beside the other calls.
+  // undo_kept or commit_kept. Without, each one's new parameters go to io.params as in step(),
+  // from the calling thread. Never runs beside the other calls.
   using Ready = std::function<bool(int sub_group)>;
   int step_sub_groups(const StepHyperparameters& hyper, const StepIo& io,
                       std::span<const int> order, const Ready& ready, bool keep_prior);
@@ -153,6 +154,10 @@ class OptimizerOffload {
   std::int64_t partition_numel() const noexcept { return numel_; }
   const std::vector<Range>& sub_groups() const noexcept { return sub_groups_; }
   bool inconsistent() const noexcept { return !failure_.empty(); }
+  // Marks the states inconsistent for a step that stopped half done outside this class (an
+  // overlapped step whose backward failed after it had stepped sub-groups it cannot put back):
+  // every later call refuses, naming `cause`. The first cause stands.
+  void mark_inconsistent(const std::string& cause);
   memory::ResidencyCounters counters() const { return residency_->counters(); }
   // The swap buffer pool (nvme only; null on cpu) and the states' shelf in it.
   const memory::PinnedPool* pool() const noexcept { return pool_; }

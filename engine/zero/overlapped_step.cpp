@@ -1,5 +1,7 @@
 #include "engine/zero/overlapped_step.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <exception>
 #include <utility>
@@ -18,9 +20,8 @@ bool same_step(const StepHyperparameters& a, const StepHyperparameters& b) {
 }  // namespace
 
 OverlappedStep::OverlappedStep(gpu::Device& device, const FlatLayout& layout,
-                               OptimizerOffload& offload, std::int64_t window)
-    : offload_(offload) {
-  STRATA_ASSERT(window >= 1);
+                               OptimizerOffload& offload, std::int64_t window, Guess guess)
+    : offload_(offload), kind_(guess) {
   const std::vector<Range>& groups = offload.sub_groups();
   const int n = static_cast<int>(groups.size());
   int module = 0;
@@ -31,6 +32,8 @@ OverlappedStep::OverlappedStep(gpu::Device& device, const FlatLayout& layout,
     first_module_.push_back(module);
     final_.push_back(device.create_event());
   }
+  if (kind_ == Guess::fixed) window = n;
+  STRATA_ASSERT(window >= 1);
   for (int g = n - 1; g >= std::max<std::int64_t>(0, n - window); --g)
     early_order_.push_back(g);
   final_from_ = n;
@@ -51,7 +54,8 @@ void OverlappedStep::begin(const StepHyperparameters& guess, const StepIo& io) {
   }
   worker_ = std::async(std::launch::async, [this] {
     return offload_.step_sub_groups(
-        guess_, io_, early_order_, [this](int g) { return wait_final(g); }, true);
+        guess_, io_, early_order_, [this](int g) { return wait_final(g); },
+        kind_ == Guess::may_change);
   });
 }
 
@@ -90,9 +94,11 @@ OverlapOutcome OverlappedStep::finish(const StepHyperparameters* real) {
   OverlapOutcome outcome;
   outcome.early_sub_groups = worker_.get();
   if (stream_failure_) {
-    offload_.undo_kept(nullptr, io_);
+    put_back(outcome.early_sub_groups, "backward failed during the step");
     std::rethrow_exception(std::exchange(stream_failure_, nullptr));
   }
+  // The engine picks Guess::fixed only where the gradients cannot change the step.
+  STRATA_ASSERT(kind_ == Guess::may_change || (real != nullptr && same_step(*real, guess_)));
   if (real != nullptr && same_step(*real, guess_)) {
     offload_.commit_kept(io_);
   } else {
@@ -109,6 +115,18 @@ OverlapOutcome OverlappedStep::finish(const StepHyperparameters* real) {
   return outcome;
 }
 
+void OverlappedStep::put_back(int stepped, const std::string& why) {
+  if (kind_ == Guess::may_change) {
+    offload_.undo_kept(nullptr, io_);
+    return;
+  }
+  if (stepped > 0) {
+    offload_.mark_inconsistent(
+        fmt::format("{} after {} of the optimizer's {} sub-groups were stepped beside it", why,
+                    stepped, first_module_.size()));
+  }
+}
+
 void OverlappedStep::abandon() noexcept {
   if (!running()) return;
   {
@@ -117,9 +135,9 @@ void OverlappedStep::abandon() noexcept {
   }
   changed_.notify_all();
   try {
-    static_cast<void>(worker_.get());
+    const int stepped = worker_.get();
     stream_failure_ = nullptr;  // the caller is already failing with it
-    offload_.undo_kept(nullptr, io_);
+    put_back(stepped, "the step failed during backward");
   } catch (const std::exception& error) {
     base::logger("engine").error("stopping an overlapped optimizer step: {}", error.what());
   } catch (...) {

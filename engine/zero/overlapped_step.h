@@ -6,6 +6,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "engine/optimizer.h"
@@ -30,17 +31,28 @@ struct OverlapOutcome {
 // owns a later slice than the one before it), so the sub-groups become final in reverse order.
 //
 // The thread has to guess the step's gradient multiplier before the global gradient norm and the
-// overflow verdict exist: it guesses "not clipped, not skipped", and keeps the prior value of
-// each sub-group it steps (at most the offload's keep_capacity of them, the last ones). After
-// backward, finish() keeps the early steps when the real hyperparameters equal the guess bit for
-// bit, else puts those sub-groups back and redoes them (or, for a skipped step, leaves them as
-// they were). Either way the result is the same bits as the step run after backward: each
-// sub-group is stepped once, from the same prior value, with the same hyperparameters.
+// overflow verdict exist: it guesses "not clipped, not skipped". When a clip or an overflow can
+// change the step (Guess::may_change), it keeps the prior value of each sub-group it steps (at
+// most the offload's keep_capacity of them, the last ones); after backward, finish() keeps the
+// early steps when the real hyperparameters equal the guess bit for bit, else puts those
+// sub-groups back and redoes them (or, for a skipped step, leaves them as they were). When
+// nothing in the gradients can change the step (Guess::fixed: gradient_clipping 0 and no
+// overflow check), the guess is the step: every sub-group may be stepped during backward, nothing
+// is kept, and each one's new parameters go to the sink from the thread. Either way the result is
+// the same bits as the step run after backward: each sub-group is stepped once, from the same
+// prior value, with the same hyperparameters.
 class OverlappedStep {
  public:
-  // `offload` keeps up to keep_capacity (>= 1) sub-groups: that many may be stepped early.
+  enum class Guess {
+    may_change,  // a clip or a skipped step may prove it wrong: early steps are kept to undo
+    fixed,       // the step's multiplier does not depend on the gradients
+  };
+  // may_change: `offload` keeps up to `window` (<= keep_capacity, >= 1) sub-groups, the last
+  // ones, and that many may be stepped early. fixed: every sub-group may be, `window` is
+  // ignored, and the sink that begin()'s StepIo names must take ranges from the thread while the
+  // engine's thread uses it (ParamTier locks; PartitionMemory's ranges are disjoint).
   OverlappedStep(gpu::Device& device, const FlatLayout& layout, OptimizerOffload& offload,
-                 std::int64_t window);
+                 std::int64_t window, Guess guess = Guess::may_change);
   ~OverlappedStep();
   OverlappedStep(const OverlappedStep&) = delete;
   OverlappedStep& operator=(const OverlappedStep&) = delete;
@@ -52,20 +64,27 @@ class OverlappedStep {
   // work enqueued on `stream`): the sub-groups that this makes final may be stepped once the
   // stream has run that far.
   void module_final(int module, gpu::Stream& stream);
-  // After backward. `real`: the step's hyperparameters, or null when the step is skipped. Waits
-  // for the thread (rethrowing its error), keeps or undoes its steps, and steps the sub-groups it
-  // did not reach.
+  // After backward. `real`: the step's hyperparameters, or null when the step is skipped (never
+  // with Guess::fixed, whose real step is the guess). Waits for the thread (rethrowing its
+  // error), keeps or undoes its steps, and steps the sub-groups it did not reach.
   OverlapOutcome finish(const StepHyperparameters* real);
 
   // After begin() when the step fails before finish(): stops the thread and puts back what it
-  // stepped, so the optimizer holds the last step's values. Errors are logged, not thrown.
+  // stepped, so the optimizer holds the last step's values. With Guess::fixed nothing was kept:
+  // if the thread stepped any sub-group the optimizer is half a step on, and it is marked
+  // inconsistent (every later call refuses, naming the run's last checkpoint). Errors are
+  // logged, not thrown.
   void abandon() noexcept;
   bool running() const noexcept { return worker_.valid(); }
 
  private:
   bool wait_final(int sub_group);  // on the thread; false when stopped
+  // A failed step's end: puts back the kept sub-groups, or (Guess::fixed) marks the optimizer
+  // inconsistent when `stepped` sub-groups of it are already stepped.
+  void put_back(int stepped, const std::string& why);
 
   OptimizerOffload& offload_;
+  Guess kind_;
   std::vector<int> first_module_;                   // per sub-group: the lowest module it covers
   std::vector<std::unique_ptr<gpu::Event>> final_;  // per sub-group, recorded by module_final
   std::vector<int> early_order_;                    // the sub-groups the thread may step

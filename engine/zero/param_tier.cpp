@@ -160,6 +160,7 @@ UserError ParamTier::fail(const std::exception& error, const char* doing) {
 }
 
 bool ParamTier::prefetch(int module) {
+  const std::lock_guard lock(mutex_);
   if (!failure_.empty() || !on_nvme(module) || reads_[static_cast<std::size_t>(module)])
     return true;
   settle_uploads(false);
@@ -189,18 +190,20 @@ void ParamTier::fetch(int module, gpu::Stream& stream, void* device_target,
     upload(host_shard(module).data(), bytes, stream, device_target, target_free);
     return;
   }
+  std::unique_lock lock(mutex_);
   check_consistent();
   try {
-    fetch_from_nvme(module, stream, device_target, target_free);
+    fetch_from_nvme(lock, module, stream, device_target, target_free);
   } catch (const aio::IoError& error) {
+    if (!lock.owns_lock()) lock.lock();
     // The read failed: the shard is lost. A copy's failure (or that of the work it waited for)
     // comes out as it is: the shards on NVMe are intact.
     throw fail(error, "reading a parameter shard");
   }
 }
 
-void ParamTier::fetch_from_nvme(int module, gpu::Stream& stream, void* device_target,
-                                const gpu::Event* target_free) {
+void ParamTier::fetch_from_nvme(std::unique_lock<std::mutex>& lock, int module, gpu::Stream& stream,
+                                void* device_target, const gpu::Event* target_free) {
   const std::int64_t bytes = shard_bytes(module);
   settle_uploads(false);
   // The last module of forward is the first of backward: its shard may still be in the buffer
@@ -217,7 +220,7 @@ void ParamTier::fetch_from_nvme(int module, gpu::Stream& stream, void* device_ta
   }
   std::optional<Read>& read = reads_[static_cast<std::size_t>(module)];
   if (!read) {
-    memory::PinnedPool::Lease lease = take_buffer();
+    memory::PinnedPool::Lease lease = take_buffer(lock);
     const memory::PartitionId id = nvme_partition_[static_cast<std::size_t>(module)];
     memory::Residency::Move move =
         residency_->begin_read(id, lease.bytes().first(static_cast<std::size_t>(bytes)));
@@ -227,22 +230,39 @@ void ParamTier::fetch_from_nvme(int module, gpu::Stream& stream, void* device_ta
   read.reset();
   memory::Residency::CpuView view;
   {
+    // Not under the lock: the overlapped step's thread commits other modules meanwhile.
     const base::Timeline::Scope waiting("host", "wait", "parameter read");
+    lock.unlock();
     view = residency_->finish_read(std::move(taken.move));
+    lock.lock();
   }
   std::unique_ptr<gpu::Event> copied =
       upload(view.bytes().data(), bytes, stream, device_target, target_free);
   uploads_.push_back(Upload{module, std::move(taken.lease), std::move(view), std::move(copied)});
 }
 
-memory::PinnedPool::Lease ParamTier::take_buffer() {
+memory::PinnedPool::Lease ParamTier::take_buffer(std::unique_lock<std::mutex>& lock) {
   for (;;) {
     memory::PinnedPool::Lease lease = pool_->try_acquire(shelf_);
-    if (lease || uploads_.empty()) return lease ? std::move(lease) : pool_->acquire(shelf_);
+    if (lease) return lease;
+    // The waits below are not under the lock: the overlapped step's thread commits meanwhile.
+    if (uploads_.empty()) {
+      lock.unlock();
+      lease = pool_->acquire(shelf_);
+      lock.lock();
+      return lease;
+    }
     // Every buffer is being copied from or read into: the oldest copy frees one first.
     Upload oldest = std::move(uploads_.front());
     uploads_.pop_front();
-    finish_upload(std::move(oldest));
+    lock.unlock();
+    try {
+      finish_upload(std::move(oldest));
+    } catch (...) {
+      lock.lock();
+      throw;
+    }
+    lock.lock();
   }
 }
 
@@ -302,6 +322,8 @@ std::int64_t ParamTier::cpu_offset_of(Range range) const {
          (range.begin - layout_.module(first).partition_offset);
 }
 
+// Only the one thread writing ranges touches the staging slots; the lock covers their growth,
+// which unpinned_host_bytes() reads.
 std::span<std::byte> ParamTier::values(Range range) {
   STRATA_ASSERT(range.begin >= 0 && range.begin < range.end &&
                 range.end <= layout_.partition_numel());
@@ -317,7 +339,9 @@ std::span<std::byte> ParamTier::values(Range range) {
     const int slots = options_.device == OffloadDevice::none ? 2 : 1;
     for (int s = 0; s < slots; ++s) {
       wait_staged(s);
-      staging_[static_cast<std::size_t>(s)] = aio::AlignedBuffer(static_cast<std::int64_t>(bytes));
+      aio::AlignedBuffer grown(static_cast<std::int64_t>(bytes));
+      const std::lock_guard lock(mutex_);
+      staging_[static_cast<std::size_t>(s)] = std::move(grown);
     }
   }
   return staging_[static_cast<std::size_t>(slot)].span().first(bytes);
@@ -338,17 +362,19 @@ void ParamTier::commit(Range range) {
     case OffloadDevice::nvme:
       break;
   }
+  std::unique_lock lock(mutex_);
   check_consistent();
   try {
-    commit_to_nvme(range);
+    commit_to_nvme(lock, range);
   } catch (const std::exception& error) {
+    if (!lock.owns_lock()) lock.lock();
     throw fail(error, "writing the new parameter shards");
   }
 }
 
 // Each module the range covers gets the covered piece of its shard overwritten: in CPU memory,
 // or in its NVMe extent.
-void ParamTier::commit_to_nvme(Range range) {
+void ParamTier::commit_to_nvme(std::unique_lock<std::mutex>& lock, Range range) {
   const std::int64_t element = element_bytes();
   STRATA_ASSERT(range.begin % FlatLayout::kDefaultShardAlignment == 0);
   std::vector<memory::Residency::Move> writes;
@@ -374,7 +400,8 @@ void ParamTier::commit_to_nvme(Range range) {
     failure = std::current_exception();
   }
   // Every write is waited for, so none is still in flight over the staging memory when this
-  // throws.
+  // throws; not under the lock (the engine's thread fetches meanwhile).
+  lock.unlock();
   for (memory::Residency::Move& move : writes) {
     try {
       residency_->finish_write(std::move(move));
@@ -407,6 +434,11 @@ void ParamTier::drop_read(int module) {
   residency_->drop_clean(residency_->finish_read(std::move(taken.move)));
 }
 
+bool ParamTier::inconsistent() const {
+  const std::lock_guard lock(mutex_);
+  return !failure_.empty();
+}
+
 std::int64_t ParamTier::nvme_read_bytes() const {
   if (!residency_) return 0;
   return residency_->counters().moved_bytes[static_cast<std::size_t>(memory::Direction::nvme_read)];
@@ -419,6 +451,7 @@ std::int64_t ParamTier::nvme_write_bytes() const {
 }
 
 std::int64_t ParamTier::unpinned_host_bytes() const {
+  const std::lock_guard lock(mutex_);
   std::int64_t bytes =
       host_partition_.size_bytes() + staging_[0].size_bytes() + staging_[1].size_bytes();
   if (own_pool_) bytes += own_pool_->unpinned_bytes();

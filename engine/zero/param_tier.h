@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -60,7 +61,11 @@ struct ParamTierOptions {
 // throws a UserError saying so, and so does every later one (the Engine adds where the run can
 // be resumed from).
 //
-// Not thread-safe: the engine's thread drives it.
+// The engine's thread drives it; the one other caller is the overlapped step's thread, which
+// (with a step the gradients cannot change) commits new ranges through values() + commit() while
+// the engine's thread fetches the earlier modules. So the calls that touch the NVMe bookkeeping
+// hold one lock, released while they wait for a read, a copy, a buffer or a write, and only one
+// thread at a time writes ranges (values() to commit()).
 class ParamTier final : public ParamSink {
  public:
   // An empty tier: every range is written through values() + commit() before the first fetch.
@@ -99,7 +104,7 @@ class ParamTier final : public ParamSink {
 
   OffloadDevice device() const noexcept { return options_.device; }
   // True once a transfer failed: the shards can no longer be trusted.
-  bool inconsistent() const noexcept { return !failure_.empty(); }
+  bool inconsistent() const;
   bool on_nvme(int module) const;
   // Bytes read from and written to NVMe so far.
   std::int64_t nvme_read_bytes() const;
@@ -122,16 +127,17 @@ class ParamTier final : public ParamSink {
   void check_consistent() const;
   // Records `error` as the tier's failure and returns the UserError to throw.
   UserError fail(const std::exception& error, const char* doing);
-  void fetch_from_nvme(int module, gpu::Stream& stream, void* device_target,
-                       const gpu::Event* target_free);
+  // The helpers taking `lock` (held on entry and on return) release it while they wait.
+  void fetch_from_nvme(std::unique_lock<std::mutex>& lock, int module, gpu::Stream& stream,
+                       void* device_target, const gpu::Event* target_free);
   // Waits for a prefetched read of `module` and for a copy out of its pool buffer, and drops
   // them (its bytes are about to change).
   void drop_read(int module);
   // A free pool buffer, waiting for the oldest copy out of one when none is.
-  memory::PinnedPool::Lease take_buffer();
+  memory::PinnedPool::Lease take_buffer(std::unique_lock<std::mutex>& lock);
   // Gives back the pool buffers whose copies have run (all of them, waiting, with `all`).
   void settle_uploads(bool all);
-  void commit_to_nvme(Range range);
+  void commit_to_nvme(std::unique_lock<std::mutex>& lock, Range range);  // returns unlocked
   std::unique_ptr<gpu::Event> upload(const std::byte* source, std::int64_t bytes,
                                      gpu::Stream& stream, void* device_target,
                                      const gpu::Event* target_free = nullptr);
@@ -180,6 +186,8 @@ class ParamTier final : public ParamSink {
   // Waits for `upload`'s copy and gives its buffer back, rethrowing the copy's error after.
   void finish_upload(Upload upload);
   std::string failure_;  // the first I/O error, once inconsistent
+  // Held by every public call that reads or changes the members above (not the immutable ones).
+  mutable std::mutex mutex_;
 };
 
 }  // namespace strata::engine::zero

@@ -307,6 +307,66 @@ TEST_P(OverlappedStepTest, AFailedBackwardLeavesTheOptimizerAsItWas) {
   EXPECT_TRUE(read(offload, copy) == before);
 }
 
+// A step the gradients cannot change (Guess::fixed): no rollback window, every sub-group is
+// stepped by the thread as it becomes final, its new parameters going to the sink from there.
+TEST_P(OverlappedStepTest, AFixedGuessStepsEverySubGroupOnTheThread) {
+  OptimizerOffload offload(*device_, optimizer_, master_, options(0, "fixed"));
+  OverlappedStep step(*device_, layout_, offload, 0, OverlappedStep::Guess::fixed);
+  std::vector<std::uint16_t> copy = initial_copy_;
+  Driver driver(*device_, layout_, grads_);
+  const StepHyperparameters guess = hyper(0.5f);
+  const OverlapOutcome outcome = driver.run(step, guess, &guess, copy);
+  EXPECT_EQ(outcome.early_sub_groups, 7);
+  EXPECT_FALSE(outcome.undone);
+  EXPECT_EQ(offload.rollback_bytes(), 0);
+  EXPECT_TRUE(read(offload, copy) == plain(&guess));
+}
+
+// With nothing kept, a backward that fails after the thread stepped the final sub-groups leaves
+// the optimizer half a step on: it is marked inconsistent, and the next step refuses, saying so.
+TEST_P(OverlappedStepTest, AFailedBackwardAfterFixedEarlyStepsMarksTheStatesInconsistent) {
+  OptimizerOffload offload(*device_, optimizer_, master_, options(0, "fixed-failed"));
+  OverlappedStep step(*device_, layout_, offload, 0, OverlappedStep::Guess::fixed);
+  std::vector<std::uint16_t> copy = initial_copy_;
+  gpu::Stream& stream = device_->compute_stream();
+  const StepHyperparameters guess = hyper(0.5f);
+  PartitionGrads grads(grads_);
+  PartitionMemory sink(std::as_writable_bytes(std::span(copy)), 2);
+  step.begin(guess, StepIo{&grads, ParamCopy::bf16, &sink});
+  const int last = layout_.module_count() - 1;
+  step.module_final(last, stream);
+  stream.launch([] { throw std::runtime_error("backward of module 4 failed"); });
+  for (int m = last - 1; m >= 0; --m)
+    step.module_final(m, stream);
+  EXPECT_THROW(stream.synchronize(), std::runtime_error);
+  EXPECT_THROW(step.finish(&guess), std::runtime_error);
+  EXPECT_TRUE(offload.inconsistent());
+  try {
+    offload.step(guess, grads_, ParamCopy::bf16, copy);
+    FAIL() << "expected the next step to refuse";
+  } catch (const UserError& error) {
+    EXPECT_NE(std::string(error.what())
+                  .find("backward failed during the step after 1 of the "
+                        "optimizer's 7 sub-groups were stepped"),
+              std::string::npos)
+        << error.what();
+  }
+}
+
+// A fixed guess whose thread has stepped nothing when the step fails loses nothing.
+TEST_P(OverlappedStepTest, AbandoningAFixedGuessBeforeAnyStepKeepsTheStatesWhole) {
+  OptimizerOffload offload(*device_, optimizer_, master_, options(0, "fixed-abandon"));
+  OverlappedStep step(*device_, layout_, offload, 0, OverlappedStep::Guess::fixed);
+  std::vector<std::uint16_t> copy = initial_copy_;
+  const Outcome before = read(offload, copy);
+  PartitionGrads grads(grads_);
+  PartitionMemory sink(std::as_writable_bytes(std::span(copy)), 2);
+  step.begin(hyper(0.5f), StepIo{&grads, ParamCopy::bf16, &sink});
+  step.abandon();
+  EXPECT_FALSE(offload.inconsistent());
+  EXPECT_TRUE(read(offload, copy) == before);
+}
+
 INSTANTIATE_TEST_SUITE_P(Tiers, OverlappedStepTest,
                          ::testing::Values(OffloadDevice::cpu, OffloadDevice::nvme),
                          [](const ::testing::TestParamInfo<OffloadDevice>& tier) {

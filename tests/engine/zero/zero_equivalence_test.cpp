@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -333,6 +334,24 @@ TEST(ZeroEquivalence, OverlapOptimizerAtStage1WithoutClippingKeepsEveryEarlyStep
   const TrainedRun run = expect_overlap_changes_nothing(config);
   const OverlapCounts counts = overlap_counts(run, 4);
   EXPECT_EQ(counts.undone, 0);
+}
+
+// No clipping and no overflow check: the step is known before backward, so every sub-group is
+// stepped during backward and nothing is kept; each one's new parameters go to the parameter
+// tier from the thread while the engine's thread fetches the earlier modules' shards: from the
+// device tier (offload_param none) and from NVMe with two micro-batches.
+TEST(ZeroEquivalence, OverlapOptimizerWithAFixedStepStepsEverySubGroupEarly) {
+  TempDirectory swap;
+  for (const char* params : {"none", "nvme"}) {
+    SCOPED_TRACE(params);
+    nlohmann::json config = config_for(3, params, "nvme", swap.string());
+    config["gradient_clipping"] = 0.0;
+    config["bf16"]["check_grad_overflow"] = false;
+    if (std::string(params) == "nvme") config["gradient_accumulation_steps"] = 2;
+    const TrainedRun run = expect_overlap_changes_nothing(config);
+    const OverlapCounts counts = overlap_counts(run, std::numeric_limits<std::int64_t>::max());
+    EXPECT_EQ(counts.undone, 0);
+  }
 }
 
 // fp16 with a learning rate so large that the first step pushes weights past fp16's range: the
