@@ -265,6 +265,20 @@ TEST(EstimateAgreement, OverlappedOptimizerOnNvmeIsExactToTheByte) {
   expect_estimate_agrees(config, /*margin_percent=*/0);
 }
 
+// A step the gradients cannot change (no clipping, no overflow check) keeps no rollback window:
+// the estimate has no such term, and still agrees to the byte.
+TEST(EstimateAgreement, AnOverlappedStepTheGradientsCannotChangeKeepsNoWindow) {
+  SwapDirectory swap;
+  Config config = tiny_config(everything_on_nvme(swap, R"("sub_group_size": 20000, )"));
+  config.strata.overlap_optimizer = true;
+  config.gradient_clipping = 0;
+  config.bf16.check_grad_overflow = false;
+  const EstimateRow row = estimate_for(config, model_of(config)->activation_bytes(false));
+  for (const MemoryTerm& term : row.terms)
+    EXPECT_NE(term.name, "optimizer_rollback_window") << describe(row);
+  expect_estimate_agrees(config, /*margin_percent=*/0);
+}
+
 // With the default sub_group_size the partition is one sub-group: the window is that one, not
 // buffer_count of them.
 TEST(EstimateAgreement, OverlappedOptimizerWithOneSubGroupIsExactToTheByte) {

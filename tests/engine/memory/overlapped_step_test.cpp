@@ -152,6 +152,19 @@ class OverlappedStepTest : public ::testing::TestWithParam<OffloadDevice> {
     return outcome;
   }
 
+  // A backward that fails after the last module: the thread may step what that module made
+  // final, then the stream carries the failure ("backward of module 4 failed").
+  void fail_backward(OverlappedStep& step, const StepHyperparameters& guess, const StepIo& io) {
+    gpu::Stream& stream = device_->compute_stream();
+    step.begin(guess, io);
+    const int last = layout_.module_count() - 1;
+    step.module_final(last, stream);
+    stream.launch([] { throw std::runtime_error("backward of module 4 failed"); });
+    for (int m = last - 1; m >= 0; --m)
+      step.module_final(m, stream);
+    EXPECT_THROW(stream.synchronize(), std::runtime_error);
+  }
+
   FlatLayout layout_ = six_modules();
   OptimizerConfig config_ = [] {
     OptimizerConfig c;
@@ -285,17 +298,10 @@ TEST_P(OverlappedStepTest, AFailedBackwardLeavesTheOptimizerAsItWas) {
   OverlappedStep step(*device_, layout_, offload, 3);
   std::vector<std::uint16_t> copy = initial_copy_;
   const Outcome before = read(offload, copy);
-  gpu::Stream& stream = device_->compute_stream();
   const StepHyperparameters guess = hyper(0.5f);
   PartitionGrads grads(grads_);
   PartitionMemory sink(std::as_writable_bytes(std::span(copy)), 2);
-  step.begin(guess, StepIo{&grads, ParamCopy::bf16, &sink});
-  const int last = layout_.module_count() - 1;
-  step.module_final(last, stream);
-  stream.launch([] { throw std::runtime_error("backward of module 4 failed"); });
-  for (int m = last - 1; m >= 0; --m)
-    step.module_final(m, stream);
-  EXPECT_THROW(stream.synchronize(), std::runtime_error);
+  fail_backward(step, guess, StepIo{&grads, ParamCopy::bf16, &sink});
   try {
     step.finish(&guess);
     FAIL() << "expected finish() to rethrow the stream's error";
@@ -328,17 +334,10 @@ TEST_P(OverlappedStepTest, AFailedBackwardAfterFixedEarlyStepsMarksTheStatesInco
   OptimizerOffload offload(*device_, optimizer_, master_, options(0, "fixed-failed"));
   OverlappedStep step(*device_, layout_, offload, 0, OverlappedStep::Guess::fixed);
   std::vector<std::uint16_t> copy = initial_copy_;
-  gpu::Stream& stream = device_->compute_stream();
   const StepHyperparameters guess = hyper(0.5f);
   PartitionGrads grads(grads_);
   PartitionMemory sink(std::as_writable_bytes(std::span(copy)), 2);
-  step.begin(guess, StepIo{&grads, ParamCopy::bf16, &sink});
-  const int last = layout_.module_count() - 1;
-  step.module_final(last, stream);
-  stream.launch([] { throw std::runtime_error("backward of module 4 failed"); });
-  for (int m = last - 1; m >= 0; --m)
-    step.module_final(m, stream);
-  EXPECT_THROW(stream.synchronize(), std::runtime_error);
+  fail_backward(step, guess, StepIo{&grads, ParamCopy::bf16, &sink});
   EXPECT_THROW(step.finish(&guess), std::runtime_error);
   EXPECT_TRUE(offload.inconsistent());
   try {
