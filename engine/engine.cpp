@@ -401,6 +401,22 @@ void Engine::State::finish_overlapped_step(const StepHyperparameters& hyper, Ste
   coordinator->invalidate();
 }
 
+bool Engine::State::abandon_overlap(const std::string& failure) noexcept {
+  if (!overlap) return false;
+  const bool was_consistent = !offload->inconsistent();
+  overlap->abandon();
+  if (!was_consistent || !offload->inconsistent()) return false;
+  try {
+    unusable = fmt::format(
+        "a step failed ({}) after its optimizer had stepped part of the model beside backward: "
+        "this rank's parameters and optimizer states are partly that step's",
+        failure);
+  } catch (...) {
+    unusable = "a step failed after its optimizer had stepped part of the model beside backward";
+  }
+  return true;
+}
+
 // A copy that waited for failed compute work carries that failure on its stream; the step reports
 // it once, from the compute stream, and the next step's copies must not be skipped for it.
 void Engine::State::forget_copy_errors() noexcept {
@@ -507,7 +523,7 @@ StepStats Engine::train_batch(std::span<const std::int32_t> inputs,
     ++s.batches_trained;
   } catch (const UserError& error) {
     // The optimizer must not keep a half-made overlapped step of a failed one.
-    if (s.overlap) s.overlap->abandon();
+    s.abandon_overlap(error.what());
     s.forget_copy_errors();
     if (!s.inconsistent()) throw;
     if (!s.unverified_load.empty()) {
@@ -520,8 +536,13 @@ StepStats Engine::train_batch(std::span<const std::int32_t> inputs,
     // The states are lost: say where the run can be resumed from, keeping the cause's own fix.
     throw UserError(error.what(), fmt::format("{}; then {}", error.fix(), s.resume_advice()),
                     error.exit_status());
+  } catch (const std::exception& error) {
+    const bool half_stepped = s.abandon_overlap(error.what());
+    s.forget_copy_errors();
+    if (!half_stepped) throw;
+    throw UserError(s.unusable, s.resume_advice(), 1);
   } catch (...) {
-    if (s.overlap) s.overlap->abandon();
+    s.abandon_overlap("an unknown error");
     s.forget_copy_errors();
     throw;
   }

@@ -156,6 +156,10 @@ struct Engine::State {
   zero::StepIo step_io();
   void apply_step(const StepHyperparameters& hyper);
   void finish_overlapped_step(const StepHyperparameters& hyper, StepStats& stats);
+  // After a failed step: stops an overlapped optimizer (putting back what it kept) and returns
+  // whether that left the rank half a step on: a step the gradients cannot change keeps nothing,
+  // so the sub-groups it stepped beside backward stay stepped. Then `unusable` says so.
+  bool abandon_overlap(const std::string& failure) noexcept;
   std::int64_t nvme_read_bytes() const;
   std::int64_t nvme_write_bytes() const;
   std::int64_t host_bytes() const;

@@ -252,17 +252,17 @@ memory::PinnedPool::Lease ParamTier::take_buffer(std::unique_lock<std::mutex>& l
       lock.lock();
       return lease;
     }
-    // Every buffer is being copied from or read into: the oldest copy frees one first.
-    Upload oldest = std::move(uploads_.front());
-    uploads_.pop_front();
+    // Every buffer is being copied from or read into: the oldest copy frees one first. Its entry
+    // stays in uploads_ while this waits, so that a commit of its module meanwhile (drop_read)
+    // still finds it; settle_uploads gives the buffer back (and rethrows the copy's error).
+    const std::shared_ptr<gpu::Event> oldest = uploads_.front().copied;
     lock.unlock();
     try {
-      finish_upload(std::move(oldest));
+      oldest->synchronize();
     } catch (...) {
-      lock.lock();
-      throw;
     }
     lock.lock();
+    settle_uploads(false);
   }
 }
 

@@ -64,8 +64,12 @@ struct ParamTierOptions {
 // The engine's thread drives it; the one other caller is the overlapped step's thread, which
 // (with a step the gradients cannot change) commits new ranges through values() + commit() while
 // the engine's thread fetches the earlier modules. So the calls that touch the NVMe bookkeeping
-// hold one lock, released while they wait for a read, a copy, a buffer or a write, and only one
-// thread at a time writes ranges (values() to commit()).
+// hold one lock. The engine's thread releases it while it waits for a read, a copy, a buffer or a
+// write; the committing thread does not while it settles the read or copy of a module it
+// overwrites, which is quick because of the rule it keeps: it commits only ranges of modules whose
+// fetches for the step have run (an overlapped step commits a sub-group once backward has passed
+// every module it covers, and backward fetches only earlier ones from then on). Only one thread
+// at a time writes ranges (values() to commit()).
 class ParamTier final : public ParamSink {
  public:
   // An empty tier: every range is written through values() + commit() before the first fetch.
@@ -127,7 +131,8 @@ class ParamTier final : public ParamSink {
   void check_consistent() const;
   // Records `error` as the tier's failure and returns the UserError to throw.
   UserError fail(const std::exception& error, const char* doing);
-  // The helpers taking `lock` (held on entry and on return) release it while they wait.
+  // The helpers taking `lock` (held on entry) release it while they wait; fetch_from_nvme and
+  // take_buffer return with it held, commit_to_nvme without; any of them may throw without it.
   void fetch_from_nvme(std::unique_lock<std::mutex>& lock, int module, gpu::Stream& stream,
                        void* device_target, const gpu::Event* target_free);
   // Waits for a prefetched read of `module` and for a copy out of its pool buffer, and drops
@@ -180,7 +185,9 @@ class ParamTier final : public ParamSink {
     int module = -1;
     memory::PinnedPool::Lease lease;
     memory::Residency::CpuView view;
-    std::unique_ptr<gpu::Event> copied;
+    // Shared: take_buffer() waits on it without the lock, leaving the entry where drop_read()
+    // finds it.
+    std::shared_ptr<gpu::Event> copied;
   };
   std::deque<Upload> uploads_;
   // Waits for `upload`'s copy and gives its buffer back, rethrowing the copy's error after.
