@@ -12,9 +12,11 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/timeline.h"
+#include "base/units.h"
 #include "cpu_adam/half.h"
 #include "cpu_adam/optimizer.h"
 #include "engine/engine_state.h"
+#include "engine/memory_estimate.h"
 #include "engine/optim/grad_clip.h"
 #include "engine/param_init.h"
 #include "engine/zero/offload_options.h"
@@ -248,6 +250,35 @@ void Engine::State::build() {
   losses = device.allocate(accumulation * kFloat, "losses");
   losses_host = device.allocate_pinned(accumulation * kFloat);
   initialise_states();
+  reserve_step_memory();
+}
+
+// The step's buffers come from one reservation made now, sized by the estimate's walk of the
+// step (the same walk `strata estimate` reports and the agreement tests hold to the byte) plus one
+// largest buffer of room against fragmentation: a step then neither allocates device memory nor
+// waits for the device to free some. A budget too tight for that still trains, with the host
+// waiting for released buffers where the budget says so.
+void Engine::State::reserve_step_memory() {
+  EstimateInputs inputs = estimate_inputs_from_config(config, 0, 0, runtime.comm.world_size(), 1);
+  set_model(inputs, declare(model));
+  const StepDeviceMemory step =
+      step_device_memory(inputs, static_cast<int>(config.zero.stage),
+                         config.zero.offload_param.device, config.zero.offload_optimizer.device);
+  if (step.peak_bytes == 0) return;
+  memory.drain();
+  gpu::Device& device = runtime.device;
+  const std::int64_t wanted = step.peak_bytes + step.largest_buffer_bytes;
+  const std::int64_t room = device.budget_bytes() - device.bytes_in_use();
+  if (wanted > room) {
+    base::logger("engine").warn(
+        "strata.device_memory_budget leaves {} for the step, less than the {} its buffers and "
+        "their slack take: the step will wait for the device to free memory; a budget of {} "
+        "bytes or more lets it run without waiting",
+        base::format_bytes(static_cast<double>(room)),
+        base::format_bytes(static_cast<double>(wanted)), device.budget_bytes() - room + wanted);
+    return;
+  }
+  memory.reserve(wanted);
 }
 
 }  // namespace strata::engine
@@ -487,6 +518,7 @@ StepStats Engine::train_batch(std::span<const std::int32_t> inputs,
   const std::int64_t nvme_read_before = s.nvme_read_bytes();
   const std::int64_t nvme_write_before = s.nvme_write_bytes();
   const std::int64_t waits_before = s.memory.waits();
+  const std::int64_t allocations_before = s.memory.fresh_allocations();
   device.reset_peak();
   s.memory.reset_peak();
   std::int64_t micro_tokens = s.model.tokens_per_micro_batch();
@@ -559,6 +591,7 @@ StepStats Engine::train_batch(std::span<const std::int32_t> inputs,
   stats.bytes_nvme_read = s.nvme_read_bytes() - nvme_read_before;
   stats.bytes_nvme_write = s.nvme_write_bytes() - nvme_write_before;
   stats.allocation_waits = s.memory.waits() - waits_before;
+  stats.device_allocations = s.memory.fresh_allocations() - allocations_before;
   // In stream order: the host may hold released buffers a little longer than the device needs
   // them, which a GPU's stream-ordered pool would not (engine/memory/stream_ordered_memory.h).
   stats.gpu_peak_bytes = std::max(s.memory.peak_bytes(), s.memory.live_bytes());

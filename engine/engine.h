@@ -51,6 +51,8 @@ struct StepStats {
   // Device allocations that waited for the device: only when the budget refused fresh memory
   // while released buffers were still held, never once per module.
   std::int64_t allocation_waits = 0;
+  // Device allocations the step made (0 once the step's memory is reserved up front).
+  std::int64_t device_allocations = 0;
   double seconds = 0;               // wall time of the step
   std::int64_t tokens = 0;          // tokens processed by all ranks
   gpu::TransferCounters transfers;  // bytes moved by this step's stream copies

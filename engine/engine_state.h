@@ -147,6 +147,8 @@ struct Engine::State {
       std::function<void(const std::string& state, zero::Range range, std::span<float> out)>;
   void load_states(const StateSource& source);
   void initialise_states();
+  // Reserves the step's device memory (its arena) when the budget has room for it.
+  void reserve_step_memory();
   void run_forward(std::int64_t micro_batch);
   void run_backward(std::int64_t micro_batch, bool last_micro);
   void average_losses(std::int64_t count);

@@ -9,6 +9,8 @@
 
 #include "base/assert.h"
 #include "base/units.h"
+#include "engine/model.h"
+#include "engine/module.h"
 #include "engine/optim/grad_clip.h"
 #include "engine/optimizer.h"
 #include "engine/param_spec.h"
@@ -555,6 +557,15 @@ std::int64_t DeclaredModel::largest_module() const {
   return largest;
 }
 
+DeclaredModel declare(Model& model) {
+  DeclaredModel declared;
+  for (Module* module : model.modules()) {
+    declared.modules.push_back(module->parameters());
+    declared.lenders.push_back(module->borrowed_modules());
+  }
+  return declared;
+}
+
 void set_model(EstimateInputs& inputs, DeclaredModel model) {
   STRATA_ASSERT(model.lenders.size() == model.modules.size());
   inputs.params = model.parameter_count();
@@ -661,6 +672,23 @@ EstimateRow estimate_row(const EstimateInputs& inputs, int stage, OffloadDevice 
               "round_up(4 x gradient_accumulation_steps, 4 KiB) + 4 KiB", true);
   builder.finish(inputs.gpus_per_node);
   return row;
+}
+
+StepDeviceMemory step_device_memory(const EstimateInputs& inputs, int stage,
+                                    OffloadDevice offload_param, OffloadDevice offload_optimizer) {
+  STRATA_ASSERT(invalid_choice_reason(stage, offload_param, offload_optimizer).empty());
+  const ModelModules modules = model_modules(inputs);
+  const zero::FlatLayout layout(modules.specs,
+                                stage == 0 ? 1 : static_cast<int>(inputs.world_size()));
+  const Choice choice{stage, offload_param, offload_optimizer};
+  StepDeviceMemory step;
+  step.peak_bytes =
+      StepWalk(inputs, choice, layout, modules.lenders).run().bytes(inputs.storage_bytes);
+  // A module's fp32 gathered parameters and its gradient buffer are the step's largest buffers.
+  for (int m = 0; m < layout.module_count(); ++m)
+    step.largest_buffer_bytes =
+        std::max(step.largest_buffer_bytes, kFloat * layout.module(m).padded_numel);
+  return step;
 }
 
 std::vector<EstimateRow> estimate_all_rows(const EstimateInputs& inputs) {

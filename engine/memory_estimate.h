@@ -21,6 +21,8 @@
 
 namespace strata::engine {
 
+class Model;
+
 // A model as it declares itself: each module's parameters in order, and the modules each one
 // borrows (a tied head borrows the embedding). models/ describes its models this way
 // (models::declare); the estimate lays them out as the engine would, so the two cannot disagree.
@@ -31,6 +33,9 @@ struct DeclaredModel {
   std::int64_t parameter_count() const;
   std::int64_t largest_module() const;  // elements of the largest module
 };
+
+// The model's modules and their parameters as the estimate reads them.
+DeclaredModel declare(Model& model);
 
 // Everything the estimate reads. The defaults are DeepSpeed's (a config without these keys),
 // except the storage type: without a config the estimate assumes bf16 (2 bytes).
@@ -138,6 +143,16 @@ std::string invalid_choice_reason(int stage, OffloadDevice offload_param,
 // positive.
 EstimateRow estimate_row(const EstimateInputs& inputs, int stage, OffloadDevice offload_param,
                          OffloadDevice offload_optimizer);
+
+// The device memory one rank's training step takes and gives back (the step terms of
+// estimate_row, its StepWalk) at the step's highest point, and the largest single buffer the step
+// allocates: what the engine reserves for its step before the first one.
+struct StepDeviceMemory {
+  std::int64_t peak_bytes = 0;
+  std::int64_t largest_buffer_bytes = 0;
+};
+StepDeviceMemory step_device_memory(const EstimateInputs& inputs, int stage,
+                                    OffloadDevice offload_param, OffloadDevice offload_optimizer);
 
 // Every valid row: stage 0 (none/none), stage 1 and 2 (none/none, none/cpu), then stage 3
 // (none/none, none/cpu, none/nvme, cpu/cpu, cpu/nvme, nvme/cpu, nvme/nvme).

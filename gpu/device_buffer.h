@@ -68,6 +68,15 @@ class BasicBuffer {
   bool empty() const noexcept { return data_ == nullptr; }
   explicit operator bool() const noexcept { return data_ != nullptr; }
 
+  // Gives up the memory without giving it back: its owner takes it back another way (the
+  // stream-ordered memory frees its arena's buffers when their stream reaches the release).
+  // Returns the first byte; the buffer becomes empty.
+  void* disown() noexcept {
+    owner_ = nullptr;
+    bytes_ = 0;
+    return std::exchange(data_, nullptr);
+  }
+
   // Gives the memory back now; the buffer becomes empty.
   void reset() noexcept {
     if (owner_ != nullptr) owner_->release(data_, bytes_);

@@ -104,15 +104,6 @@ ModelPlan plan_model(const engine::ModelConfig& model, std::int64_t micro_batch)
   return plan;
 }
 
-engine::DeclaredModel declare(engine::Model& model) {
-  engine::DeclaredModel declared;
-  for (engine::Module* module : model.modules()) {
-    declared.modules.push_back(module->parameters());
-    declared.lenders.push_back(module->borrowed_modules());
-  }
-  return declared;
-}
-
 std::unique_ptr<engine::Model> build_model(const ModelPlan& plan) {
   if (plan.gpt) {
     auto gpt = std::make_unique<Gpt>(*plan.gpt);

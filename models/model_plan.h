@@ -36,9 +36,6 @@ struct ModelPlan {
 // config.json it refuses, a seq_len past the model's context or its sliding window).
 ModelPlan plan_model(const engine::ModelConfig& model, std::int64_t micro_batch);
 
-// The model's modules and their parameters as the estimate reads them (engine/memory_estimate.h).
-engine::DeclaredModel declare(engine::Model& model);
-
 // The model, its pretrained weights attached when the plan has them (every tensor checked
 // against the folder before anything is read, models/hf/pretrained_weights.h).
 std::unique_ptr<engine::Model> build_model(const ModelPlan& plan);

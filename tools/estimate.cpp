@@ -197,7 +197,7 @@ EstimatePlan make_plan(const EstimateOptions& options) {
         models::plan_model(config->strata.model, config->batch.train_micro_batch_size_per_gpu);
     model_plan.from_pretrained.clear();
     const std::unique_ptr<engine::Model> model = models::build_model(model_plan);
-    engine::set_model(plan.inputs, models::declare(*model));
+    engine::set_model(plan.inputs, engine::declare(*model));
     plan.inputs.activation_bytes = model->activation_bytes(plan.inputs.activation_checkpointing);
   }
   choose_gpu_capacity(options, config, inventory, plan);

@@ -84,6 +84,7 @@ void MetricsWriter::write(const engine::StepStats& stats, double tokens_per_s,
       {"early_sub_groups", stats.early_sub_groups},
       {"undone_sub_groups", stats.undone_sub_groups},
       {"allocation_waits", stats.allocation_waits},
+      {"device_allocations", stats.device_allocations},
   };
   if (validation_loss >= 0) line["val_loss"] = validation_loss;
   out_ << line.dump() << '\n';

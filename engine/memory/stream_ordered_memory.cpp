@@ -10,6 +10,17 @@
 
 namespace strata::engine::memory {
 
+namespace {
+
+// cudaMalloc's alignment, which the kernels (vector loads) and the host backend's checks assume.
+constexpr std::int64_t kAlignment = 256;
+
+std::int64_t aligned(std::int64_t bytes) {
+  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
+}
+
+}  // namespace
+
 StreamOrderedMemory::~StreamOrderedMemory() {
   try {
     drain();
@@ -19,33 +30,51 @@ StreamOrderedMemory::~StreamOrderedMemory() {
   }
 }
 
+void StreamOrderedMemory::reserve(std::int64_t bytes) {
+  STRATA_ASSERT(!arena_ && bytes > 0);
+  drain();  // buffers held outside the arena give their room to it
+  arena_ = device_.allocate(aligned(bytes), "the step's device memory (its arena)");
+  ++fresh_;
+  free_.emplace(0, FreeRange{arena_.bytes(), {}});
+}
+
 gpu::DeviceBuffer StreamOrderedMemory::allocate(gpu::Stream& stream, std::int64_t bytes,
                                                 std::string_view what,
-                                                std::unique_ptr<gpu::Event>* released_at) {
+                                                std::shared_ptr<gpu::Event>* released_at) {
   if (released_at != nullptr) released_at->reset();
-  // The oldest match: its earlier use is the likeliest to have run. One released on another
-  // stream qualifies once that stream has passed the release.
-  const auto match = std::ranges::find_if(pending_, [&](const Pending& pending) {
-    return pending.buffer.bytes() == bytes && (pending.stream == &stream || pending.done->query());
-  });
-  if (match != pending_.end()) {
-    Pending reused = std::move(*match);
-    pending_.erase(match);
-    pending_bytes_ -= bytes;
-    if (released_at != nullptr && !reused.done->query()) *released_at = std::move(reused.done);
-    note_peak();
-    return std::move(reused.buffer);
-  }
-  gpu::DeviceBuffer buffer;
   bool waited = false;
   for (;;) {
-    try {
-      buffer = device_.allocate(bytes, what);
-      break;
-    } catch (const UserError&) {
-      if (pending_.empty() && !(reclaim_ && reclaim_())) throw;
+    if (arena_) {
+      gpu::DeviceBuffer carved = carve(stream, bytes, released_at);
+      if (carved) return carved;
     }
-    STRATA_ASSERT(!pending_.empty());  // a reclaimed buffer is released into pending_
+    // The oldest match: its earlier use is the likeliest to have run. One released on another
+    // stream qualifies once that stream has passed the release.
+    const auto match = std::ranges::find_if(pending_, [&](const Pending& pending) {
+      return pending.buffer.bytes() == bytes &&
+             (pending.stream == &stream || pending.done->query());
+    });
+    if (match != pending_.end()) {
+      Pending reused = std::move(*match);
+      pending_.erase(match);
+      pending_bytes_ -= bytes;
+      if (released_at != nullptr && !reused.done->query()) *released_at = std::move(reused.done);
+      note_peak();
+      return std::move(reused.buffer);
+    }
+    try {
+      gpu::DeviceBuffer buffer = device_.allocate(bytes, what);
+      if (waited) ++waits_;
+      ++fresh_;
+      note_peak();
+      return buffer;
+    } catch (const UserError&) {
+      if (pending_.empty()) {
+        // A cache given back goes to the arena or to pending_: try both again.
+        if (reclaim_ && reclaim_()) continue;
+        throw;
+      }
+    }
     // Over the budget only because released buffers are still held: free one whose release
     // has run, else the oldest (the first the device reaches) once it has, and try again. The
     // others stay for later allocations of their sizes.
@@ -59,22 +88,123 @@ gpu::DeviceBuffer StreamOrderedMemory::allocate(gpu::Stream& stream, std::int64_
       freed.done->synchronize();
     }
   }
-  if (waited) ++waits_;
-  ++fresh_;
+}
+
+// The smallest free range that fits (best fit keeps the large ranges whole for the large
+// modules); its earlier users are ordered before the new one on the device, not on the host.
+gpu::DeviceBuffer StreamOrderedMemory::carve(gpu::Stream& stream, std::int64_t bytes,
+                                             std::shared_ptr<gpu::Event>* released_at) {
+  const std::int64_t size = aligned(bytes);
+  auto best = free_.end();
+  for (auto range = free_.begin(); range != free_.end(); ++range) {
+    if (range->second.bytes >= size &&
+        (best == free_.end() || range->second.bytes < best->second.bytes))
+      best = range;
+  }
+  if (best == free_.end()) return {};
+  const std::int64_t offset = best->first;
+  FreeRange taken = std::move(best->second);
+  free_.erase(best);
+  // The rest of the range stays free; its releases still guard it (conservative: they may cover
+  // only the part taken).
+  if (taken.bytes > size)
+    free_.emplace(offset + size, FreeRange{taken.bytes - size, taken.releases});
+
+  std::shared_ptr<gpu::Event> own;  // the latest release on `stream`: fires after the others
+  std::uint64_t own_order = 0;
+  bool foreign = false;
+  for (const Release& release : taken.releases) {
+    if (release.done->query()) continue;
+    if (release.stream == &stream) {
+      if (!own || release.order > own_order) {
+        own = release.done;
+        own_order = release.order;
+      }
+      continue;
+    }
+    stream.wait(*release.done);
+    foreign = true;
+  }
+  if (released_at != nullptr) {
+    if (foreign) {
+      // Another stream's use is ordered before `stream`'s next work only: one event after it.
+      std::shared_ptr<gpu::Event> after = device_.create_event();
+      stream.record(*after);
+      *released_at = std::move(after);
+    } else {
+      *released_at = std::move(own);
+    }
+  }
+  arena_live_bytes_ += bytes;
   note_peak();
-  return buffer;
+  return gpu::DeviceBuffer(arena_.as<std::byte>() + offset, bytes, &arena_owner_);
+}
+
+// Puts a range back, merged with free neighbours; of their releases it keeps, per stream, the
+// latest one not yet passed.
+void StreamOrderedMemory::free_range(std::int64_t offset, std::int64_t bytes,
+                                     std::vector<Release> releases) {
+  auto next = free_.lower_bound(offset);
+  if (next != free_.end() && offset + bytes == next->first) {
+    bytes += next->second.bytes;
+    releases.insert(releases.end(), next->second.releases.begin(), next->second.releases.end());
+    next = free_.erase(next);
+  }
+  if (next != free_.begin()) {
+    auto previous = std::prev(next);
+    if (previous->first + previous->second.bytes == offset) {
+      offset = previous->first;
+      bytes += previous->second.bytes;
+      releases.insert(releases.end(), previous->second.releases.begin(),
+                      previous->second.releases.end());
+      free_.erase(previous);
+    }
+  }
+  std::vector<Release> kept;
+  for (Release& release : releases) {
+    if (release.done->query()) continue;
+    auto same = std::ranges::find(kept, release.stream, &Release::stream);
+    if (same == kept.end()) {
+      kept.push_back(std::move(release));
+    } else if (release.order > same->order) {
+      *same = std::move(release);
+    }
+  }
+  free_.emplace(offset, FreeRange{bytes, std::move(kept)});
+}
+
+std::int64_t StreamOrderedMemory::arena_offset(const void* data) const {
+  const auto* base = arena_.as<const std::byte>();
+  const auto* at = static_cast<const std::byte*>(data);
+  if (base == nullptr || at < base || at >= base + arena_.bytes()) return -1;
+  return at - base;
+}
+
+void StreamOrderedMemory::ArenaOwner::release(void* data, std::int64_t bytes) noexcept {
+  const std::int64_t offset = memory_.arena_offset(data);
+  STRATA_ASSERT(offset >= 0);
+  memory_.arena_live_bytes_ -= bytes;
+  memory_.free_range(offset, aligned(bytes), {});
 }
 
 void StreamOrderedMemory::release(gpu::Stream& stream, gpu::DeviceBuffer buffer) {
   if (!buffer) return;
+  std::shared_ptr<gpu::Event> done = device_.create_event();
+  stream.record(*done);
+  const std::int64_t offset = arena_offset(buffer.data());
+  if (offset >= 0) {
+    const std::int64_t bytes = buffer.bytes();
+    buffer.disown();
+    arena_live_bytes_ -= bytes;
+    free_range(offset, aligned(bytes), {Release{&stream, std::move(done), ++releases_}});
+    return;
+  }
   pending_bytes_ += buffer.bytes();
-  Pending pending{device_.create_event(), std::move(buffer), &stream};
-  stream.record(*pending.done);
-  pending_.push_back(std::move(pending));
+  pending_.push_back(Pending{std::move(done), std::move(buffer), &stream});
 }
 
 std::int64_t StreamOrderedMemory::live_bytes() const {
-  return device_.bytes_in_use() - pending_bytes_;
+  return device_.bytes_in_use() - pending_bytes_ - arena_.bytes() + arena_live_bytes_;
 }
 
 void StreamOrderedMemory::drain() {
@@ -84,6 +214,11 @@ void StreamOrderedMemory::drain() {
     pending_.pop_front();
     pending_bytes_ -= front.buffer.bytes();
     front.done->synchronize();
+  }
+  for (auto& [offset, range] : free_) {
+    for (const Release& release : range.releases)
+      release.done->synchronize();
+    range.releases.clear();
   }
 }
 

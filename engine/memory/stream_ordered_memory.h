@@ -3,8 +3,10 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string_view>
+#include <vector>
 
 #include "gpu/device.h"
 
@@ -12,22 +14,32 @@ namespace strata::engine::memory {
 
 // Device memory that comes and goes with the step (gathered parameters, gradient buffers of the
 // modules in flight), given back in stream order: a released buffer is free for later work on
-// the stream it was released on at once, and for anything else once that stream has run the work
-// enqueued before the release (cudaFreeAsync's rule, kept on any backend with an event).
+// the stream it was released on at once, and for work on another stream once that stream has
+// run the work enqueued before the release (cudaFreeAsync's rule, kept on any backend with an
+// event).
 //
-// So the host never waits for the device to allocate, unless the budget says so: an allocation
-// on a stream takes a released buffer of exactly its size from that stream, or from another
-// stream that has passed its release (the modules of a transformer repeat their sizes, so after
-// the first step a step allocates nothing new), else fresh memory. Released buffers are kept for
-// their size until the budget refuses fresh memory: then they are freed, those whose release has
-// run first, then the oldest once its release has run, until the new buffer fits. Past those,
-// a cache a client keeps in this memory (the gathered modules the parameter coordinator keeps for
+// The engine reserves the step's memory up front (`reserve`): one device allocation, the arena,
+// sized to the step's highest live set as the estimate walks it plus one largest buffer against
+// fragmentation. An allocation is then carved from the arena's free ranges (the smallest that
+// fits) and a release puts its range back, merged with its free neighbours, carrying the event
+// its stream records: the host neither allocates device memory nor waits for the device inside a
+// step. A range released on the allocating stream is reused at once; one released on another
+// stream is ordered on the device (the allocating stream waits on the release's event). An
+// allocation the arena cannot place (no reserve, or more fragmentation than its slack) takes
+// fresh device memory, counted in `fresh_allocations`.
+//
+// Outside the arena, released buffers are kept for their size and reused by later allocations of
+// exactly that size (the modules of a transformer repeat their sizes) until the budget refuses
+// fresh memory: then they are freed, those whose release has run first, then the oldest once its
+// release has run (a host wait, counted in `waits`), until the new buffer fits. Past those, a
+// cache a client keeps in this memory (the gathered modules the parameter coordinator keeps for
 // reuse) gives its entries back through the reclaimer before the budget's error is let through.
 //
 // The memory in use is counted in stream order: the bytes of the buffers not released
-// (`live_bytes`), whatever the host holds for releases the device has not reached yet. That is
-// what a stream-ordered pool on a GPU holds, the live set the step's walk predicts (`strata
-// estimate` checks its peak to the byte), and the same at a roomy budget as at a tight one.
+// (`live_bytes`), whatever the host holds for releases the device has not reached yet and however
+// much the arena reserves. That is what a stream-ordered pool on a GPU holds, the live set the
+// step's walk predicts (`strata estimate` checks its peak to the byte), and the same at a roomy
+// budget as at a tight one.
 //
 // Not thread-safe: the engine's thread drives it.
 class StreamOrderedMemory {
@@ -37,13 +49,20 @@ class StreamOrderedMemory {
   StreamOrderedMemory(const StreamOrderedMemory&) = delete;
   StreamOrderedMemory& operator=(const StreamOrderedMemory&) = delete;
 
-  // Device memory of `bytes` for work on `stream`; throws the device's budget UserError when it
-  // does not fit even with every release run. When it is a buffer released on `stream` before,
-  // and `released_at` is not null, *released_at is set to an event that fires when the buffer's
+  // Takes `bytes` of device memory as the arena later allocations are carved from (once, before
+  // the first step; released buffers held outside it are freed first). Throws the device's
+  // budget UserError when the budget has no room for it.
+  void reserve(std::int64_t bytes);
+  // The arena's size (0 before reserve).
+  std::int64_t reserved_bytes() const noexcept { return arena_.bytes(); }
+
+  // Device memory of `bytes` for work on `stream`, 256-byte aligned; throws the device's budget
+  // UserError when it does not fit even with every release run. When its memory was released
+  // before and `released_at` is not null, *released_at is set to an event that fires when that
   // earlier use has run: work on another stream must wait for it before it touches the buffer
   // (null for memory that was free already).
   gpu::DeviceBuffer allocate(gpu::Stream& stream, std::int64_t bytes, std::string_view what,
-                             std::unique_ptr<gpu::Event>* released_at = nullptr);
+                             std::shared_ptr<gpu::Event>* released_at = nullptr);
   // Frees `buffer` once `stream` has run the work enqueued on it so far.
   void release(gpu::Stream& stream, gpu::DeviceBuffer buffer);
   // Frees every pending buffer, waiting for its stream.
@@ -61,18 +80,47 @@ class StreamOrderedMemory {
   // Allocations that had to wait for the device (the budget refused fresh memory while released
   // buffers were held), for tests and the metrics.
   std::int64_t waits() const noexcept { return waits_; }
-  // Allocations that took fresh device memory (tests: none after a first pass of repeated sizes).
+  // Allocations that took fresh device memory (tests: none after a first pass of repeated sizes,
+  // none at all once the arena is reserved).
   std::int64_t fresh_allocations() const noexcept { return fresh_; }
 
  private:
   struct Pending {
-    std::unique_ptr<gpu::Event> done;
+    std::shared_ptr<gpu::Event> done;
     gpu::DeviceBuffer buffer;
     const gpu::Stream* stream = nullptr;
   };
+  // A stream's release of arena memory: the memory is free for other streams once `done` fires.
+  // `order` tells which of two releases on one stream came later (its event fires last).
+  struct Release {
+    const gpu::Stream* stream = nullptr;
+    std::shared_ptr<gpu::Event> done;
+    std::uint64_t order = 0;
+  };
+  struct FreeRange {
+    std::int64_t bytes = 0;
+    std::vector<Release> releases;  // at most one per stream: the latest
+  };
+  // Gives an arena buffer dropped without release() back at once (BasicBuffer's rule: whoever
+  // drops it has made sure no queued work touches it).
+  struct ArenaOwner final : gpu::detail::AllocationOwner {
+    explicit ArenaOwner(StreamOrderedMemory& memory) : memory_(memory) {}
+    void release(void* data, std::int64_t bytes) noexcept override;
+    StreamOrderedMemory& memory_;
+  };
+
+  gpu::DeviceBuffer carve(gpu::Stream& stream, std::int64_t bytes,
+                          std::shared_ptr<gpu::Event>* released_at);
+  void free_range(std::int64_t offset, std::int64_t bytes, std::vector<Release> releases);
+  std::int64_t arena_offset(const void* data) const;
   void note_peak() { peak_ = std::max(peak_, live_bytes()); }
 
   gpu::Device& device_;
+  gpu::DeviceBuffer arena_;
+  ArenaOwner arena_owner_{*this};
+  std::map<std::int64_t, FreeRange> free_;  // by offset into the arena
+  std::int64_t arena_live_bytes_ = 0;       // asked for by the arena's live buffers
+  std::uint64_t releases_ = 0;
   std::deque<Pending> pending_;
   std::int64_t pending_bytes_ = 0;
   std::int64_t peak_ = 0;

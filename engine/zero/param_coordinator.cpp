@@ -154,12 +154,12 @@ void ParamCoordinator::gather(int module) {
   // module's was released on the way, so it is reused and leaves nothing pending that would make
   // the fp32 buffer wait.
   gpu::DeviceBuffer narrow;
-  std::unique_ptr<gpu::Event> narrow_released;
+  std::shared_ptr<gpu::Event> narrow_released;
   if (widen) {
     narrow = memory_.allocate(stream_, slice.padded_numel * element,
                               name + " gathered 16-bit parameters", &narrow_released);
   }
-  std::unique_ptr<gpu::Event> params_released;
+  std::shared_ptr<gpu::Event> params_released;
   const std::byte* source = tier_.device_shard(module);
   std::byte* full = nullptr;
   try {

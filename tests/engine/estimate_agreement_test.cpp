@@ -86,7 +86,7 @@ std::unique_ptr<engine::Model> model_of(const Config& config) {
 EstimateRow estimate_for(const Config& config, std::int64_t activation_bytes) {
   // One rank per process: under mpirun every rank checks its own share.
   EstimateInputs inputs = estimate_inputs_from_config(config, 0, 0, world().world_size(), 1);
-  set_model(inputs, models::declare(*model_of(config)));
+  set_model(inputs, declare(*model_of(config)));
   inputs.activation_bytes = activation_bytes;
   return estimate_row(inputs, static_cast<int>(config.zero.stage), config.zero.offload_param.device,
                       config.zero.offload_optimizer.device);
@@ -95,7 +95,8 @@ EstimateRow estimate_for(const Config& config, std::int64_t activation_bytes) {
 struct Measured {
   MemoryUse use;
   std::int64_t partition_numel = 0;
-  StepStats last;  // the second step's
+  StepStats first;  // the first step's
+  StepStats last;   // the second step's
 };
 
 // Two training steps of `config` (the second follows the module trace the first recorded) on a
@@ -118,10 +119,9 @@ Measured run_engine(const Config& config, std::int64_t budget_bytes) {
     inputs[i] = static_cast<std::int32_t>(i * 7 % 256);
     targets[i] = static_cast<std::int32_t>((i * 7 + 1) % 256);
   }
-  StepStats last;
-  for (int step = 0; step < 2; ++step)
-    last = engine.train_batch(inputs, targets);
-  return {engine.memory_use(), engine.layout().partition_numel(), last};
+  const StepStats first = engine.train_batch(inputs, targets);
+  const StepStats last = engine.train_batch(inputs, targets);
+  return {engine.memory_use(), engine.layout().partition_numel(), first, last};
 }
 
 std::string describe(const EstimateRow& row) {
@@ -397,6 +397,30 @@ TEST(EstimateAgreement, AStepWaitsForTheDeviceAFewTimesWhateverItsDepth) {
   }
   EXPECT_EQ(waits[0], waits[1]);
   EXPECT_LT(waits[1], 2 * 6);  // one per module and pass would be 24
+}
+
+// Issue 18: at a budget with room for the step's arena (the estimate's step peak plus one largest
+// buffer), the step's buffers all come from the arena reserved before it: from the first step on,
+// a step takes no device memory and never waits for the device, and its peak in stream order is
+// still the estimate to the byte.
+TEST(EstimateAgreement, AStepWithRoomForItsArenaAllocatesNothingAndNeverWaits) {
+  SwapDirectory swap;
+  for (const std::string& zero : {everything_on_nvme(swap, R"("sub_group_size": 20000, )"),
+                                  std::string(R"({"stage": 3, "stage3_max_live_parameters": 0,
+                        "stage3_param_persistence_threshold": 0})")}) {
+    const Config config = tiny_config(zero);
+    const EstimateRow row = estimate_for(config, model_of(config)->activation_bytes(false));
+    EstimateInputs inputs = estimate_inputs_from_config(config, 0, 0, world().world_size(), 1);
+    set_model(inputs, declare(*model_of(config)));
+    const StepDeviceMemory step = step_device_memory(inputs, 3, config.zero.offload_param.device,
+                                                     config.zero.offload_optimizer.device);
+    const Measured run = run_engine(config, row.per_gpu_bytes + step.largest_buffer_bytes);
+    for (const StepStats& stats : {run.first, run.last}) {
+      EXPECT_EQ(stats.device_allocations, 0) << zero;
+      EXPECT_EQ(stats.allocation_waits, 0) << zero;
+    }
+    EXPECT_EQ(run.use.device_peak_bytes, row.per_gpu_bytes) << describe(row);
+  }
 }
 
 TEST(EstimateAgreement, LlamaStage2WithOptimizerOnCpu) {

@@ -208,7 +208,7 @@ TEST(EstimateRows, Stage2OptimizerOnCpuByHand) {
 TEST(EstimateRows, ModelShapeUsesTheEnginesFlatLayout) {
   EstimateInputs inputs;
   models::Gpt gpt(models::GptShape{1, 4, 64, 32, 256, 1});
-  set_model(inputs, models::declare(gpt));
+  set_model(inputs, declare(gpt));
   inputs.gpus_per_node = 2;
   inputs.stage3_param_persistence_threshold = 200;  // only ln_f (128) stays gathered
   inputs.stage3_max_reuse_distance = 0;
@@ -267,7 +267,7 @@ TEST(EstimateInputsFromConfig, ReadsTheSections) {
   config.optimizer.type = OptimizerType::lion;
   EstimateInputs modelled = estimate_inputs_from_config(config, 0, 0, 1, 1);
   models::Gpt gpt(models::GptShape{2, 4, 64, 32, 256, 4});
-  set_model(modelled, models::declare(gpt));
+  set_model(modelled, declare(gpt));
   ASSERT_TRUE(modelled.model.has_value());
   EXPECT_EQ(modelled.storage_bytes, 2);
   EXPECT_EQ(modelled.optimizer_moments, 1);

@@ -1,7 +1,8 @@
 // Stream-ordered device memory: a buffer released on a stream is reused by the next allocation
 // of its size on that stream, and other sizes take fresh memory, without the host waiting for
 // the device unless the budget says so; released buffers stay until the budget needs them; the
-// memory in use is counted in stream order.
+// memory in use is counted in stream order. With an arena reserved, any size is carved from the
+// released ranges, ordered on the device, never waited for on the host.
 #include "engine/memory/stream_ordered_memory.h"
 
 #include <gtest/gtest.h>
@@ -45,7 +46,7 @@ TEST(StreamOrderedMemory, ABufferOfTheSameSizeIsReusedOnItsStreamWithoutWaiting)
   memory.release(stream, std::move(first));
   // The stream has not run the release: the host must not wait for it (it would never return).
   auto reused = std::async(std::launch::async, [&] {
-    std::unique_ptr<gpu::Event> released;
+    std::shared_ptr<gpu::Event> released;
     gpu::DeviceBuffer buffer = memory.allocate(stream, 1 << 16, "second", &released);
     EXPECT_NE(released, nullptr);
     EXPECT_FALSE(released->query());  // the earlier use has not run yet
@@ -117,7 +118,7 @@ TEST(StreamOrderedMemory, AReleaseOnAnotherStreamIsReusedHereOnceItHasRun) {
   }
   copies.synchronize();
   compute.synchronize();
-  std::unique_ptr<gpu::Event> released;
+  std::shared_ptr<gpu::Event> released;
   gpu::DeviceBuffer reused = memory.allocate(compute, 1 << 16, "compute", &released);
   EXPECT_EQ(released, nullptr);  // passed: nothing to wait for
   EXPECT_EQ(device->bytes_in_use(), 2 << 16);
@@ -162,6 +163,105 @@ TEST(StreamOrderedMemory, TheReclaimerEmptiesAClientsCacheBeforeTheBudgetRefuses
   EXPECT_EQ(reclaimed, 2);  // the cache went too, and still it did not fit
   memory.set_reclaimer({});
   memory.release(stream, std::move(needed));
+  memory.drain();
+}
+
+// The arena: after reserve, allocations are carved from it. Released ranges merge, so a size the
+// step never had before fits where two smaller buffers were, with their releases still queued
+// behind the gate: no fresh device memory and no wait, where the budget alone would have made the
+// host wait (OverTheBudgetItWaitsForTheReleases).
+TEST(StreamOrderedMemory, TheArenaServesAnySizeFromReleasedRangesWithoutWaiting) {
+  auto device = device_of_96_kib();
+  gpu::Stream& stream = device->compute_stream();
+  StreamOrderedMemory memory(*device);
+  memory.reserve(64 << 10);
+  EXPECT_EQ(memory.reserved_bytes(), 64 << 10);
+  const std::int64_t fresh_after_reserve = memory.fresh_allocations();
+  HeldStream gate(stream);
+  gpu::DeviceBuffer a = memory.allocate(stream, 32 << 10, "a");
+  gpu::DeviceBuffer b = memory.allocate(stream, 32 << 10, "b");
+  void* const start = a.data();
+  stream.fill_zero(a.data(), a.bytes());  // their uses, queued behind the gate
+  stream.fill_zero(b.data(), b.bytes());
+  memory.release(stream, std::move(b));
+  memory.release(stream, std::move(a));
+  EXPECT_EQ(memory.live_bytes(), 0);
+  auto whole = std::async(std::launch::async, [&] {
+    std::shared_ptr<gpu::Event> released;
+    gpu::DeviceBuffer buffer = memory.allocate(stream, 64 << 10, "whole", &released);
+    EXPECT_NE(released, nullptr);  // the latest of the two releases on this stream
+    EXPECT_FALSE(released->query());
+    return buffer;
+  });
+  ASSERT_EQ(whole.wait_for(10s), std::future_status::ready);
+  gpu::DeviceBuffer buffer = whole.get();
+  EXPECT_EQ(buffer.data(), start);
+  EXPECT_EQ(memory.fresh_allocations(), fresh_after_reserve);
+  EXPECT_EQ(memory.waits(), 0);
+  EXPECT_EQ(device->bytes_in_use(), 64 << 10);  // the arena, nothing beside it
+  EXPECT_EQ(memory.live_bytes(), 64 << 10);
+  gate.open();
+  memory.release(stream, std::move(buffer));
+  memory.drain();
+}
+
+// A range released on another stream is handed out at once; the allocating stream waits for the
+// release on the device, so its next work runs only after the work queued before the release.
+TEST(StreamOrderedMemory, AnArenaRangeReleasedOnAnotherStreamIsOrderedOnTheDevice) {
+  auto device = gpu::create_host_device({});
+  gpu::Stream& compute = device->compute_stream();
+  gpu::Stream& copies = device->h2d_stream();
+  StreamOrderedMemory memory(*device);
+  memory.reserve(1 << 16);
+  auto gate = std::make_unique<HeldStream>(copies);
+  gpu::DeviceBuffer target = memory.allocate(copies, 1 << 16, "copy target");
+  void* const address = target.data();
+  bool copy_ran = false;
+  copies.launch([&] { copy_ran = true; });
+  memory.release(copies, std::move(target));
+  std::shared_ptr<gpu::Event> released;
+  gpu::DeviceBuffer reused = memory.allocate(compute, 1 << 16, "compute", &released);
+  EXPECT_EQ(reused.data(), address);
+  ASSERT_NE(released, nullptr);
+  bool saw_copy = false;
+  compute.launch([&] { saw_copy = copy_ran; });
+  auto after = device->create_event();
+  compute.record(*after);
+  EXPECT_FALSE(after->query());  // the compute stream waits behind the held copy stream
+  EXPECT_FALSE(released->query());
+  gate->open();
+  compute.synchronize();
+  EXPECT_TRUE(saw_copy);
+  EXPECT_TRUE(released->query());
+  EXPECT_EQ(memory.waits(), 0);
+  memory.release(compute, std::move(reused));
+  memory.drain();
+}
+
+// What the arena cannot place (here a hole too small, the rest of the arena taken) takes fresh
+// device memory beside it, counted; a buffer dropped without release() goes back to the arena at
+// once and is carved again.
+TEST(StreamOrderedMemory, WhatTheArenaCannotPlaceTakesFreshMemory) {
+  auto device = gpu::create_host_device({});
+  gpu::Stream& stream = device->compute_stream();
+  StreamOrderedMemory memory(*device);
+  memory.reserve(64 << 10);
+  const std::int64_t fresh_after_reserve = memory.fresh_allocations();
+  gpu::DeviceBuffer a = memory.allocate(stream, 32 << 10, "a");
+  gpu::DeviceBuffer b = memory.allocate(stream, 32 << 10, "b");
+  void* const a_address = a.data();
+  a.reset();  // dropped, not released: free now
+  gpu::DeviceBuffer c = memory.allocate(stream, 48 << 10, "c");
+  EXPECT_EQ(memory.fresh_allocations(), fresh_after_reserve + 1);
+  EXPECT_EQ(device->bytes_in_use(), (64 << 10) + (48 << 10));
+  EXPECT_EQ(memory.live_bytes(), (32 << 10) + (48 << 10));
+  gpu::DeviceBuffer d = memory.allocate(stream, 100, "d");  // rounded up to 256 bytes in the hole
+  EXPECT_EQ(d.data(), a_address);
+  EXPECT_EQ(memory.live_bytes(), (32 << 10) + (48 << 10) + 100);
+  EXPECT_EQ(memory.fresh_allocations(), fresh_after_reserve + 1);
+  memory.release(stream, std::move(c));
+  memory.release(stream, std::move(b));
+  memory.release(stream, std::move(d));
   memory.drain();
 }
 
