@@ -267,18 +267,29 @@ void Engine::State::reserve_step_memory() {
   if (step.peak_bytes == 0) return;
   memory.drain();
   gpu::Device& device = runtime.device;
-  const std::int64_t wanted = step.peak_bytes + step.largest_buffer_bytes;
+  const std::int64_t wanted =
+      memory::StreamOrderedMemory::arena_bytes(step.peak_bytes + step.largest_buffer_bytes);
   const std::int64_t room = device.budget_bytes() - device.bytes_in_use();
-  if (wanted > room) {
+  const auto without_arena = [&](const std::string& why) {
     base::logger("engine").warn(
+        "{}: the step will wait for the device to free memory; a strata.device_memory_budget of "
+        "{} bytes or more lets it run without waiting",
+        why, device.budget_bytes() - room + wanted);
+  };
+  if (wanted > room) {
+    without_arena(fmt::format(
         "strata.device_memory_budget leaves {} for the step, less than the {} its buffers and "
-        "their slack take: the step will wait for the device to free memory; a budget of {} "
-        "bytes or more lets it run without waiting",
+        "their slack take",
         base::format_bytes(static_cast<double>(room)),
-        base::format_bytes(static_cast<double>(wanted)), device.budget_bytes() - room + wanted);
+        base::format_bytes(static_cast<double>(wanted))));
     return;
   }
-  memory.reserve(wanted);
+  try {
+    memory.reserve(wanted);
+  } catch (const UserError& error) {
+    // The budget allowed it but the device itself did not (a card shared with another process).
+    without_arena(error.what());
+  }
 }
 
 }  // namespace strata::engine

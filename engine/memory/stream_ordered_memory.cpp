@@ -30,10 +30,14 @@ StreamOrderedMemory::~StreamOrderedMemory() {
   }
 }
 
+std::int64_t StreamOrderedMemory::arena_bytes(std::int64_t bytes) {
+  return aligned(bytes);
+}
+
 void StreamOrderedMemory::reserve(std::int64_t bytes) {
   STRATA_ASSERT(!arena_ && bytes > 0);
   drain();  // buffers held outside the arena give their room to it
-  arena_ = device_.allocate(aligned(bytes), "the step's device memory (its arena)");
+  arena_ = device_.allocate(arena_bytes(bytes), "the step's device memory (its arena)");
   ++fresh_;
   free_.emplace(0, FreeRange{arena_.bytes(), {}});
 }
@@ -42,6 +46,7 @@ gpu::DeviceBuffer StreamOrderedMemory::allocate(gpu::Stream& stream, std::int64_
                                                 std::string_view what,
                                                 std::shared_ptr<gpu::Event>* released_at) {
   if (released_at != nullptr) released_at->reset();
+  if (bytes == 0) return {};  // as Device::allocate: an empty buffer, nothing carved
   bool waited = false;
   for (;;) {
     if (arena_) {
@@ -102,18 +107,12 @@ gpu::DeviceBuffer StreamOrderedMemory::carve(gpu::Stream& stream, std::int64_t b
       best = range;
   }
   if (best == free_.end()) return {};
-  const std::int64_t offset = best->first;
-  FreeRange taken = std::move(best->second);
-  free_.erase(best);
-  // The rest of the range stays free; its releases still guard it (conservative: they may cover
-  // only the part taken).
-  if (taken.bytes > size)
-    free_.emplace(offset + size, FreeRange{taken.bytes - size, taken.releases});
 
+  // The orderings first (they may throw), then the range is taken.
   std::shared_ptr<gpu::Event> own;  // the latest release on `stream`: fires after the others
   std::uint64_t own_order = 0;
   bool foreign = false;
-  for (const Release& release : taken.releases) {
+  for (const Release& release : best->second.releases) {
     if (release.done->query()) continue;
     if (release.stream == &stream) {
       if (!own || release.order > own_order) {
@@ -134,6 +133,15 @@ gpu::DeviceBuffer StreamOrderedMemory::carve(gpu::Stream& stream, std::int64_t b
     } else {
       *released_at = std::move(own);
     }
+  }
+
+  const std::int64_t offset = best->first;
+  FreeRange taken = std::move(best->second);
+  free_.erase(best);
+  // The rest of the range stays free; its releases still guard it (conservative: they may cover
+  // only the part taken).
+  if (taken.bytes > size) {
+    free_.emplace(offset + size, FreeRange{taken.bytes - size, std::move(taken.releases)});
   }
   arena_live_bytes_ += bytes;
   note_peak();
@@ -170,7 +178,8 @@ void StreamOrderedMemory::free_range(std::int64_t offset, std::int64_t bytes,
       *same = std::move(release);
     }
   }
-  free_.emplace(offset, FreeRange{bytes, std::move(kept)});
+  const bool placed = free_.emplace(offset, FreeRange{bytes, std::move(kept)}).second;
+  STRATA_ASSERT(placed);  // a range is freed once
 }
 
 std::int64_t StreamOrderedMemory::arena_offset(const void* data) const {

@@ -26,7 +26,9 @@ namespace strata::engine::memory {
 // step. A range released on the allocating stream is reused at once; one released on another
 // stream is ordered on the device (the allocating stream waits on the release's event). An
 // allocation the arena cannot place (no reserve, or more fragmentation than its slack) takes
-// fresh device memory, counted in `fresh_allocations`.
+// fresh device memory, counted in `fresh_allocations`. (The host backend's debug check that a
+// device pointer lies in a live allocation sees the whole arena as one: a use after release()
+// inside it is not caught there.)
 //
 // Outside the arena, released buffers are kept for their size and reused by later allocations of
 // exactly that size (the modules of a transformer repeat their sizes) until the budget refuses
@@ -53,6 +55,8 @@ class StreamOrderedMemory {
   // the first step; released buffers held outside it are freed first). Throws the device's
   // budget UserError when the budget has no room for it.
   void reserve(std::int64_t bytes);
+  // The device memory reserve(bytes) takes (rounded up to the alignment).
+  static std::int64_t arena_bytes(std::int64_t bytes);
   // The arena's size (0 before reserve).
   std::int64_t reserved_bytes() const noexcept { return arena_.bytes(); }
 

@@ -259,6 +259,7 @@ TEST(StreamOrderedMemory, WhatTheArenaCannotPlaceTakesFreshMemory) {
   EXPECT_EQ(d.data(), a_address);
   EXPECT_EQ(memory.live_bytes(), (32 << 10) + (48 << 10) + 100);
   EXPECT_EQ(memory.fresh_allocations(), fresh_after_reserve + 1);
+  EXPECT_TRUE(memory.allocate(stream, 0, "nothing").empty());  // as Device::allocate
   memory.release(stream, std::move(c));
   memory.release(stream, std::move(b));
   memory.release(stream, std::move(d));
