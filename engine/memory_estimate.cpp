@@ -482,7 +482,7 @@ void add_optimizer_offload(RowBuilder& builder, const EstimateInputs& inputs, co
     largest = std::max(largest, extent);
     largest_group = std::max(largest_group, group.size());
   }
-  // One host buffer holds the partition (or on NVMe the shard being added to) and the staging,
+  // One host buffer holds the partition (or on NVMe the two shard sums) and the staging,
   // page-locked when offload_optimizer.pin_memory asks.
   const bool pinned = inputs.optimizer_pin_memory;
   if (choice.offload_optimizer == OffloadDevice::cpu) {
@@ -490,9 +490,9 @@ void add_optimizer_offload(RowBuilder& builder, const EstimateInputs& inputs, co
                 fmt::format("{} x part", grad), pinned);
   } else {
     builder.add(fmt::format("gradient_accumulation_{}", grad_type), Tier::cpu,
-                grad * largest_shard(layout),
-                fmt::format("{} x largest shard(m) (a shard read back from the gradient swap file "
-                            "to be added to)",
+                2 * grad * largest_shard(layout),
+                fmt::format("2 x {} x largest shard(m) (the sums of two shards: one is formed, "
+                            "the other written to the gradient swap file behind it)",
                             grad),
                 pinned);
     builder.add(fmt::format("gradient_read_{}", grad_type), Tier::cpu,

@@ -5,10 +5,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <exception>
+#include <utility>
 
 #include "aio/errors.h"
 #include "base/assert.h"
 #include "base/error.h"
+#include "base/log.h"
 #include "base/timeline.h"
 #include "cpu_adam/half.h"
 #include "gpu/stream.h"
@@ -42,9 +45,12 @@ GradReducer::GradReducer(gpu::Device& device, gpu::Ops& ops, gpu::Comm& comm, gp
     std::int64_t largest = 0;
     for (int m = 0; m < layout.module_count(); ++m)
       largest = std::max(largest, layout.module(m).shard_numel);
-    // The partition, or with to_nvme the shard read back to be added to; then the staging. Both
-    // are whole 4 KiB blocks: shards are multiples of 2048 elements.
-    const std::int64_t accumulated = (options_.to_nvme ? largest : partition) * grad_bytes();
+    // The partition, or with to_nvme two shard buffers (a sum is formed in one while the other's
+    // is written); then the staging. All whole 4 KiB blocks: shards are multiples of 2048
+    // elements.
+    shard_bytes_ = largest * grad_bytes();
+    const std::int64_t accumulated =
+        options_.to_nvme ? kShardWrites * shard_bytes_ : partition * grad_bytes();
     host_bytes_ = accumulated + largest * 4;
     staging_offset_ = accumulated;
     if (options_.to_nvme) {
@@ -83,6 +89,29 @@ GradReducer::GradReducer(gpu::Device& device, gpu::Ops& ops, gpu::Comm& comm, gp
 GradReducer::~GradReducer() {
   for (Buffer& buffer : buffers_)
     memory_.release(stream_, std::move(buffer.grads));
+  if (!store_) return;
+  try {
+    stream_.synchronize();  // no task of this reducer is left to submit one
+    finish_writes(0, layout_.partition_numel());
+  } catch (const std::exception& error) {
+    // The step that wrote them has failed or been reported already.
+    base::logger("engine").debug("gradient writes at shutdown: {}", error.what());
+  }
+}
+
+void GradReducer::finish_writes(std::int64_t begin, std::int64_t end) {
+  const std::lock_guard lock(writes_mutex_);
+  std::exception_ptr failure;
+  for (ShardWrite& write : writes_) {
+    if (!write.ticket || write.end <= begin || end <= write.begin) continue;
+    const aio::Ticket ticket = *std::exchange(write.ticket, std::nullopt);
+    try {
+      store_->wait(ticket);
+    } catch (...) {
+      if (!failure) failure = std::current_exception();
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
 }
 
 std::span<const std::byte> GradReducer::grads(Range range) {
@@ -93,6 +122,7 @@ std::span<const std::byte> GradReducer::grads(Range range) {
   if (!store_) {
     return {host_partition_ + offset, static_cast<std::size_t>(bytes)};
   }
+  finish_writes(range.begin, range.end);  // a shard written behind must be on disk first
   // Sub-groups start on multiples of 2048 elements, so every read is whole 4 KiB blocks except
   // perhaps at the partition's end, which the extent pads.
   const std::int64_t blocks = (bytes + 4095) / 4096 * 4096;
@@ -126,6 +156,12 @@ void GradReducer::begin_step() {
     // Each shard's first contribution this step overwrites what the file holds (in stream order:
     // the stream tasks own this state).
     stream_.launch([this] {
+      // A failed step may have left writes in flight: theirs is the old step's data.
+      try {
+        finish_writes(0, layout_.partition_numel());
+      } catch (const std::exception& error) {
+        base::logger("engine").debug("a gradient write of a failed step: {}", error.what());
+      }
       std::fill(contributions_.begin(), contributions_.end(), 0);
       swapped_stats_ = {};
     });
@@ -263,19 +299,34 @@ void GradReducer::add_staged(const std::byte* earlier, std::byte* out, std::int6
 // The sum is formed exactly as the in-memory partition forms it (0 + first, then + each next),
 // so the gradients have the same bits on either tier, signed zeros included. It is made in the
 // accumulation buffer, from which it is written.
+//
+// The write is left in flight (write-behind): the stream goes on to the next module while the
+// disk takes this one, whose sum stays in its buffer until the write is waited for, by the next
+// sum formed in that buffer, by a read of the range (grads(), a later micro-batch's read-back),
+// or at the end of backward (global_stats).
 void GradReducer::swap_shard(int module, bool last_micro) {
   const ModuleSlice& slice = layout_.module(module);
   const std::int64_t count = slice.shard_numel;
   const std::int64_t offset = slice.partition_offset * grad_bytes();
-  const std::span<std::byte> sum(host_partition_, static_cast<std::size_t>(count * grad_bytes()));
+  const int slot = next_write_;
+  next_write_ = (next_write_ + 1) % kShardWrites;
+  const std::span<std::byte> sum(host_partition_ + slot * shard_bytes_,
+                                 static_cast<std::size_t>(count * grad_bytes()));
+  ShardWrite& write = writes_[static_cast<std::size_t>(slot)];
+  finish_writes(write.begin, write.end);  // the buffer's last sum is on disk
   int& contributions = contributions_[static_cast<std::size_t>(module)];
   if (contributions > 0) {
+    finish_writes(slice.partition_offset, slice.partition_offset + count);
     store_->wait(store_->submit_read(extent_, offset, sum));
     nvme_read_bytes_ += static_cast<std::int64_t>(sum.size());
   }
   add_staged(contributions > 0 ? sum.data() : nullptr, sum.data(), count);
   ++contributions;
-  store_->wait(store_->submit_write(extent_, offset, sum));
+  const aio::Ticket ticket = store_->submit_write(extent_, offset, sum);
+  {
+    const std::lock_guard lock(writes_mutex_);
+    write = ShardWrite{ticket, slice.partition_offset, slice.partition_offset + count};
+  }
   nvme_write_bytes_ += static_cast<std::int64_t>(sum.size());
   if (!last_micro) return;
   const cpu_adam::GradStats stats = scan(sum.data(), count);
@@ -299,6 +350,13 @@ cpu_adam::GradStats GradReducer::global_stats() {
   STRATA_ASSERT(options_.to_host || device_.kind() == gpu::DeviceKind::host);
   stream_.launch([this, n] {
     if (store_) {
+      // Backward's last writes: a step whose writes failed fails here, whatever reads them.
+      try {
+        finish_writes(0, n);
+      } catch (const aio::IoError& error) {
+        throw UserError(fmt::format("swapping the gradients failed: {}", error.what()),
+                        fix_of(error) + "; then run the step again", 1);
+      }
       local_stats_ = swapped_stats_;
     } else if (options_.to_host) {
       local_stats_ = scan(host_partition_, n);

@@ -1,8 +1,11 @@
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -25,12 +28,12 @@ struct GradReducerOptions {
   // The optimizer is offloaded: the rank's fp32 gradient partition lives in host memory.
   bool to_host = false;
   // With to_host, the partition lives in an extent of the rank's swap store instead (the
-  // optimizer's states are on NVMe): CPU memory holds two module shards, not the partition.
+  // optimizer's states are on NVMe): CPU memory holds three module shards, not the partition.
   bool to_nvme = false;
   // to_nvme: that store, not yet open; the reducer reserves its extent in it.
   memory::NvmeStore* store = nullptr;
   // to_nvme: the rank's swap buffer pool, not yet open; the reducer reserves two shelves in it
-  // (the shard being added to with its staging, and the buffer grads(range) reads into), and
+  // (the two shard sums with the staging, and the buffer grads(range) reads into), and
   // holds one buffer of each from the first begin_step on.
   memory::PinnedPool* pool = nullptr;
   // to_nvme: the most elements grads(range) is asked for at once (the largest sub-group).
@@ -60,8 +63,9 @@ std::int64_t reduce_chunk_elements(std::int64_t shard_numel, std::int64_t bucket
 // `reduce_bucket_size` pieces. The partition is on the device, or in host memory when the optimizer
 // is offloaded (copied down after each reduction), or with to_nvme in the rank's gradient swap
 // file: a shard's first contribution of a step is written there, each later one is read, added
-// and written back, by stream tasks in stream order (DeepSpeed's gradient swapping); the final
-// shard's squared norm is taken on the way, so the norm needs no second pass.
+// and written back, by stream tasks in stream order (DeepSpeed's gradient swapping), each write
+// left in flight while the stream goes on (write-behind, two shard buffers); the final shard's
+// squared norm is taken on the way, so the norm needs no second pass.
 //
 // All device work goes on `stream`, in order; not thread-safe, except grads(), which the
 // overlapped step's thread may call for modules whose reduction has run.
@@ -115,6 +119,9 @@ class GradReducer final : public GradSource {
   void add_to_partition(int module, const float* source, bool last_micro);
   // A stream task of to_nvme: the shard in staging_ goes into the swap file.
   void swap_shard(int module, bool last_micro);
+  // to_nvme: waits for the writes in flight that cover any of partition elements [begin, end);
+  // throws the first failure (aio::IoError) once all of them are waited for. Any thread.
+  void finish_writes(std::int64_t begin, std::int64_t end);
   // The squared norm and inf/NaN flag of `count` gradients of the gradient type.
   cpu_adam::GradStats scan(const std::byte* grads, std::int64_t count) const;
 
@@ -151,6 +158,19 @@ class GradReducer final : public GradSource {
   memory::PinnedPool::Shelf read_shelf_ = 0;
   memory::PinnedPool::Lease swap_buffer_;
   memory::PinnedPool::Lease read_buffer_;
+  // The shard buffers' writes in flight, the partition elements each covers, and the buffer the
+  // next sum is formed in. The stream's tasks submit; they and grads() (the overlapped step's
+  // thread) wait, one at a time under the mutex, so that a ticket is waited for once.
+  static constexpr int kShardWrites = 2;
+  struct ShardWrite {
+    std::optional<aio::Ticket> ticket;
+    std::int64_t begin = 0;
+    std::int64_t end = 0;
+  };
+  std::array<ShardWrite, kShardWrites> writes_;
+  int next_write_ = 0;
+  std::mutex writes_mutex_;
+  std::int64_t shard_bytes_ = 0;  // one shard buffer: the largest shard in the gradient type
   std::atomic<std::int64_t> nvme_read_bytes_ = 0;   // grads() may run on another thread
   std::atomic<std::int64_t> nvme_write_bytes_ = 0;  // added by stream tasks
   gpu::DeviceBuffer stats_;                         // two floats: sum of squares, inf/NaN count

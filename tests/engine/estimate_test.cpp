@@ -148,16 +148,17 @@ TEST(EstimateRows, Stage3EverythingOnNvmeByHand) {
   // [master | exp_avg | exp_avg_sq] extent, 3 x 8,257,536 bytes.
   EXPECT_EQ(term_bytes(row, "param_swap_buffers"), 5 * 503'808);
   EXPECT_EQ(term_bytes(row, "optimizer_swap_buffers"), 4 * 3 * 4 * kPart);
-  // The gradients are in their swap file: CPU memory holds two shards and one sub-group of them.
+  // The gradients are in their swap file: CPU memory holds three shards (two sums, one written
+  // behind the other, and the staging) and one sub-group of them.
   EXPECT_EQ(find_term(row, "gradient_partition_fp32"), nullptr);
-  EXPECT_EQ(term_bytes(row, "gradient_accumulation_fp32"), 4 * 251'904);
+  EXPECT_EQ(term_bytes(row, "gradient_accumulation_fp32"), 2 * 4 * 251'904);
   EXPECT_EQ(term_bytes(row, "gradient_staging_fp32"), 4 * 251'904);
   EXPECT_EQ(term_bytes(row, "gradient_read_fp32"), 4 * kPart);
   const std::int64_t per_rank_cpu =
-      2 * kPart + 5 * 503'808 + 4 * 3 * 4 * kPart + 2 * 4 * 251'904 + 4 * kPart + 8192;
+      2 * kPart + 5 * 503'808 + 4 * 3 * 4 * kPart + 3 * 4 * 251'904 + 4 * kPart + 8192;
   EXPECT_EQ(row.per_node_cpu_bytes, 4 * per_rank_cpu);
   // pin_memory defaults to true: both pools and the gradient buffer are page-locked.
-  EXPECT_EQ(row.pinned_bytes_per_rank, 5 * 503'808 + 4 * 3 * 4 * kPart + 2 * 4 * 251'904 + 8192);
+  EXPECT_EQ(row.pinned_bytes_per_rank, 5 * 503'808 + 4 * 3 * 4 * kPart + 3 * 4 * 251'904 + 8192);
   // NVMe: every module's bf16 shard as its own extent, the optimizer's extent, the gradients.
   EXPECT_EQ(term_bytes(row, "param_shards"), 2 * kPart);
   EXPECT_EQ(find_term(row, "param_shards")->tier, Tier::nvme);
