@@ -313,7 +313,13 @@ void GradReducer::swap_shard(int module, bool last_micro) {
   const std::span<std::byte> sum(host_partition_ + slot * shard_bytes_,
                                  static_cast<std::size_t>(count * grad_bytes()));
   ShardWrite& write = writes_[static_cast<std::size_t>(slot)];
-  finish_writes(write.begin, write.end);  // the buffer's last sum is on disk
+  try {
+    finish_writes(write.begin, write.end);  // the buffer's last sum is on disk
+  } catch (const aio::IoError& error) {
+    throw UserError(fmt::format("swapping the gradients of {} failed: {}",
+                                names_[static_cast<std::size_t>(write.module)], error.what()),
+                    fix_of(error) + "; then run the step again", 1);
+  }
   int& contributions = contributions_[static_cast<std::size_t>(module)];
   if (contributions > 0) {
     finish_writes(slice.partition_offset, slice.partition_offset + count);
@@ -325,7 +331,7 @@ void GradReducer::swap_shard(int module, bool last_micro) {
   const aio::Ticket ticket = store_->submit_write(extent_, offset, sum);
   {
     const std::lock_guard lock(writes_mutex_);
-    write = ShardWrite{ticket, slice.partition_offset, slice.partition_offset + count};
+    write = ShardWrite{ticket, module, slice.partition_offset, slice.partition_offset + count};
   }
   nvme_write_bytes_ += static_cast<std::int64_t>(sum.size());
   if (!last_micro) return;

@@ -164,6 +164,7 @@ class GradReducer final : public GradSource {
   static constexpr int kShardWrites = 2;
   struct ShardWrite {
     std::optional<aio::Ticket> ticket;
+    int module = 0;
     std::int64_t begin = 0;
     std::int64_t end = 0;
   };
