@@ -1,0 +1,155 @@
+// Gradients on NVMe written behind the stream (engine/zero/grad_reducer.h, docs/memory.md): each
+// module's final shard is written while the stream goes on, read back right by the optimizer's
+// grads(), and a write that fails fails the stream with the module it belonged to and the fix,
+// or, for the last ones, the end of backward.
+#include "engine/zero/grad_reducer.h"
+
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "engine/memory/nvme_store.h"
+#include "engine/memory/pinned_pool.h"
+#include "engine/memory/stream_ordered_memory.h"
+#include "gpu/open_device.h"
+#include "gpu/ops.h"
+#include "gpu/process_group.h"
+#include "gpu/stream.h"
+
+namespace strata::engine::zero {
+namespace {
+
+using ::testing::HasSubstr;
+
+gpu::World& world() {
+  static gpu::World instance;
+  return instance;
+}
+
+// One rank's stage-3 reducer with its gradients in a swap file under the test's temporary
+// directory, each module's gradients set to m + 1 in its backward.
+struct Fixture {
+  explicit Fixture(std::vector<std::int64_t> module_sizes, aio::FaultPlan faults = {})
+      : device(gpu::create_host_device({})),
+        ops(gpu::create_ops(*device)),
+        comm(gpu::create_comm(world(), *device)),
+        layout(specs(module_sizes), 1),
+        memory(*device) {
+    memory::NvmeStoreOptions store_options;
+    store_options.nvme_path = ::testing::TempDir();
+    // ctest runs test cases in parallel: each gets its own swap directory.
+    store_options.job_name =
+        std::string("reducer-") + ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    store_options.faults = std::move(faults);
+    store = std::make_unique<memory::NvmeStore>(store_options);
+    pool = std::make_unique<memory::PinnedPool>(*device);
+    GradReducerOptions options;
+    options.stage = 3;
+    options.to_host = true;
+    options.to_nvme = true;
+    options.store = store.get();
+    options.pool = pool.get();
+    options.largest_read = layout.partition_numel();
+    std::vector<std::string> names;
+    for (std::size_t m = 0; m < module_sizes.size(); ++m)
+      names.push_back(fmt::format("m{}", m));
+    reducer = std::make_unique<GradReducer>(*device, *ops, *comm, device->compute_stream(), layout,
+                                            memory, names, options);
+    pool->open();
+    store->open(pool->pinned_arena());
+  }
+  ~Fixture() {
+    try {
+      device->synchronize();
+    } catch (const std::exception&) {
+      // The test has looked at the stream's error already.
+    }
+    reducer.reset();  // the memory then frees its buffers as it goes, errors or not
+  }
+
+  static std::vector<std::vector<ParamSpec>> specs(const std::vector<std::int64_t>& sizes) {
+    std::vector<std::vector<ParamSpec>> modules;
+    for (std::size_t m = 0; m < sizes.size(); ++m)
+      modules.push_back({ParamSpec{fmt::format("w{}", m), {sizes[m]}}});
+    return modules;
+  }
+
+  // One micro-batch's backward: modules in reverse, each writing m + 1 into its gradients.
+  void backward() {
+    reducer->begin_step();
+    gpu::Stream& stream = device->compute_stream();
+    for (int m = layout.module_count(); m-- > 0;) {
+      float* grads = reducer->grads(m)[0];
+      const std::int64_t numel = layout.tensors(m)[0].numel;
+      stream.launch([grads, numel, m] {
+        for (std::int64_t i = 0; i < numel; ++i)
+          grads[i] = static_cast<float>(m + 1);
+      });
+      reducer->module_done(m, true);
+    }
+  }
+
+  std::unique_ptr<gpu::Device> device;
+  std::unique_ptr<gpu::Ops> ops;
+  std::unique_ptr<gpu::Comm> comm;
+  FlatLayout layout;
+  memory::StreamOrderedMemory memory;
+  std::unique_ptr<memory::NvmeStore> store;
+  std::unique_ptr<memory::PinnedPool> pool;
+  std::unique_ptr<GradReducer> reducer;
+};
+
+// Three modules through two shard buffers: the third waits for the first's write before it
+// reuses its buffer; the norm and every gradient read back are the values written.
+TEST(GradReducerSwap, ShardsWrittenBehindReadBackAsWritten) {
+  Fixture f({3000, 5000, 7000});
+  f.backward();
+  const cpu_adam::GradStats stats = f.reducer->global_stats();
+  EXPECT_DOUBLE_EQ(stats.sum_squares, 3000.0 * 1 + 5000.0 * 4 + 7000.0 * 9);
+  EXPECT_FALSE(stats.has_inf_or_nan);
+  for (int m = 0; m < f.layout.module_count(); ++m) {
+    const ModuleSlice& slice = f.layout.module(m);
+    const std::span<const std::byte> bytes =
+        f.reducer->grads(Range{slice.partition_offset, slice.partition_offset + slice.numel});
+    const auto* grads = reinterpret_cast<const float*>(bytes.data());
+    for (std::int64_t i = 0; i < f.layout.tensors(m)[0].numel; ++i)
+      ASSERT_EQ(grads[i], static_cast<float>(m + 1)) << "module " << m << " element " << i;
+  }
+}
+
+// Every write fails (the reducer is the store's only user): the third module needs the buffer of
+// the first (m2's, backward's first module), and the stream stops there, naming m2 and the fix.
+TEST(GradReducerSwap, AFailedWriteIsNamedWhenItsBufferIsNeeded) {
+  Fixture f({3000, 5000, 7000}, aio::FaultPlan().fail_randomly(1.0, EIO));
+  f.backward();
+  try {
+    f.device->compute_stream().synchronize();
+    FAIL() << "the failed gradient write was not reported";
+  } catch (const UserError& error) {
+    EXPECT_THAT(error.what(), HasSubstr("swapping the gradients of m2 failed"));
+    EXPECT_THAT(error.fix(), HasSubstr("then run the step again"));
+  }
+}
+
+// With two modules no buffer is needed twice: their failed writes are still in flight when
+// backward ends, and the end of backward (the gradient norm) reports them.
+TEST(GradReducerSwap, AFailedLastWriteFailsTheEndOfBackward) {
+  Fixture f({3000, 5000}, aio::FaultPlan().fail_randomly(1.0, EIO));
+  f.backward();
+  try {
+    static_cast<void>(f.reducer->global_stats());
+    FAIL() << "the failed gradient write was not reported";
+  } catch (const UserError& error) {
+    EXPECT_THAT(error.what(), HasSubstr("swapping the gradients failed"));
+    EXPECT_THAT(error.fix(), HasSubstr("then run the step again"));
+  }
+}
+
+}  // namespace
+}  // namespace strata::engine::zero
