@@ -387,7 +387,7 @@ class LlamaConfigJson {
 // Issue 18: the host does not wait for the device to allocate. Device memory released in stream
 // order is reused by the next module of its size at once, or fresh memory is taken beside it;
 // only where the budget (here exactly the estimate) has no room beside the released buffers does
-// an allocation wait: the same few times for 2 blocks as for 6, and the peak in stream order is
+// an allocation wait: at most twice a step for 2 blocks as for 6, and the peak in stream order is
 // still the estimate to the byte.
 TEST(EstimateAgreement, AStepWaitsForTheDeviceAFewTimesWhateverItsDepth) {
   SwapDirectory swap;
@@ -396,8 +396,10 @@ TEST(EstimateAgreement, AStepWaitsForTheDeviceAFewTimesWhateverItsDepth) {
     EXPECT_EQ(depth.run.use.device_peak_bytes, depth.row.per_gpu_bytes) << describe(depth.row);
     waits.push_back(depth.run.last.allocation_waits);
   }
-  EXPECT_EQ(waits[0], waits[1]);
-  EXPECT_LT(waits[1], 2 * 6);  // one per module and pass would be 24
+  // Whether a wait happens depends on how far the device is behind the host at that moment, so
+  // the count is a bound, the same for both depths: one per module and pass would be 24.
+  for (const std::int64_t count : waits)
+    EXPECT_LE(count, 2);
 }
 
 // Issue 18: at a budget with room for the step's arena (the estimate's step peak plus one largest
