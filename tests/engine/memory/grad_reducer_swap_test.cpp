@@ -21,16 +21,12 @@
 #include "gpu/ops.h"
 #include "gpu/process_group.h"
 #include "gpu/stream.h"
+#include "tests/engine/test_world.h"
 
 namespace strata::engine::zero {
 namespace {
 
 using ::testing::HasSubstr;
-
-gpu::World& world() {
-  static gpu::World instance;
-  return instance;
-}
 
 // One rank's stage-3 reducer with its gradients in a swap file under the test's temporary
 // directory, each module's gradients set to m + 1 in its backward.
@@ -38,7 +34,7 @@ struct Fixture {
   explicit Fixture(std::vector<std::int64_t> module_sizes, aio::FaultPlan faults = {})
       : device(gpu::create_host_device({})),
         ops(gpu::create_ops(*device)),
-        comm(gpu::create_comm(world(), *device)),
+        comm(gpu::create_comm(engine::testing::test_world(), *device)),
         layout(specs(module_sizes), 1),
         memory(*device) {
     memory::NvmeStoreOptions store_options;

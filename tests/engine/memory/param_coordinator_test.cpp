@@ -21,17 +21,13 @@
 #include "gpu/ops.h"
 #include "gpu/process_group.h"
 #include "gpu/stream.h"
+#include "tests/engine/test_world.h"
 #include "tests/gpu/device_test_util.h"
 
 namespace strata::engine::zero {
 namespace {
 
 using ::testing::HasSubstr;
-
-gpu::World& world() {
-  static gpu::World instance;
-  return instance;
-}
 
 // Four modules of 3000, 5000, 100 and 7000 elements (one tensor each).
 std::vector<std::vector<ParamSpec>> modules() {
@@ -50,7 +46,7 @@ struct Fixture {
           std::int64_t device_budget_bytes = 0)
       : device_(gpu::create_host_device({.memory_budget_bytes = device_budget_bytes})),
         ops(gpu::create_ops(*device_)),
-        comm(gpu::create_comm(world(), *device_)),
+        comm(gpu::create_comm(engine::testing::test_world(), *device_)),
         layout(specs, 1),
         memory(*device_) {
     // Every element's bf16 value is its index modulo 256, exactly representable.
