@@ -18,6 +18,17 @@
 
 namespace strata::engine::zero {
 
+namespace {
+
+// A failed transfer of the gradient swap file as the user sees it: the step's gradients are
+// lost, the parameters and optimizer states are not. `whose`: "the gradients of h.3".
+UserError swap_failure(const std::string& whose, const aio::IoError& error) {
+  return UserError(fmt::format("swapping {} failed: {}", whose, error.what()),
+                   fix_of(error) + "; then run the step again", 1);
+}
+
+}  // namespace
+
 std::int64_t reduce_chunk_elements(std::int64_t shard_numel, std::int64_t bucket_elements,
                                    int world) {
   const std::int64_t per_rank = std::max<std::int64_t>(1, bucket_elements / world);
@@ -268,10 +279,7 @@ void GradReducer::add_to_partition(int module, const float* source, bool last_mi
       try {
         swap_shard(module, last_micro);
       } catch (const aio::IoError& error) {
-        // The step's gradients are lost, the parameters and optimizer states are not.
-        throw UserError(fmt::format("swapping the gradients of {} failed: {}",
-                                    names_[static_cast<std::size_t>(module)], error.what()),
-                        fix_of(error) + "; then run the step again", 1);
+        throw swap_failure("the gradients of " + names_[static_cast<std::size_t>(module)], error);
       }
     });
     return;
@@ -316,9 +324,7 @@ void GradReducer::swap_shard(int module, bool last_micro) {
   try {
     finish_writes(write.begin, write.end);  // the buffer's last sum is on disk
   } catch (const aio::IoError& error) {
-    throw UserError(fmt::format("swapping the gradients of {} failed: {}",
-                                names_[static_cast<std::size_t>(write.module)], error.what()),
-                    fix_of(error) + "; then run the step again", 1);
+    throw swap_failure("the gradients of " + names_[static_cast<std::size_t>(write.module)], error);
   }
   int& contributions = contributions_[static_cast<std::size_t>(module)];
   if (contributions > 0) {
@@ -360,8 +366,7 @@ cpu_adam::GradStats GradReducer::global_stats() {
       try {
         finish_writes(0, n);
       } catch (const aio::IoError& error) {
-        throw UserError(fmt::format("swapping the gradients failed: {}", error.what()),
-                        fix_of(error) + "; then run the step again", 1);
+        throw swap_failure("the gradients", error);
       }
       local_stats_ = swapped_stats_;
     } else if (options_.to_host) {
