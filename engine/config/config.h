@@ -74,15 +74,18 @@ enum class SchedulerType { none, warmup_lr, warmup_decay_lr, warmup_cosine_lr, o
 enum class WarmupType { log, linear };
 
 // scheduler.type and scheduler.params with deepspeed/runtime/lr_schedules.py's defaults. Only the
-// params of the chosen type may be given. "auto" for warmup_min_lr resolves to 0, for
-// warmup_max_lr to optimizer.lr, for warmup_num_steps to 1000 (capped at total_num_steps), for
-// total_num_steps to strata.train_steps.
+// params of the chosen type may be given. "auto" is filled as the HF Trainer fills it
+// (transformers' integrations/deepspeed.py): warmup_min_lr 0, warmup_max_lr optimizer.lr,
+// total_num_steps the run's steps (strata.train_steps, which --steps replaces), warmup_num_steps
+// the Trainer's get_warmup_steps(): strata.warmup_steps when above 0, else
+// ceil(strata.warmup_ratio x the run's steps), 0 when neither is given. A warmup_num_steps of 0
+// (or 1) warms up over 2 steps, as DeepSpeed's schedules take max(2, warmup_num_steps).
 struct SchedulerConfig {
   SchedulerType type = SchedulerType::none;
   // WarmupLR, WarmupDecayLR
   double warmup_min_lr = 0;
   double warmup_max_lr = 1e-3;
-  std::int64_t warmup_num_steps = 1000;      // also WarmupCosineLR
+  std::int64_t warmup_num_steps = 1000;      // also WarmupCosineLR; 0 and 1 act as 2
   WarmupType warmup_type = WarmupType::log;  // also WarmupCosineLR
   std::int64_t total_num_steps = 0;          // required by WarmupDecayLR and WarmupCosineLR
   // WarmupCosineLR (ratios of optimizer.lr)
@@ -103,6 +106,13 @@ struct SchedulerConfig {
   double decay_mom_rate = 0;
   std::int64_t last_batch_iteration = -1;  // every type
 };
+
+// DeepSpeed's last_batch_iteration from which the schedule's lr stays 0 to the end: WarmupDecayLR
+// with warmup_min_lr 0 from total_num_steps on, WarmupCosineLR with cos_min_ratio 0 once its
+// cosine ends, OneCycle with cycle_min_lr 0 from its cycle's end. nullopt when the lr never falls
+// to 0 for good, or never rises above it. engine::optim::LrSchedule computes the same lr.
+std::optional<std::int64_t> lr_zero_from_iteration(const SchedulerConfig& scheduler,
+                                                   const OptimizerConfig& optimizer);
 
 enum class OffloadDevice { none, cpu, nvme };
 
@@ -252,6 +262,12 @@ struct StrataConfig {
   // Accelerate config, not given. null: strata's defaults (micro-batch 1, the optimizer's lr).
   std::optional<std::int64_t> micro_batch_size;
   std::optional<double> lr;
+  // The HF Trainer's warmup_steps and warmup_ratio: they fill an "auto" (or missing)
+  // scheduler.params.warmup_num_steps as TrainingArguments.get_warmup_steps() does (warmup_steps
+  // when above 0, else ceil(warmup_ratio x the run's steps)) and must agree with one written
+  // outright. null: not given (an "auto" warm-up is then 0 steps, the Trainer's default).
+  std::optional<std::int64_t> warmup_steps;
+  std::optional<double> warmup_ratio;
 };
 
 // Checkpoint saving of `strata train` (strata.checkpoint) and DeepSpeed's "checkpoint" section
@@ -280,7 +296,12 @@ struct CheckpointConfig {
 
 struct Config {
   BatchConfig batch = {};
-  double gradient_clipping = 1.0;  // max global grad norm; 0 = off. "auto" = 1.0
+  // Max global grad norm; 0 = off. 1.0 is DeepSpeed's default since v0.19.3
+  // (deepspeed/runtime/constants.py, GRADIENT_CLIPPING_DEFAULT; 0 before), and "auto" is the HF
+  // Trainer's max_grad_norm default, also 1.0.
+  double gradient_clipping = 1.0;
+  // DeepSpeed's default is null (its engine prints no step lines); strata's progress line and
+  // metrics print every steps_per_print steps, so it keeps DeepSpeed's earlier default of 10.
   std::int64_t steps_per_print = 10;
   bool wall_clock_breakdown = false;
   Fp16Config fp16 = {};
@@ -305,24 +326,36 @@ struct LoadedConfig {
   std::vector<std::string> notes;
 };
 
+// What the command line sets on top of the file, as the HF Trainer's arguments fill a DeepSpeed
+// config's "auto" values.
+struct ConfigOverrides {
+  // --steps: the run's length. Replaces strata.train_steps; an "auto" total_num_steps follows it.
+  std::optional<std::int64_t> train_steps;
+  bool bf16 = false;  // --bf16: bf16.enabled "auto" or absent becomes true; an explicit false is an
+                      // error naming both
+  bool fp16 = false;  // --fp16: the same for fp16.enabled
+};
+
 // Every default, as if the file were `{"train_micro_batch_size_per_gpu": 1}`, world size 1.
 Config default_config();
 
 // Reads a parsed DeepSpeed config. Throws ConfigError listing every problem found.
-LoadedConfig parse_config(const nlohmann::json& root, int world_size = 1);
+LoadedConfig parse_config(const nlohmann::json& root, int world_size = 1,
+                          const ConfigOverrides& overrides = {});
 
 // Parses JSON text and reads it. `source` names the text in messages (a file path). Malformed
 // JSON, duplicate keys (DeepSpeed refuses them too) and nesting deeper than 64 levels are
 // ConfigErrors with the line and column where the parser stopped.
 LoadedConfig parse_config_text(std::string_view text, const std::string& source = "config",
-                               int world_size = 1);
+                               int world_size = 1, const ConfigOverrides& overrides = {});
 
 // Reads and parses a file: a DeepSpeed JSON config, or an Accelerate config (YAML, or Accelerate's
 // JSON form) with distributed_type DEEPSPEED, read with Accelerate's own mapping to DeepSpeed
 // keys (engine/config/accelerate_config.h). A missing or unreadable file, malformed JSON, a file
 // that is neither JSON nor YAML and a YAML file that is not an Accelerate config are ConfigErrors
 // that name the file (and the line and column of a syntax error).
-LoadedConfig load_config_file(const std::filesystem::path& path, int world_size = 1);
+LoadedConfig load_config_file(const std::filesystem::path& path, int world_size = 1,
+                              const ConfigOverrides& overrides = {});
 
 // The resolved config as DeepSpeed JSON with every default filled in; parse_config reads it back
 // to the same Config.

@@ -15,7 +15,7 @@ namespace {
 
 // `seed` holds what an earlier reading found (an Accelerate config's warnings and notes).
 LoadedConfig parse(const nlohmann::json& root, int world_size, const std::string& source,
-                   detail::Diagnostics seed) {
+                   const ConfigOverrides& overrides, detail::Diagnostics seed) {
   STRATA_ASSERT(world_size >= 1);
   if (!root.is_object()) {
     throw ConfigError(source, {fmt::format("top level: got {}, expected a JSON object {{...}}",
@@ -27,13 +27,19 @@ LoadedConfig parse(const nlohmann::json& root, int world_size, const std::string
   detail::JsonReader top(&root, "", diagnostics);
   // strata first: "auto" bucket sizes and total_num_steps derive from it.
   detail::read_strata(top, config.strata, config.checkpoint);
+  // --steps is the run's length: what an "auto" total_num_steps and warm-up ratio derive from.
+  if (overrides.train_steps) config.strata.train_steps = *overrides.train_steps;
   detail::read_batch(top, world_size, config.strata, config.batch);
+  // "auto" is the HF Trainer's max_grad_norm, whose default is 1.0.
   top.read("gradient_clipping", config.gradient_clipping, detail::RealRange{0, 1e300}, 1.0);
   top.read("steps_per_print", config.steps_per_print, detail::IntRange{1, INT64_MAX});
   top.read("wall_clock_breakdown", config.wall_clock_breakdown);
-  detail::read_precision(top, config.fp16, config.bf16);
+  detail::read_precision(top, overrides, config.fp16, config.bf16);
   detail::read_optimizer(top, config.strata, config.optimizer);
-  detail::read_scheduler(top, config.optimizer, config.strata, config.scheduler);
+  detail::read_scheduler(
+      top, config.optimizer, config.strata,
+      detail::RunLength{config.strata.train_steps, overrides.train_steps.has_value()},
+      config.scheduler);
   detail::read_zero(top, config.strata.model, config.zero, config.checkpoint);
   detail::read_aio(top, config.aio);
   detail::read_activation_checkpointing(top, config.activation_checkpointing);
@@ -55,15 +61,18 @@ Config default_config() {
   return config;
 }
 
-LoadedConfig parse_config(const nlohmann::json& root, int world_size) {
-  return parse(root, world_size, "config", {});
+LoadedConfig parse_config(const nlohmann::json& root, int world_size,
+                          const ConfigOverrides& overrides) {
+  return parse(root, world_size, "config", overrides, {});
 }
 
-LoadedConfig parse_config_text(std::string_view text, const std::string& source, int world_size) {
-  return parse(detail::parse_json_text(text, source), world_size, source, {});
+LoadedConfig parse_config_text(std::string_view text, const std::string& source, int world_size,
+                               const ConfigOverrides& overrides) {
+  return parse(detail::parse_json_text(text, source), world_size, source, overrides, {});
 }
 
-LoadedConfig load_config_file(const std::filesystem::path& path, int world_size) {
+LoadedConfig load_config_file(const std::filesystem::path& path, int world_size,
+                              const ConfigOverrides& overrides) {
   const std::string source = path.string();
   const std::string text =
       detail::read_config_text(path, "a DeepSpeed JSON config or an Accelerate YAML config");
@@ -75,13 +84,14 @@ LoadedConfig load_config_file(const std::filesystem::path& path, int world_size)
                                  "strata reads DeepSpeed JSON configs and Accelerate YAML "
                                  "configs: give one of those"});
     }
-    return parse(root, world_size, source, {});
+    return parse(root, world_size, source, overrides, {});
   }
   detail::Diagnostics diagnostics;
   detail::AccelerateConfig accelerate =
       detail::accelerate_to_deepspeed(root, path, world_size, diagnostics);
   if (!diagnostics.errors.empty()) throw ConfigError(source, std::move(diagnostics.errors));
-  return parse(accelerate.deepspeed, world_size, accelerate.source, std::move(diagnostics));
+  return parse(accelerate.deepspeed, world_size, accelerate.source, overrides,
+               std::move(diagnostics));
 }
 
 }  // namespace strata::engine

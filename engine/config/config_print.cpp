@@ -177,6 +177,8 @@ json strata_json(const StrataConfig& strata, const CheckpointConfig& checkpoint)
       {"micro_batch_size",
        strata.micro_batch_size ? json(*strata.micro_batch_size) : json(nullptr)},
       {"lr", strata.lr ? json(*strata.lr) : json(nullptr)},
+      {"warmup_steps", strata.warmup_steps ? json(*strata.warmup_steps) : json(nullptr)},
+      {"warmup_ratio", strata.warmup_ratio ? json(*strata.warmup_ratio) : json(nullptr)},
       {"checkpoint",
        {{"dir", checkpoint.dir},
         {"every_steps", checkpoint.every_steps},

@@ -8,10 +8,31 @@ namespace {
 
 // Hugging Face writes "enabled": "auto" and fills it from --fp16/--bf16; a Trainer run without
 // either trains in fp32, so "auto" resolves to false in both sections (docs/config.md).
+//
+// With strata's --bf16 or --fp16 (`flag`), enabled is filled as the Trainer's fill_match fills it
+// (transformers' integrations/deepspeed.py, HfTrainerDeepSpeedConfig.trainer_config_process):
+// "auto" becomes true, and so does an absent key, since the flag asks for that precision; a false
+// written outright contradicts the flag and is an error naming both.
+void read_enabled(JsonReader& section, std::string_view flag, bool flag_given, bool& enabled) {
+  if (!flag_given) {
+    section.read("enabled", enabled, false);
+    return;
+  }
+  if (section.is_auto("enabled")) {
+    enabled = true;
+    section.note_auto("enabled", "true", fmt::format("from {}", flag));
+    return;
+  }
+  enabled = true;
+  if (!section.read("enabled", enabled) || enabled) return;
+  section.error("enabled", fmt::format("false, but {} asks for it; remove {}, or set enabled to "
+                                       "true or \"auto\"",
+                                       flag, flag));
+}
 
-void read_fp16(JsonReader& top, Fp16Config& out) {
+void read_fp16(JsonReader& top, bool flag_given, Fp16Config& out) {
   JsonReader section(top.find("fp16"), "fp16", top.diagnostics());
-  section.read("enabled", out.enabled, false);
+  read_enabled(section, "--fp16", flag_given, out.enabled);
   section.read("auto_cast", out.auto_cast);
   section.read("loss_scale", out.loss_scale, RealRange{0, 1e300});
   section.read("initial_scale_power", out.initial_scale_power, IntRange{0, 126});
@@ -42,12 +63,12 @@ void refuse_fp16_keys(JsonReader& section) {
   }
 }
 
-void read_bf16(JsonReader& top, Bf16Config& out) {
+void read_bf16(JsonReader& top, bool flag_given, Bf16Config& out) {
   top.alias("bf16", "bfloat16");
   const nlohmann::json* node = top.find("bf16");  // first: path_of names the key found
   JsonReader section(node, top.path_of("bf16"), top.diagnostics());
   refuse_fp16_keys(section);
-  section.read("enabled", out.enabled, false);
+  read_enabled(section, "--bf16", flag_given, out.enabled);
   section.read("immediate_grad_update", out.immediate_grad_update);
   section.read("check_grad_overflow", out.check_grad_overflow);
   section.read("bf16_master_weights_and_grads", out.bf16_master_weights_and_grads);
@@ -64,15 +85,32 @@ void read_bf16(JsonReader& top, Bf16Config& out) {
 
 }  // namespace
 
-void read_precision(JsonReader& top, Fp16Config& fp16, Bf16Config& bf16) {
-  read_fp16(top, fp16);
-  read_bf16(top, bf16);
-  if (fp16.enabled && bf16.enabled) {
-    top.diagnostics().errors.push_back(fmt::format(
-        "fp16.enabled and {}.enabled: both true is not supported by strata (nor by DeepSpeed); "
-        "enable one of them",
-        top.path_of("bf16")));
+void read_precision(JsonReader& top, const ConfigOverrides& overrides, Fp16Config& fp16,
+                    Bf16Config& bf16) {
+  auto& errors = top.diagnostics().errors;
+  const bool both_flags = overrides.bf16 && overrides.fp16;
+  if (both_flags) {
+    errors.push_back(
+        "--bf16 and --fp16: both given, but a run trains in one precision (DeepSpeed refuses fp16 "
+        "and bf16 enabled together); give one of them");
   }
+  read_fp16(top, overrides.fp16 && !both_flags, fp16);
+  read_bf16(top, overrides.bf16 && !both_flags, bf16);
+  if (both_flags || !fp16.enabled || !bf16.enabled) return;
+  if (overrides.bf16 || overrides.fp16) {
+    const bool bf16_flag = overrides.bf16;
+    errors.push_back(fmt::format(
+        "{}.enabled is true, but {} asks for {}: both is not supported by strata (nor by "
+        "DeepSpeed); remove {} or set {}.enabled to false",
+        bf16_flag ? "fp16" : top.path_of("bf16"), bf16_flag ? "--bf16" : "--fp16",
+        bf16_flag ? "bf16" : "fp16", bf16_flag ? "--bf16" : "--fp16",
+        bf16_flag ? "fp16" : top.path_of("bf16")));
+    return;
+  }
+  errors.push_back(fmt::format(
+      "fp16.enabled and {}.enabled: both true is not supported by strata (nor by DeepSpeed); "
+      "enable one of them",
+      top.path_of("bf16")));
 }
 
 }  // namespace strata::engine::detail

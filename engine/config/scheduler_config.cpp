@@ -3,6 +3,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "engine/config/sections.h"
 
@@ -26,6 +27,41 @@ const char* to_string(SchedulerType type) {
 
 const char* to_string(WarmupType type) {
   return type == WarmupType::log ? "log" : "linear";
+}
+
+// The formulas are engine/optim/lr_schedule.cpp's (DeepSpeed's lr_schedules.py), solved for the
+// first iteration of the lr's final stretch at 0; lr_schedule_test checks the two agree. The
+// config loader may not call the optimizer's code (it builds alone, for the fuzzer), hence here.
+std::optional<std::int64_t> lr_zero_from_iteration(const SchedulerConfig& scheduler,
+                                                   const OptimizerConfig& optimizer) {
+  // DeepSpeed's WarmupLR, WarmupDecayLR and WarmupCosineLR warm up over max(2, warmup_num_steps).
+  const std::int64_t warmup = std::max<std::int64_t>(2, scheduler.warmup_num_steps);
+  switch (scheduler.type) {
+    case SchedulerType::warmup_decay_lr:
+      // min + (max - min) x max(0, (T - i) / max(1, T - W)) for i >= W: min from max(T, W) on.
+      if (scheduler.warmup_min_lr > 0 || scheduler.warmup_max_lr <= 0) return std::nullopt;
+      return std::max(scheduler.total_num_steps, warmup);
+    case SchedulerType::warmup_cosine_lr: {
+      // Ratio cos_min_ratio once (i - W + 1) / max(1, T - W) reaches 1, for i >= W.
+      if (scheduler.cos_min_ratio > 0 || optimizer.lr <= 0) return std::nullopt;
+      const std::int64_t span = std::max<std::int64_t>(1, scheduler.total_num_steps - warmup);
+      return std::max(warmup, warmup - 1 + span);
+    }
+    case SchedulerType::one_cycle: {
+      // cycle_min_lr at the cycle's end (batch F + S, iteration F + S - 1) and after it. With
+      // stairs the second half reaches its last stair, floor((F + S - batch) x stairs / S) = 0,
+      // ceil(S / stairs) batches before the end.
+      if (scheduler.cycle_min_lr > 0 || scheduler.cycle_max_lr <= 0) return std::nullopt;
+      const std::int64_t second = scheduler.cycle_second_step_size;
+      const std::int64_t stairs = scheduler.cycle_second_stair_count;
+      const std::int64_t last_stair = stairs > 0 ? (second + stairs - 1) / stairs : 1;
+      return scheduler.cycle_first_step_size + second - last_stair;
+    }
+    case SchedulerType::none:
+    case SchedulerType::warmup_lr:
+      break;
+  }
+  return std::nullopt;
 }
 
 namespace detail {
@@ -114,14 +150,106 @@ void read_warmup(JsonReader& params, const OptimizerConfig& optimizer, Scheduler
                                               out.warmup_max_lr, out.warmup_min_lr));
 }
 
-void read_total_steps(JsonReader& params, const StrataConfig& strata, SchedulerConfig& out) {
+// "auto": the run's steps, as the HF Trainer fills it from num_training_steps
+// (HfTrainerDeepSpeedConfig.trainer_config_finalize).
+void read_total_steps(JsonReader& params, RunLength run, SchedulerConfig& out) {
   if (!params.has("total_num_steps")) {
-    params.error("total_num_steps",
-                 fmt::format("missing; {} needs it (\"auto\" uses strata.train_steps)",
-                             to_string(out.type)));
+    params.error(
+        "total_num_steps",
+        fmt::format("missing; {} needs it (\"auto\" uses the run's steps)", to_string(out.type)));
     return;
   }
-  params.read("total_num_steps", out.total_num_steps, IntRange{1, INT64_MAX}, strata.train_steps);
+  if (params.is_auto("total_num_steps")) {
+    out.total_num_steps = run.steps;
+    params.note_auto("total_num_steps", std::to_string(run.steps),
+                     run.from_command_line ? "the run's steps, from --steps"
+                                           : "the run's steps, strata.train_steps");
+    return;
+  }
+  params.read("total_num_steps", out.total_num_steps, IntRange{1, INT64_MAX});
+}
+
+// The HF Trainer's TrainingArguments.get_warmup_steps(num_training_steps): warmup_steps when above
+// 0, else ceil(num_training_steps x warmup_ratio); both default to 0.
+std::int64_t trainer_warmup_steps(const StrataConfig& strata, std::int64_t run_steps) {
+  if (strata.warmup_steps.value_or(0) > 0) return *strata.warmup_steps;
+  return static_cast<std::int64_t>(
+      std::ceil(static_cast<double>(run_steps) * strata.warmup_ratio.value_or(0.0)));
+}
+
+// Where an "auto" warm-up came from, for its note.
+std::string warmup_source(const StrataConfig& strata, RunLength run) {
+  if (strata.warmup_steps.value_or(0) > 0) return "strata.warmup_steps";
+  if (strata.warmup_ratio.value_or(0.0) > 0)
+    return fmt::format("strata.warmup_ratio {} x {} steps, rounded up", *strata.warmup_ratio,
+                       run.steps);
+  return "no warm-up; set strata.warmup_steps or warmup_ratio";
+}
+
+// "auto" is filled as the Trainer fills it. strata.warmup_steps or warmup_ratio, when given, also
+// fill a key left out (as strata.lr fills a missing lr), and must agree with a value written
+// outright (the Trainer's fill_match refuses a mismatch too).
+void read_warmup_steps(JsonReader& params, const StrataConfig& strata, RunLength run,
+                       SchedulerConfig& out) {
+  const std::int64_t trainer_steps = trainer_warmup_steps(strata, run.steps);
+  const bool strata_keys = strata.warmup_steps || strata.warmup_ratio;
+  if (params.is_auto("warmup_num_steps")) {
+    out.warmup_num_steps = trainer_steps;
+    params.note_auto("warmup_num_steps", std::to_string(trainer_steps), warmup_source(strata, run));
+    return;
+  }
+  if (!params.read("warmup_num_steps", out.warmup_num_steps, IntRange{0, INT64_MAX})) {
+    if (strata_keys) out.warmup_num_steps = trainer_steps;
+    return;
+  }
+  if (strata_keys && out.warmup_num_steps != trainer_steps) {
+    params.error("warmup_num_steps",
+                 fmt::format("{} differs from {}, what {} gives; give one of them (or write "
+                             "\"auto\" here)",
+                             out.warmup_num_steps, trainer_steps,
+                             strata.warmup_steps.value_or(0) > 0 ? "strata.warmup_steps"
+                                                                 : "strata.warmup_ratio"));
+  }
+}
+
+// The run's step (1 = its first) that runs at DeepSpeed's last_batch_iteration `iteration`: the
+// n-th step runs at last_batch_iteration + n - 1 (engine/optim/lr_schedule.h).
+std::int64_t step_at_iteration(const SchedulerConfig& scheduler, std::int64_t iteration) {
+  return std::max<std::int64_t>(1, iteration - scheduler.last_batch_iteration + 1);
+}
+
+// What keeps a schedule's lr above 0 to the end, for the warning.
+std::string zero_lr_fix(const SchedulerConfig& scheduler, std::int64_t run_steps) {
+  switch (scheduler.type) {
+    case SchedulerType::warmup_decay_lr:
+      return fmt::format(
+          "total_num_steps {}, warmup_min_lr 0; set total_num_steps to \"auto\" "
+          "or {}, or warmup_min_lr above 0",
+          scheduler.total_num_steps, run_steps);
+    case SchedulerType::warmup_cosine_lr:
+      return fmt::format(
+          "total_num_steps {}, cos_min_ratio 0; set total_num_steps to \"auto\" "
+          "or {}, or cos_min_ratio above 0",
+          scheduler.total_num_steps, run_steps);
+    default:
+      return fmt::format(
+          "the cycle of {} steps ends at cycle_min_lr 0; set cycle_min_lr above "
+          "0, or lengthen the cycle",
+          scheduler.cycle_first_step_size + scheduler.cycle_second_step_size);
+  }
+}
+
+// DeepSpeed trains on, at lr 0, past a schedule's end; a run that does so learns nothing in those
+// steps, which is worth saying before it starts.
+void warn_if_lr_reaches_zero(JsonReader& params, const OptimizerConfig& optimizer, RunLength run,
+                             const SchedulerConfig& out) {
+  const std::optional<std::int64_t> iteration = lr_zero_from_iteration(out, optimizer);
+  if (!iteration) return;
+  const std::int64_t step = step_at_iteration(out, *iteration);
+  if (step > run.steps) return;
+  params.diagnostics().warnings.push_back(fmt::format(
+      "scheduler: {} reaches lr 0 at step {} and stays there to the run's last step {} ({})",
+      to_string(out.type), step, run.steps, zero_lr_fix(out, run.steps)));
 }
 
 void read_one_cycle(JsonReader& params, SchedulerConfig& out) {
@@ -157,17 +285,16 @@ void read_one_cycle(JsonReader& params, SchedulerConfig& out) {
 }
 
 void read_params(JsonReader& params, const OptimizerConfig& optimizer, const StrataConfig& strata,
-                 SchedulerConfig& out) {
+                 RunLength run, SchedulerConfig& out) {
   refuse_foreign_params(params, out.type);
   const bool warmup = out.type != SchedulerType::one_cycle;
   const bool total =
       out.type == SchedulerType::warmup_decay_lr || out.type == SchedulerType::warmup_cosine_lr;
-  if (total) read_total_steps(params, strata, out);
+  if (total) read_total_steps(params, run, out);
   if (out.type == SchedulerType::warmup_lr || out.type == SchedulerType::warmup_decay_lr)
     read_warmup(params, optimizer, out);
   if (warmup) {
-    std::int64_t auto_steps = total ? std::min<std::int64_t>(1000, out.total_num_steps) : 1000;
-    params.read("warmup_num_steps", out.warmup_num_steps, IntRange{0, INT64_MAX}, auto_steps);
+    read_warmup_steps(params, strata, run, out);
     params.read_enum("warmup_type", out.warmup_type,
                      {{"log", WarmupType::log}, {"linear", WarmupType::linear}});
   }
@@ -182,20 +309,21 @@ void read_params(JsonReader& params, const OptimizerConfig& optimizer, const Str
         "scheduler.params: warmup_num_steps {} exceeds total_num_steps {}; the decay never starts",
         out.warmup_num_steps, out.total_num_steps));
   }
+  if (params.diagnostics().errors.empty()) warn_if_lr_reaches_zero(params, optimizer, run, out);
   params.finish();
 }
 
 }  // namespace
 
 void read_scheduler(JsonReader& top, const OptimizerConfig& optimizer, const StrataConfig& strata,
-                    SchedulerConfig& out) {
+                    RunLength run, SchedulerConfig& out) {
   JsonReader section(top.find("scheduler"), "scheduler", top.diagnostics());
   if (!section.present()) return;
   SchedulerType type = SchedulerType::none;
   read_type(section, type);
   out.type = type;
   JsonReader params(section.find("params"), "scheduler.params", top.diagnostics());
-  if (type != SchedulerType::none) read_params(params, optimizer, strata, out);
+  if (type != SchedulerType::none) read_params(params, optimizer, strata, run, out);
   section.finish();
 }
 

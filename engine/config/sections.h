@@ -17,16 +17,25 @@ void read_strata(JsonReader& top, StrataConfig& out, CheckpointConfig& checkpoin
 // micro-batch comes from strata.micro_batch_size when given.
 void read_batch(JsonReader& top, int world_size, const StrataConfig& strata, BatchConfig& out);
 
-// fp16, and bf16 (alias bfloat16); both enabled is an error.
-void read_precision(JsonReader& top, Fp16Config& fp16, Bf16Config& bf16);
+// fp16, and bf16 (alias bfloat16); both enabled is an error. --bf16 and --fp16 (`overrides`)
+// fill enabled as the HF Trainer's flags do.
+void read_precision(JsonReader& top, const ConfigOverrides& overrides, Fp16Config& fp16,
+                    Bf16Config& bf16);
 
 // optimizer {type, params}; strata.lr fills an "auto" lr, and the lr of the default optimizer
 // when the section is absent.
 void read_optimizer(JsonReader& top, const StrataConfig& strata, OptimizerConfig& out);
 
-// scheduler {type, params}; "auto" resolves from the optimizer and strata.train_steps.
+// The run's length, and whether --steps set it (notes name where it came from).
+struct RunLength {
+  std::int64_t steps = 0;
+  bool from_command_line = false;
+};
+
+// scheduler {type, params}; "auto" resolves from the optimizer, the run's length and strata's
+// warm-up keys. A schedule whose lr falls to 0 before the run ends is a warning.
 void read_scheduler(JsonReader& top, const OptimizerConfig& optimizer, const StrataConfig& strata,
-                    SchedulerConfig& out);
+                    RunLength run, SchedulerConfig& out);
 
 // zero_optimization with offload_param and offload_optimizer; "auto" sizes derive from d_model.
 // stage3_gather_16bit_weights_on_model_save goes to `checkpoint`.

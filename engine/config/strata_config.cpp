@@ -121,6 +121,16 @@ void read_budget(JsonReader& strata, std::int64_t& out) {
   out = *bytes;
 }
 
+// A number that may be left out, null or "auto" (all three: not given).
+void read_optional_real(JsonReader& strata, std::string_view key, RealRange range,
+                        std::optional<double>& out) {
+  if (!strata.has(key) || strata.find(key)->is_null() || strata.is_auto(key)) return;
+  double value = 0;
+  const auto errors_before = strata.diagnostics().errors.size();
+  strata.read(key, value, range);
+  if (strata.diagnostics().errors.size() == errors_before) out = value;
+}
+
 }  // namespace
 
 void read_strata(JsonReader& top, StrataConfig& out, CheckpointConfig& checkpoint) {
@@ -135,12 +145,9 @@ void read_strata(JsonReader& top, StrataConfig& out, CheckpointConfig& checkpoin
   read_budget(strata, out.device_memory_budget);
   strata.read("overlap_optimizer", out.overlap_optimizer);
   strata.read("micro_batch_size", out.micro_batch_size, IntRange{1, std::int64_t{1} << 40});
-  if (strata.has("lr") && !strata.find("lr")->is_null() && !strata.is_auto("lr")) {
-    double lr = 0;
-    const auto errors_before = strata.diagnostics().errors.size();
-    strata.read("lr", lr, RealRange{0, 1e300});
-    if (strata.diagnostics().errors.size() == errors_before) out.lr = lr;
-  }
+  read_optional_real(strata, "lr", RealRange{0, 1e300}, out.lr);
+  strata.read("warmup_steps", out.warmup_steps, IntRange{0, INT64_MAX});
+  read_optional_real(strata, "warmup_ratio", RealRange{0, 1}, out.warmup_ratio);
   strata.read("job_name", out.job_name);
   bool name_ok = !out.job_name.empty() && out.job_name.size() <= 64;
   for (char c : out.job_name)

@@ -50,9 +50,10 @@ void validate(const SchedulerConfig& s, const OptimizerConfig& optimizer) {
         fmt::format("optimizer.params.lr: got {}, expected a finite number >= 0", optimizer.lr));
   check_at_least(problems, "last_batch_iteration", s.last_batch_iteration, -1,
                  "-1 starts the schedule");
+  // 0 is what the HF Trainer fills an "auto" warm-up with by default (get_warmup_steps()); it
+  // warms up over 2 steps like any value below 2 (the constructor's max(2, ...)).
   if (uses_warmup(s.type))
-    check_at_least(problems, "warmup_num_steps", s.warmup_num_steps, 1,
-                   "DeepSpeed requires a positive integer");
+    check_at_least(problems, "warmup_num_steps", s.warmup_num_steps, 0, "0 or more warm-up steps");
   if (s.type == SchedulerType::warmup_lr || s.type == SchedulerType::warmup_decay_lr) {
     check_lr(problems, "warmup_min_lr", s.warmup_min_lr);
     check_lr(problems, "warmup_max_lr", s.warmup_max_lr);

@@ -24,8 +24,8 @@ namespace strata::engine::optim {
 class LrSchedule {
  public:
   // Takes the resolved scheduler and optimizer sections. Throws UserError (exit status 2) naming
-  // the scheduler.params key when a value DeepSpeed would refuse reaches it (warmup_num_steps or
-  // a OneCycle step size below 1, a negative or non-finite lr).
+  // the scheduler.params key when a value the config loader refuses reaches it (a negative
+  // warmup_num_steps, a OneCycle step size below 1, a negative or non-finite lr).
   LrSchedule(const SchedulerConfig& scheduler, const OptimizerConfig& optimizer);
 
   SchedulerType type() const { return scheduler_.type; }

@@ -33,7 +33,9 @@ TEST(ConfigGood, HuggingFaceZero2TemplateResolvesAuto) {
   EXPECT_EQ(c.scheduler.type, SchedulerType::warmup_lr);
   EXPECT_DOUBLE_EQ(c.scheduler.warmup_min_lr, 0);
   EXPECT_DOUBLE_EQ(c.scheduler.warmup_max_lr, 1e-3);
-  EXPECT_EQ(c.scheduler.warmup_num_steps, 1000);
+  // "auto": the HF Trainer's get_warmup_steps() with its defaults, warmup_steps 0 and
+  // warmup_ratio 0 (a warm-up of 2 steps, DeepSpeed's least).
+  EXPECT_EQ(c.scheduler.warmup_num_steps, 0);
   EXPECT_EQ(c.batch.train_micro_batch_size_per_gpu, 1);
   EXPECT_EQ(c.batch.gradient_accumulation_steps, 1);
   EXPECT_EQ(c.batch.train_batch_size, 1);
@@ -59,8 +61,8 @@ TEST(ConfigGood, HuggingFaceZero3TemplateDerivesSizesFromDModel) {
   EXPECT_FALSE(c.bf16.enabled);  // bf16 "auto": off, as the HF Trainer without --bf16
   EXPECT_EQ(c.scheduler.type, SchedulerType::warmup_decay_lr);
   EXPECT_EQ(c.scheduler.total_num_steps, 5000);  // "auto" = strata.train_steps
-  EXPECT_EQ(c.scheduler.warmup_num_steps, 1000);
-  EXPECT_EQ(c.batch.train_batch_size, 8);  // all "auto": micro 1, gas 1, 8 ranks
+  EXPECT_EQ(c.scheduler.warmup_num_steps, 0);    // "auto" = get_warmup_steps(): no warm-up keys
+  EXPECT_EQ(c.batch.train_batch_size, 8);        // all "auto": micro 1, gas 1, 8 ranks
   EXPECT_EQ(c.strata.model.vocab, 50304);
 }
 

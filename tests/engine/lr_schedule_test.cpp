@@ -6,8 +6,13 @@
 
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "engine/config/config_error.h"
 
@@ -99,6 +104,26 @@ TEST(LrSchedule, WarmupOfOneStepIsTwo) {
   LrSchedule log(warmup(SchedulerType::warmup_lr, 0.001, 0.01, 1, WarmupType::log), {});
   EXPECT_EQ(log.lr_at_iteration(0), 0.001);
   EXPECT_DOUBLE_EQ(log.lr_at_iteration(1), 0.010000000000000002);  // log(2) / log(2)
+}
+
+// warmup_num_steps = 0, what the HF Trainer fills an "auto" warm-up with by default, trains too:
+// W = max(2, 0) = 2, the same schedule as 1 or 2 (and the config loader accepts it alike).
+TEST(LrSchedule, WarmupOfZeroStepsIsTwo) {
+  OptimizerConfig optimizer;
+  optimizer.lr = 0.01;
+  for (SchedulerType type : {SchedulerType::warmup_lr, SchedulerType::warmup_decay_lr,
+                             SchedulerType::warmup_cosine_lr}) {
+    SchedulerConfig zero = warmup(type, 0.001, 0.01, 0, WarmupType::linear);
+    zero.total_num_steps = 10;
+    SchedulerConfig two = zero;
+    two.warmup_num_steps = 2;
+    LrSchedule zero_schedule(zero, optimizer);
+    LrSchedule two_schedule(two, optimizer);
+    for (std::int64_t i = -1; i < 12; ++i)
+      EXPECT_EQ(zero_schedule.lr_at_iteration(i), two_schedule.lr_at_iteration(i)) << i;
+  }
+  LrSchedule linear(warmup(SchedulerType::warmup_lr, 0.001, 0.01, 0, WarmupType::linear), {});
+  EXPECT_DOUBLE_EQ(linear.lr_at_iteration(1), 0.0055000000000000005);  // 0.001 + 0.009 * 1 / 2
 }
 
 TEST(LrSchedule, WarmupDecayLrLinear) {
@@ -271,6 +296,55 @@ TEST(LrSchedule, OneCycleMomentumOffForAdagradAndWhenDisabled) {
   EXPECT_TRUE(LrSchedule(one_cycle(0, 0), lion).cycles_momentum());
 }
 
+// The config loader's closed form (engine/config/config.h) for where a schedule falls to lr 0 for
+// good, which its start-up warning uses, agrees with the schedule itself: 0 from that iteration
+// on, above 0 just before it, and no such point when the lr never stays at 0.
+TEST(LrSchedule, ZeroFromIterationAgreesWithTheSchedule) {
+  OptimizerConfig optimizer;
+  optimizer.lr = 0.01;
+  std::vector<SchedulerConfig> schedules;
+  for (std::int64_t warmup_steps : {0, 1, 3, 8}) {
+    for (std::int64_t total : {1, 2, 5, 9, 30}) {
+      for (WarmupType type : {WarmupType::log, WarmupType::linear}) {
+        SchedulerConfig decay = warmup(SchedulerType::warmup_decay_lr, 0, 0.01, warmup_steps, type);
+        decay.total_num_steps = total;
+        schedules.push_back(decay);
+        SchedulerConfig floor = decay;
+        floor.warmup_min_lr = 1e-4;
+        schedules.push_back(floor);
+        SchedulerConfig cos = cosine(0, 0, total, type);
+        cos.warmup_num_steps = warmup_steps;
+        schedules.push_back(cos);
+        schedules.push_back(cosine(0, 0.1, total, type));
+      }
+    }
+  }
+  for (std::int64_t stairs : {0, 3}) {
+    SchedulerConfig cycle = one_cycle(stairs, stairs);
+    cycle.cycle_min_lr = 0;
+    schedules.push_back(cycle);
+    cycle.decay_lr_rate = 0.5;
+    cycle.decay_step_size = 2;
+    schedules.push_back(cycle);
+    schedules.push_back(one_cycle(stairs, stairs));
+  }
+  schedules.push_back(warmup(SchedulerType::warmup_lr, 0, 0.01, 4, WarmupType::linear));
+  for (const SchedulerConfig& s : schedules) {
+    const LrSchedule schedule(s, optimizer);
+    const std::optional<std::int64_t> zero = lr_zero_from_iteration(s, optimizer);
+    const std::string which = fmt::format("{} W={} T={} min_lr={} cos_min={} cycle_min={}",
+                                          to_string(s.type), s.warmup_num_steps, s.total_num_steps,
+                                          s.warmup_min_lr, s.cos_min_ratio, s.cycle_min_lr);
+    if (!zero) {
+      EXPECT_GT(schedule.lr_at_iteration(200), 0.0) << which;
+      continue;
+    }
+    EXPECT_GT(schedule.lr_at_iteration(*zero - 1), 0.0) << which;
+    for (std::int64_t i = *zero; i < *zero + 50; ++i)
+      EXPECT_EQ(schedule.lr_at_iteration(i), 0.0) << which << " i=" << i;
+  }
+}
+
 // Every value DeepSpeed would refuse is a ConfigError naming the key.
 void expect_refused(const SchedulerConfig& s, const OptimizerConfig& optimizer,
                     const std::string& key) {
@@ -285,8 +359,6 @@ void expect_refused(const SchedulerConfig& s, const OptimizerConfig& optimizer,
 
 TEST(LrSchedule, RefusesWhatDeepSpeedRefuses) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  SchedulerConfig zero_warmup = warmup(SchedulerType::warmup_lr, 0, 0.01, 0, WarmupType::log);
-  expect_refused(zero_warmup, {}, "scheduler.params.warmup_num_steps");
   SchedulerConfig cosine_zero = cosine(0, 0.01, 10, WarmupType::log);
   cosine_zero.warmup_num_steps = -3;
   expect_refused(cosine_zero, {}, "scheduler.params.warmup_num_steps");
