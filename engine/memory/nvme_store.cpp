@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 #include <system_error>
+#include <vector>
 
 #include "base/assert.h"
 #include "base/error.h"
@@ -30,44 +31,111 @@ std::int64_t round_up(std::int64_t value) {
 }
 
 const char* kPathFix =
-    "set offload_optimizer.nvme_path (and offload_param.nvme_path) to an existing, writable "
-    "directory on a local NVMe drive, reached through no symbolic link";
+    "set offload_optimizer.nvme_path (and offload_param.nvme_path) to a writable directory on a "
+    "local NVMe drive (strata makes it when its parent is writable), reached through no symbolic "
+    "link";
 
-// Refuses a missing path, a non-directory and any symlink among its components.
-void check_nvme_path(const fs::path& path) {
-  if (path.empty()) throw UserError("nvme_path is empty", kPathFix, 2);
-  const fs::path absolute = fs::absolute(path).lexically_normal();
-  fs::path prefix;
-  for (const fs::path& part : absolute) {
-    prefix /= part;
-    if (prefix == absolute.root_path()) continue;
-    struct stat info {};
-    if (lstat(prefix.c_str(), &info) != 0) {
-      const int error = errno;
-      throw UserError(fmt::format("nvme_path {}: {} does not exist ({})", path.string(),
-                                  prefix.string(), std::strerror(error)),
-                      kPathFix, 2);
-    }
-    if (S_ISLNK(info.st_mode))
-      throw UserError(
-          fmt::format("nvme_path {} goes through the symbolic link {}; strata refuses swap "
-                      "directories reached through a link",
-                      path.string(), prefix.string()),
-          fmt::format("set nvme_path to the real directory ({})",
-                      fs::weakly_canonical(absolute).string()),
-          2);
-  }
-  struct stat info {};
-  if (stat(absolute.c_str(), &info) != 0 || !S_ISDIR(info.st_mode))
-    throw UserError(fmt::format("nvme_path {} is not a directory", path.string()), kPathFix, 2);
-  if (access(absolute.c_str(), W_OK | X_OK) != 0)
+// The symbolic link refusal: strata never follows a link to its swap files, so that a link
+// planted in the path cannot redirect them.
+[[noreturn]] void refuse_link(const fs::path& path, const fs::path& link,
+                              const fs::path& absolute) {
+  throw UserError(fmt::format("nvme_path {} goes through the symbolic link {}; strata refuses swap "
+                              "directories reached through a link",
+                              path.string(), link.string()),
+                  fmt::format("set nvme_path to the real directory ({})",
+                              fs::weakly_canonical(absolute).string()),
+                  2);
+}
+
+// The writable check of the directory swap files (or the missing folders) are made in.
+void check_writable(const fs::path& path, const fs::path& directory, bool exists) {
+  if (access(directory.c_str(), W_OK | X_OK) == 0) return;
+  const int error = errno;
+  if (exists)
     throw UserError(fmt::format("nvme_path {} is not writable by this user ({})", path.string(),
-                                std::strerror(errno)),
+                                std::strerror(error)),
                     fmt::format("make {} writable (chmod/chown) or set nvme_path to a directory "
                                 "you can write",
                                 path.string()),
                     2);
+  throw UserError(
+      fmt::format("nvme_path {} does not exist and cannot be made: {} is not writable by this "
+                  "user ({})",
+                  path.string(), directory.string(), std::strerror(error)),
+      fmt::format("create {} yourself (mkdir -p), make {} writable, or set nvme_path to a "
+                  "directory you can write",
+                  path.string(), directory.string()),
+      2);
 }
+
+// The deepest existing directory of `absolute` and the components below it that are missing
+// (none when the path exists). Refuses a symlink or a non-directory among the existing ones.
+fs::path deepest_existing(const fs::path& path, const fs::path& absolute,
+                          std::vector<fs::path>& missing) {
+  fs::path prefix;
+  fs::path existing = absolute.root_path();
+  for (const fs::path& part : absolute) {
+    prefix /= part;
+    if (prefix == absolute.root_path()) continue;
+    if (!missing.empty()) {
+      missing.push_back(prefix);
+      continue;
+    }
+    struct stat info {};
+    if (lstat(prefix.c_str(), &info) != 0) {
+      const int error = errno;
+      if (error != ENOENT)
+        throw UserError(fmt::format("nvme_path {}: {} cannot be examined ({})", path.string(),
+                                    prefix.string(), std::strerror(error)),
+                        kPathFix, 2);
+      missing.push_back(prefix);
+      continue;
+    }
+    if (S_ISLNK(info.st_mode)) refuse_link(path, prefix, absolute);
+    if (!S_ISDIR(info.st_mode))
+      throw UserError(
+          fmt::format("nvme_path {}: {} is not a directory", path.string(), prefix.string()),
+          kPathFix, 2);
+    existing = prefix;
+  }
+  return existing;
+}
+
+}  // namespace
+
+void check_nvme_path(const fs::path& path) {
+  if (path.empty()) throw UserError("nvme_path is empty", kPathFix, 2);
+  const fs::path absolute = fs::absolute(path).lexically_normal();
+  std::vector<fs::path> missing;
+  const fs::path existing = deepest_existing(path, absolute, missing);
+  check_writable(path, existing, missing.empty());
+}
+
+void make_nvme_path(const fs::path& path) {
+  check_nvme_path(path);
+  const fs::path absolute = fs::absolute(path).lexically_normal();
+  std::vector<fs::path> missing;
+  deepest_existing(path, absolute, missing);
+  for (const fs::path& directory : missing) {
+    // Another rank may make the same folder at the same moment: EEXIST is fine when what exists
+    // is a real directory, which the check below sees.
+    if (mkdir(directory.c_str(), 0700) != 0 && errno != EEXIST) {
+      const int error = errno;
+      throw UserError(fmt::format("nvme_path {}: cannot make {} ({})", path.string(),
+                                  directory.string(), std::strerror(error)),
+                      fmt::format("create {} yourself (mkdir -p) or set nvme_path to a directory "
+                                  "you can write",
+                                  path.string()),
+                      2);
+    }
+  }
+  if (!missing.empty()) {
+    check_nvme_path(path);
+    base::logger("engine").info("made the swap folder {} (nvme_path)", path.string());
+  }
+}
+
+namespace {
 
 // mkdir mode 0700 (chmod too, past the umask); EEXIST is fine if it is a real directory.
 void make_private_directory(const fs::path& directory, const fs::path& nvme_path) {
@@ -139,6 +207,9 @@ std::int64_t NvmeStore::planned_bytes(int first, int count) const {
 void NvmeStore::open(std::span<std::byte> registered) {
   STRATA_ASSERT(!is_open());
   auto& log = base::logger("engine");
+  // As DeepSpeed's swappers make their folders (os.makedirs in
+  // swap_tensor/partitioned_param_swapper.py and optimizer_utils.py), a missing nvme_path is made.
+  make_nvme_path(options_.nvme_path);
   const fs::path base_path = fs::absolute(options_.nvme_path).lexically_normal();
   swap_path_ = rank_directory_ / "swap.bin";
   // The plan's bytes plus the checksum sidecar (4 bytes per 4 KiB block) and a little slack.

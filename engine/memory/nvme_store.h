@@ -13,8 +13,19 @@
 
 namespace strata::engine::memory {
 
+// Whether `nvme_path` is, or can be made, a folder for swap files: every component that exists is
+// a directory and no symbolic link, and the deepest one that exists is writable by this user (the
+// path itself, or the folder the missing ones will be made in). Makes nothing. Throws UserError
+// (exit status 2) naming the path and the fix. `strata config check` runs it as train does.
+void check_nvme_path(const std::filesystem::path& nvme_path);
+
+// check_nvme_path, then makes the missing folders (mode 0700, private as the swap folders made in
+// them), as DeepSpeed's swappers make theirs with os.makedirs.
+void make_nvme_path(const std::filesystem::path& nvme_path);
+
 struct NvmeStoreOptions {
-  // offload_*.nvme_path: an existing, writable directory reached through no symlink.
+  // offload_*.nvme_path: a writable directory, or one that can be made, reached through no
+  // symlink (check_nvme_path).
   std::filesystem::path nvme_path;
   std::string job_name = "strata";  // strata.job_name
   int rank = 0;
@@ -36,16 +47,17 @@ struct NvmeStoreOptions {
 // crashed run is removed at open with one log line; it is removed at clean exit.
 class NvmeStore {
  public:
-  // A store with no extents yet, nothing made on disk. Throws UserError (cause + fix) for a
-  // missing nvme_path, one that is not a directory, or a path through a symlink.
+  // A store with no extents yet, nothing made on disk. Throws check_nvme_path's UserError for an
+  // nvme_path that is not a directory and cannot be made one, or a path through a symlink.
   explicit NvmeStore(NvmeStoreOptions options);
   // Reserves `partition_bytes` (each extent rounded up to 4 KiB) and opens: a store of one user.
   NvmeStore(NvmeStoreOptions options, std::span<const std::int64_t> partition_bytes);
   // Before open(): adds one extent per element of `partition_bytes`; returns the first's index
   // (the partitions a caller names are that index plus its own).
   int reserve(std::span<const std::int64_t> partition_bytes);
-  // Creates the swap file with every extent reserved, `registered` (optional) memory registered
-  // with the engine's rings. Throws UserError for an unwritable nvme_path, too little free space
+  // Makes nvme_path when it is missing (make_nvme_path), then creates the swap file with every
+  // extent reserved, `registered` (optional) memory registered with the engine's rings. Throws
+  // UserError for an unwritable nvme_path, too little free space
   // for the plan (statvfs), or a rank directory held by a live job (named from the lock file).
   void open(std::span<std::byte> registered = {});
   bool is_open() const noexcept { return engine_ != nullptr; }

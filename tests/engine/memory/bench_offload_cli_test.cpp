@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -44,10 +45,16 @@ TEST(BenchOffloadCli, UsageErrorsExitTwoWithAFix) {
   }
 }
 
-TEST(BenchOffloadCli, AMissingPathIsRefused) {
-  const Result result = run("--params 64K --device nvme --path /nonexistent-strata-dir --no-pin");
+// A missing --path is made, as train makes a missing nvme_path; one under a file cannot be.
+TEST(BenchOffloadCli, APathThatCannotBeMadeIsRefused) {
+  const auto file = std::filesystem::temp_directory_path() /
+                    fmt::format("strata-bench-offload-file-{}", getpid());
+  std::ofstream(file) << "x";
+  const Result result =
+      run(fmt::format("--params 64K --device nvme --path {}/swap --no-pin", file.string()));
+  std::filesystem::remove(file);
   EXPECT_EQ(result.status, 2) << result.output;
-  EXPECT_NE(result.output.find("does not exist"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("is not a directory"), std::string::npos) << result.output;
 }
 
 TEST(BenchOffloadCli, ATinyNvmeRunReportsEveryFigure) {

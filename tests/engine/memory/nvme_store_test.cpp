@@ -98,10 +98,52 @@ TEST_F(NvmeStoreTest, RoundTripWithModesAndRemovalAtExit) {
   EXPECT_FALSE(fs::exists(root_ / "strata-test"));
 }
 
-TEST_F(NvmeStoreTest, RefusesAMissingPath) {
-  const std::string message = message_of([&] { NvmeStore store(options(root_ / "nope"), {}); });
-  EXPECT_NE(message.find("does not exist"), std::string::npos) << message;
-  EXPECT_NE(message.find("nvme_path"), std::string::npos) << message;
+// As DeepSpeed's swappers os.makedirs their folders: a missing nvme_path is made at open (private,
+// 0700), and left when the store goes (the swap folders inside it are removed).
+TEST_F(NvmeStoreTest, MakesAMissingPathAtOpen) {
+  const fs::path path = root_ / "made" / "by" / "strata";
+  {
+    NvmeStore store(options(path));
+    EXPECT_FALSE(fs::exists(root_ / "made"));  // the constructor makes nothing
+    store.reserve(std::vector<std::int64_t>{4096});
+    store.open();
+    EXPECT_TRUE(fs::is_directory(path));
+    EXPECT_EQ(mode_of(root_ / "made"), 0700u);
+    EXPECT_EQ(mode_of(path), 0700u);
+  }
+  EXPECT_TRUE(fs::is_directory(path));
+  EXPECT_FALSE(fs::exists(path / "strata-test"));
+}
+
+// check_nvme_path is what `strata config check` runs: it says the same as a store would, and makes
+// nothing.
+TEST_F(NvmeStoreTest, CheckAcceptsAPathThatCanBeMadeAndMakesNothing) {
+  check_nvme_path(root_ / "a" / "b");
+  EXPECT_FALSE(fs::exists(root_ / "a"));
+  check_nvme_path(root_);
+}
+
+TEST_F(NvmeStoreTest, RefusesAPathUnderAFile) {
+  std::ofstream(root_ / "file") << "x";
+  for (const fs::path& path : {root_ / "file" / "swap", root_ / "file" / "a" / "b"}) {
+    const std::string check = message_of([&] { check_nvme_path(path); });
+    EXPECT_NE(check.find((root_ / "file").string() + " is not a directory"), std::string::npos)
+        << check;
+    const std::string store = message_of([&] { NvmeStore made(options(path), {}); });
+    EXPECT_EQ(store, check);
+  }
+}
+
+TEST_F(NvmeStoreTest, RefusesAMissingPathInAFolderItCannotWrite) {
+  if (geteuid() == 0) GTEST_SKIP() << "root writes through any mode bits";
+  fs::create_directory(root_ / "ro");
+  fs::permissions(root_ / "ro", fs::perms::owner_read | fs::perms::owner_exec);
+  const std::string message = message_of([&] { check_nvme_path(root_ / "ro" / "swap"); });
+  EXPECT_NE(message.find("does not exist and cannot be made: " + (root_ / "ro").string() +
+                         " is not writable"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("mkdir -p"), std::string::npos) << message;
 }
 
 TEST_F(NvmeStoreTest, RefusesAFile) {
