@@ -2,17 +2,57 @@
 
 #include <fmt/format.h>
 
+#include <utility>
+
 #include "base/error.h"
+#include "engine/config/config_error.h"
+#include "engine/memory/nvme_store.h"
 #include "models/data/byte_tokenizer.h"
 #include "models/data/synthetic_corpus.h"
 #include "tools/demo_config.h"
 
 namespace strata::tools {
 
-engine::LoadedConfig load_run_config(const std::string& config_path, int world_size) {
+namespace {
+
+constexpr const char* kDemoSource = "the built-in demo config";
+
+// Runs `check`; a UserError it throws is thrown again with `source` in front of its message, so
+// that the user knows which file's values it is about. A ConfigError names its source already.
+template <class Check>
+auto naming_source(const std::string& source, Check&& check) {
+  try {
+    return check();
+  } catch (const engine::ConfigError&) {
+    throw;
+  } catch (const UserError& error) {
+    throw UserError(fmt::format("{}: {}", source, error.what()), error.fix(), error.exit_status());
+  }
+}
+
+// The swap folders: train makes them when the engine opens its swap files; here they are only
+// checked, so that a path that cannot be made is refused before anything starts.
+void check_swap_folders(const engine::ZeroConfig& zero) {
+  const std::pair<const char*, const engine::OffloadConfig*> offloads[] = {
+      {"offload_param", &zero.offload_param}, {"offload_optimizer", &zero.offload_optimizer}};
+  for (const auto& [key, offload] : offloads) {
+    if (offload->device != engine::OffloadDevice::nvme) continue;
+    try {
+      engine::memory::check_nvme_path(offload->nvme_path);
+    } catch (const UserError& error) {
+      throw UserError(fmt::format("zero_optimization.{}.{}", key, error.what()), error.fix(),
+                      error.exit_status());
+    }
+  }
+}
+
+}  // namespace
+
+engine::LoadedConfig load_run_config(const std::string& config_path, int world_size,
+                                     const engine::ConfigOverrides& overrides) {
   return config_path.empty()
-             ? engine::parse_config_text(demo_config_json(), "the built-in demo config", world_size)
-             : engine::load_config_file(config_path, world_size);
+             ? engine::parse_config_text(demo_config_json(), kDemoSource, world_size, overrides)
+             : engine::load_config_file(config_path, world_size, overrides);
 }
 
 models::ModelPlan plan_model(const engine::Config& config) {
@@ -48,6 +88,24 @@ models::TokenDataset load_data(const engine::Config& config, const models::Model
   }
   dataset.check_fits(static_cast<int>(plan.seq_len()), static_cast<int>(plan.vocab()));
   return dataset;
+}
+
+RunSetup prepare_run(const std::string& config_path, int world_size,
+                     const engine::ConfigOverrides& overrides) {
+  RunSetup setup{load_run_config(config_path, world_size, overrides), {}, {}};
+  const engine::Config& config = setup.loaded.config;
+  const std::string source = config_path.empty() ? kDemoSource : config_path;
+  naming_source(source, [&] {
+    setup.plan = plan_model(config);
+    setup.data = load_data(config, setup.plan);
+    if (config.strata.data.order == engine::DataOrder::sequential) {
+      setup.data.check_sequential_fits(static_cast<int>(setup.plan.batch()),
+                                       static_cast<int>(setup.plan.seq_len()));
+    }
+    check_swap_folders(config.zero);
+    return 0;
+  });
+  return setup;
 }
 
 }  // namespace strata::tools
