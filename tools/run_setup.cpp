@@ -9,10 +9,12 @@
 
 namespace strata::tools {
 
-engine::LoadedConfig load_run_config(const std::string& config_path, int world_size) {
+engine::LoadedConfig load_run_config(const std::string& config_path, int world_size,
+                                     const engine::ConfigOverrides& overrides) {
   return config_path.empty()
-             ? engine::parse_config_text(demo_config_json(), "the built-in demo config", world_size)
-             : engine::load_config_file(config_path, world_size);
+             ? engine::parse_config_text(demo_config_json(), "the built-in demo config", world_size,
+                                         overrides)
+             : engine::load_config_file(config_path, world_size, overrides);
 }
 
 models::ModelPlan plan_model(const engine::Config& config) {

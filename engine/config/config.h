@@ -303,26 +303,41 @@ struct LoadedConfig {
   // Accelerate config where each setting came from; and DeepSpeed settings whose purpose strata
   // serves another way (checkpoint.load_universal, the 16-bit gather on save).
   std::vector<std::string> notes;
+  // Each "auto" the file held and the value it became, as "<path> <value>" (its note says why):
+  // what `strata train` prints in one line unless asked for every note.
+  std::vector<std::string> auto_filled;
+};
+
+// What the command line sets on top of the file, as the HF Trainer's arguments fill a DeepSpeed
+// config's "auto" values.
+struct ConfigOverrides {
+  // --steps: the run's length. Replaces strata.train_steps; an "auto" total_num_steps follows it.
+  std::optional<std::int64_t> train_steps;
+  // --bf16: bf16.enabled "auto" or absent becomes true; an explicit false is an error naming both.
+  bool bf16 = false;
+  bool fp16 = false;  // --fp16: the same for fp16.enabled
 };
 
 // Every default, as if the file were `{"train_micro_batch_size_per_gpu": 1}`, world size 1.
 Config default_config();
 
 // Reads a parsed DeepSpeed config. Throws ConfigError listing every problem found.
-LoadedConfig parse_config(const nlohmann::json& root, int world_size = 1);
+LoadedConfig parse_config(const nlohmann::json& root, int world_size = 1,
+                          const ConfigOverrides& overrides = {});
 
 // Parses JSON text and reads it. `source` names the text in messages (a file path). Malformed
 // JSON, duplicate keys (DeepSpeed refuses them too) and nesting deeper than 64 levels are
 // ConfigErrors with the line and column where the parser stopped.
 LoadedConfig parse_config_text(std::string_view text, const std::string& source = "config",
-                               int world_size = 1);
+                               int world_size = 1, const ConfigOverrides& overrides = {});
 
 // Reads and parses a file: a DeepSpeed JSON config, or an Accelerate config (YAML, or Accelerate's
 // JSON form) with distributed_type DEEPSPEED, read with Accelerate's own mapping to DeepSpeed
 // keys (engine/config/accelerate_config.h). A missing or unreadable file, malformed JSON, a file
 // that is neither JSON nor YAML and a YAML file that is not an Accelerate config are ConfigErrors
 // that name the file (and the line and column of a syntax error).
-LoadedConfig load_config_file(const std::filesystem::path& path, int world_size = 1);
+LoadedConfig load_config_file(const std::filesystem::path& path, int world_size = 1,
+                              const ConfigOverrides& overrides = {});
 
 // The resolved config as DeepSpeed JSON with every default filled in; parse_config reads it back
 // to the same Config.
