@@ -52,6 +52,27 @@ std::string data_fix(const std::string& key) {
       key == "strata.data.path" ? ", or remove the key to train on the built-in corpus" : "");
 }
 
+// The folder holding the tokenizer of the model `hf_config` describes, as the command to make a
+// token file names it: config.json's own folder when save_pretrained put a tokenizer there.
+std::string tokenizer_folder(const std::filesystem::path& hf_config) {
+  const std::filesystem::path folder = hf_config.parent_path();
+  std::error_code error;
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "tokenizer.model"}) {
+    if (std::filesystem::is_regular_file(folder / name, error)) {
+      return folder.empty() ? std::string(".") : folder.string();
+    }
+  }
+  return "DIR";
+}
+
+// The command of scripts/tokenize_for_strata.py that writes `text` as `tokens`, an llm.c .bin.
+std::string tokenize_command(const std::filesystem::path& text, const std::filesystem::path& tokens,
+                             const std::string& tokenizer) {
+  return fmt::format("python3 scripts/tokenize_for_strata.py --tokenizer {} --output {} {}{}",
+                     tokenizer, tokens.string(), text.string(),
+                     tokenizer == "DIR" ? " (DIR: the folder of the model's tokenizer.json)" : "");
+}
+
 base::MappedFile map(const std::filesystem::path& path, const std::string& key) {
   std::error_code error;
   if (!std::filesystem::is_regular_file(path, error)) {
@@ -278,6 +299,38 @@ void check_token_ids(const TokenFile& file, int vocab, const std::string& source
                                  "\"strata\": {\"data\": {\"dtype\": \"uint16\"}}; else "
                                : "",
                   file.tokens[at] + 1),
+      2);
+}
+
+bool is_text(const TokenFile& file) {
+  return file.format == kTextFormat;
+}
+
+void check_tokenizer(const TokenFile& file, std::int64_t vocab,
+                     const std::filesystem::path& hf_config) {
+  if (!is_text(file)) return;
+  const std::filesystem::path tokens = std::filesystem::path(file.path).replace_extension(".bin");
+  const bool json_lines = file.path.extension() == ".jsonl" || file.path.extension() == ".ndjson";
+  if (!hf_config.empty()) {
+    throw UserError(
+        fmt::format("{} is read as text, one token per byte, but the model {} describes takes "
+                    "the ids of its own tokenizer ({} tokens): it would train on byte values as "
+                    "if they were those ids",
+                    file.path.string(), hf_config.string(), vocab),
+        fmt::format("make a token file with the model's tokenizer first, {}, and set "
+                    "\"strata\": {{\"data\": {{\"path\": \"{}\"}}}} (docs/data.md)",
+                    tokenize_command(file.path, tokens, tokenizer_folder(hf_config)),
+                    tokens.string()),
+        2);
+  }
+  if (!json_lines) return;
+  throw UserError(
+      fmt::format("{} is JSON Lines, read as text, one token per byte: the model would learn "
+                  "the JSON syntax around each document's text",
+                  file.path.string()),
+      fmt::format("make a token file of each line's \"text\" with the byte tokenizer, {}, and "
+                  "set \"strata\": {{\"data\": {{\"path\": \"{}\"}}}} (docs/data.md)",
+                  tokenize_command(file.path, tokens, "bytes"), tokens.string()),
       2);
 }
 
