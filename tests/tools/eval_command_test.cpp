@@ -99,6 +99,43 @@ TEST(EvalCommand, ACheckpointsWeightsScoreBetterThanFreshOnes) {
   EXPECT_LT(after["loss"].get<double>(), before["loss"].get<double>() - 1.0);
 }
 
+// Without --checkpoint, a model from_pretrained is evaluated with the folder's weights, and the
+// output names that folder, in the text and in the JSON.
+TEST(EvalCommand, PretrainedWeightsAreNamedByTheirFolder) {
+  TempDir dir;
+  const std::filesystem::path data = token_file(dir, "train.bin", 2001);
+  const std::string data_json =
+      fmt::format(R"({{"path": "{}", "dtype": "uint16"}})", data.string());
+  const std::filesystem::path config = dir.write("config.json", config_json(2, 1, data_json));
+  ASSERT_EQ(run_strata({"train", "--config", config.string(), "--steps", "2", "--save-dir",
+                        (dir.path() / "ckpt").string(), "--out", (dir.path() / "out").string()})
+                .exit_status,
+            0);
+  const std::filesystem::path hf = dir.path() / "hf";
+  ASSERT_EQ(run_strata({"ckpt", "export", (dir.path() / "ckpt").string(), "--hf", hf.string()})
+                .exit_status,
+            0);
+  const std::filesystem::path from_hf =
+      dir.write("from_hf.json", fmt::format(R"({{"train_micro_batch_size_per_gpu": 2,
+  "strata": {{"model": {{"from_pretrained": "{}"}}, "data": {}}}}})",
+                                            hf.string(), data_json));
+  const std::string named = hf.string() + " (strata.model.from_pretrained)";
+  RunResult json = run_strata({"eval", "--config", from_hf.string(), "--json"});
+  ASSERT_EQ(json.exit_status, 0) << json.err;
+  EXPECT_EQ(nlohmann::json::parse(json.out)["weights"], named);
+  RunResult text = run_strata({"eval", "--config", from_hf.string()});
+  ASSERT_EQ(text.exit_status, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("weights  " + named));
+  EXPECT_THAT(text.out, ::testing::Not(HasSubstr("fresh weights")));
+}
+
+// --help gives each option's text whole: --config's ends by naming its default.
+TEST(EvalCommand, HelpNamesTheConfigsDefault) {
+  RunResult help = run_strata({"eval", "--help"});
+  ASSERT_EQ(help.exit_status, 0) << help.err;
+  EXPECT_THAT(help.out, HasSubstr("(default: the built-in demo)"));
+}
+
 TEST(EvalCommand, AFileShorterThanOneWindowIsRefused) {
   TempDir dir;
   const std::filesystem::path data = token_file(dir, "short.bin", 8);
