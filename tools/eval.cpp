@@ -106,6 +106,7 @@ int run_eval(const EvalOptions& options) {
   std::string source;
   if (!options.data_path.empty()) {
     file = models::open_token_file(options.data_path, config.strata.data.dtype, "--data");
+    models::check_tokenizer(file, plan.vocab(), config.strata.model.hf_config);
     models::check_token_ids(file, static_cast<int>(plan.vocab()), options.data_path);
     split = file.tokens;
     source = fmt::format("{} ({})", file.path.string(), file.format);

@@ -129,6 +129,37 @@ TEST(EvalCommand, PretrainedWeightsAreNamedByTheirFolder) {
   EXPECT_THAT(text.out, ::testing::Not(HasSubstr("fresh weights")));
 }
 
+// --data is checked as strata.data is: a text file is refused for a model whose ids are its own
+// tokenizer's (a Hugging Face folder), with the fix.
+TEST(EvalCommand, TextDataForAPretrainedModelIsRefused) {
+  TempDir dir;
+  const std::filesystem::path data = token_file(dir, "train.bin", 2001);
+  const std::string data_json =
+      fmt::format(R"({{"path": "{}", "dtype": "uint16"}})", data.string());
+  const std::filesystem::path config = dir.write("config.json", config_json(2, 1, data_json));
+  ASSERT_EQ(run_strata({"train", "--config", config.string(), "--steps", "1", "--save-dir",
+                        (dir.path() / "ckpt").string(), "--out", (dir.path() / "out").string()})
+                .exit_status,
+            0);
+  const std::filesystem::path hf = dir.path() / "hf";
+  ASSERT_EQ(run_strata({"ckpt", "export", (dir.path() / "ckpt").string(), "--hf", hf.string()})
+                .exit_status,
+            0);
+  const std::filesystem::path from_hf =
+      dir.write("from_hf.json", fmt::format(R"({{"train_micro_batch_size_per_gpu": 2,
+  "strata": {{"model": {{"from_pretrained": "{}"}}, "data": {}}}}})",
+                                            hf.string(), data_json));
+  // Digits and spaces: every byte is below the vocabulary of 64, so only the tokenizer refuses.
+  std::string digits;
+  for (int i = 0; i < 400; ++i)
+    digits += "0123456789 ";
+  const std::filesystem::path text = dir.write("notes.txt", digits);
+  RunResult result = run_strata({"eval", "--config", from_hf.string(), "--data", text.string()});
+  EXPECT_EQ(result.exit_status, 2) << result.err;
+  EXPECT_THAT(result.err, HasSubstr(text.string()));
+  EXPECT_THAT(result.err, HasSubstr("fix:"));
+}
+
 // --help gives each option's text whole: --config's ends by naming its default.
 TEST(EvalCommand, HelpNamesTheConfigsDefault) {
   RunResult help = run_strata({"eval", "--help"});
