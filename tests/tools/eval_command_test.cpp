@@ -145,10 +145,11 @@ TEST(EvalCommand, TextDataForAPretrainedModelIsRefused) {
   ASSERT_EQ(run_strata({"ckpt", "export", (dir.path() / "ckpt").string(), "--hf", hf.string()})
                 .exit_status,
             0);
+  // No strata.data: its dtype would make --data a raw array rather than text.
   const std::filesystem::path from_hf =
       dir.write("from_hf.json", fmt::format(R"({{"train_micro_batch_size_per_gpu": 2,
-  "strata": {{"model": {{"from_pretrained": "{}"}}, "data": {}}}}})",
-                                            hf.string(), data_json));
+  "strata": {{"model": {{"from_pretrained": "{}"}}}}}})",
+                                            hf.string()));
   // Digits and spaces: every byte is below the vocabulary of 64, so only the tokenizer refuses.
   std::string digits;
   for (int i = 0; i < 400; ++i)
@@ -156,8 +157,8 @@ TEST(EvalCommand, TextDataForAPretrainedModelIsRefused) {
   const std::filesystem::path text = dir.write("notes.txt", digits);
   RunResult result = run_strata({"eval", "--config", from_hf.string(), "--data", text.string()});
   EXPECT_EQ(result.exit_status, 2) << result.err;
-  EXPECT_THAT(result.err, HasSubstr(text.string()));
-  EXPECT_THAT(result.err, HasSubstr("fix:"));
+  EXPECT_THAT(result.err, HasSubstr(text.string() + " is read as text"));
+  EXPECT_THAT(result.err, HasSubstr("fix: make a token file with the model's tokenizer"));
 }
 
 // --help gives each option's text whole: --config's ends by naming its default.
