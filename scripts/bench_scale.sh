@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 14's scale run (docs/benchmarks.md, "Past CPU RAM"): configs/scale_2b.json, a 2.07B GPT
+# The scale run (docs/benchmarks.md, "Past CPU RAM"): configs/scale_2b.json, a 2.07B GPT
 # whose model states (about 33 GB) exceed this machine's RAM, trained with parameters, gradients
 # and optimizer states on NVMe under a 1 GiB device budget (its optimizer stepping beside
 # backward: strata.overlap_optimizer, no clipping), beside its two bounds measured in the same

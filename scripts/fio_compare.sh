@@ -10,7 +10,8 @@
 #
 # The targets (docs/benchmarks.md): strata >= 0.97x fio at 1M x QD32 and 8M x QD8, >= 0.9x at 128K x QD128.
 # strata io-bench writes its test file first when it is missing (strata-io-bench.dat in --path);
-# fio then reuses that file, so both read the same written blocks. strata runs with --verify off:
+# fio then reuses that file, so both read the same written blocks. Every io-bench run here passes
+# --keep, and the script removes the file when it ends. strata runs with --verify off:
 # fio neither computes nor checks checksums, so with strata's CRC32C sidecar on (io-bench's and
 # the engine's default) the two would not do the same work; `strata io-bench --verify on` gives
 # the cost of the checksums on its own.
@@ -63,13 +64,14 @@ if not m: sys.exit('bad --size')
 print(int(m.group(1)) * 1024 ** ' KMGT'.index((m.group(2) or ' ').upper()))" "$size")
 job_bytes=$((size_bytes / threads))
 
-# Prepare (or reuse) the test file once, outside the timed runs.
+# Prepare (or reuse) the test file once, outside the timed runs; it goes when the script ends.
+trap 'rm -f "$file" "$file.crc32c" "$file.filled"' EXIT
 "$strata" io-bench --path "$path" --size "$size" --rw read --block-size 1M --queue-depth 16 \
-  --direct "$direct_flag" --json > /dev/null
+  --direct "$direct_flag" --json --keep > /dev/null 2> >(grep -v '^io-bench: ' >&2)
 
 strata_gbps() {  # rw bs qd
   "$strata" io-bench --path "$path" --size "$size" --rw "$1" --block-size "$2" --queue-depth "$3" \
-    --threads "$threads" --direct "$direct_flag" --verify off --json |
+    --threads "$threads" --direct "$direct_flag" --verify off --json --keep 2> >(grep -v '^io-bench: kept' >&2) |
     python3 -c "import json,sys; print(json.loads(sys.stdin.readline())['gbps'])"
 }
 

@@ -24,7 +24,7 @@ using bench::OptimizerKind;
 using bench::Pattern;
 using bench::StreamOptions;
 
-// What the target in issue 4 asks of the kernels: this fraction of the bound.
+// The kernels' target (docs/benchmarks.md): this fraction of the memory-bandwidth bound.
 constexpr double kTargetRatio = 0.9;
 
 // The hyperparameters only need to be realistic: the traffic does not depend on them.

@@ -256,7 +256,7 @@ Measured measure(const OffloadBenchOptions& options, engine::StateTypes types,
                                moments * round_up(range.size() * types.moment_bytes()));
     }
     // I/O alone alternates with the step, a pass after each step, both swap files on the disk
-    // at once, so that drift of the disk hits both alike. Run after all the steps (issue #5),
+    // at once, so that drift of the disk hits both alike. Run after all the steps instead,
     // the same passes came out 15-20% slower than the step on the development machine's
     // virtual disk (64M params: 1.02-1.04 s against 0.89 s; 0.88 s when run before the steps).
     std::optional<IoAlone> io;

@@ -15,6 +15,7 @@
 #include "engine/config/config.h"
 #include "engine/memory_estimate.h"
 #include "gpu/device_query.h"
+#include "gpu/host/host_device.h"
 #include "models/model_plan.h"
 #include "tools/commands.h"
 #include "tools/machine_probe.h"
@@ -116,12 +117,15 @@ void choose_sizes(const EstimateOptions& options, EstimatePlan& plan, std::int64
   }
 }
 
-// GPU memory per rank: --gpu-memory, else the smallest GPU (capped by a configured budget), else
-// the configured budget of the host backend, else unknown.
+// GPU memory per rank: --gpu-memory, else what `strata train` would get: the smallest GPU
+// (capped by a configured budget), or where train runs on the host backend (no GPU, or one this
+// build cannot run on: gpu/open_device.cpp) the emulated device's budget, the configured one or
+// the host backend's default.
 void choose_gpu_capacity(const EstimateOptions& options,
                          const std::optional<engine::Config>& config,
                          const gpu::GpuInventory& inventory, EstimatePlan& plan) {
   std::int64_t budget = config ? config->strata.device_memory_budget : 0;
+  const bool host_backend = inventory.gpus.empty() || !inventory.probe_kernel_ran;
   if (!options.gpu_memory.empty()) {
     std::optional<std::int64_t> bytes = base::parse_bytes(options.gpu_memory);
     if (!bytes || *bytes <= 0) {
@@ -130,7 +134,7 @@ void choose_gpu_capacity(const EstimateOptions& options,
     }
     plan.capacity.gpu_bytes = *bytes;
     plan.gpu_description = "--gpu-memory";
-  } else if (!inventory.gpus.empty()) {
+  } else if (!host_backend) {
     auto smallest = std::min_element(
         inventory.gpus.begin(), inventory.gpus.end(),
         [](const auto& left, const auto& right) { return left.memory_bytes < right.memory_bytes; });
@@ -142,11 +146,11 @@ void choose_gpu_capacity(const EstimateOptions& options,
     }
   } else if (budget > 0) {
     plan.capacity.gpu_bytes = budget;
-    plan.gpu_description = "strata.device_memory_budget (host backend)";
+    plan.gpu_description = "the host backend's emulated GPU: strata.device_memory_budget";
   } else {
-    plan.capacity.gpu_unknown_reason =
-        fmt::format("no GPU: {}; pass --gpu-memory or set strata.device_memory_budget",
-                    inventory.no_gpu_reason);
+    plan.capacity.gpu_bytes = gpu::host::default_host_budget_bytes();
+    plan.gpu_description =
+        "the host backend's emulated GPU: half the RAM, as strata.device_memory_budget 0 gives it";
   }
 }
 

@@ -1,5 +1,6 @@
-// strata eval: the mean loss and perplexity of the model a config describes (its fresh weights,
-// or a checkpoint's) over consecutive windows of a token file or of the validation split.
+// strata eval: the mean loss and perplexity of the model a config describes (its pretrained
+// weights, its fresh ones, or a checkpoint's) over consecutive windows of a token file or of the
+// validation split.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -26,7 +27,7 @@ namespace {
 struct EvalOptions {
   std::string config_path;
   std::string data_path;   // "" = the config's validation split
-  std::string checkpoint;  // "" = the weights the config's seed makes
+  std::string checkpoint;  // "" = the model's own: from_pretrained's, or strata.seed's
   bool json = false;
 };
 
@@ -105,6 +106,7 @@ int run_eval(const EvalOptions& options) {
   std::string source;
   if (!options.data_path.empty()) {
     file = models::open_token_file(options.data_path, config.strata.data.dtype, "--data");
+    models::check_tokenizer(file, plan.vocab(), config.strata.model.hf_config);
     models::check_token_ids(file, static_cast<int>(plan.vocab()), options.data_path);
     split = file.tokens;
     source = fmt::format("{} ({})", file.path.string(), file.format);
@@ -128,7 +130,10 @@ int run_eval(const EvalOptions& options) {
   std::unique_ptr<engine::Model> model = models::build_model(plan);
   engine::Runtime runtime{*device, *ops, *comm};
   engine::Engine engine(runtime, config, *model);
-  std::string weights = fmt::format("fresh weights (strata.seed {})", config.strata.seed);
+  std::string weights =
+      plan.from_pretrained.empty()
+          ? fmt::format("fresh weights (strata.seed {})", config.strata.seed)
+          : fmt::format("{} (strata.model.from_pretrained)", plan.from_pretrained);
   if (!options.checkpoint.empty()) {
     const engine::CheckpointInfo info = engine.load_checkpoint(options.checkpoint);
     weights = fmt::format("{} (step {})", info.path.string(), info.step);
@@ -163,14 +168,15 @@ void add_eval_command(CLI::App& app, CommandContext& context) {
       "Mean loss and perplexity over consecutive windows of a token file or the validation split");
   command
       ->add_option("--config", options->config_path,
-                   "DeepSpeed JSON config or Accelerate config (YAML); the built-in demo without")
+                   "DeepSpeed JSON config or Accelerate config (YAML) (default: the built-in "
+                   "demo)")
       ->check(CLI::ExistingFile);
   command->add_option("--data", options->data_path,
                       "Token file to evaluate, whole (default: the config's validation split); "
                       "strata.data.dtype applies");
   command->add_option("--checkpoint", options->checkpoint,
                       "Evaluate this checkpoint's weights: a save directory (its latest) or "
-                      "DIR/TAG (default: the weights strata.seed makes)");
+                      "DIR/TAG (default: the model's own, from_pretrained's or strata.seed's)");
   command->add_flag("--json", options->json,
                     "Print one JSON object: loss, perplexity, tokens, ...");
   command->callback([options, &context] { context.exit_status = run_eval(*options); });

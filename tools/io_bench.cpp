@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <thread>
 
 #include "base/error.h"
@@ -28,6 +29,7 @@ struct IoBenchArgs {
   bool json = false;
   bool sweep = false;
   std::string csv = "io-sweep.csv";
+  bool keep = false;
 };
 
 std::int64_t parse_size(const std::string& text, const char* flag) {
@@ -135,6 +137,30 @@ void run_sweep(const io::RunConfig& config, const IoBenchArgs& args) {
       best->config.overlap_events ? "on" : "off");
 }
 
+// Prepares the test file, runs, and removes the file unless --keep, saying so (on stderr with
+// --json, whose stdout holds JSON only); a failed run removes it too.
+void run_io_bench(const IoBenchArgs& args) {
+  io::RunConfig config = make_config(args);
+  io::check_path(config.dir, config.size_bytes);
+  std::FILE* notes = args.json ? stderr : stdout;
+  try {
+    if (io::prepare_file(config)) {
+      fmt::print(notes,
+                 "io-bench: wrote the {} test file {} first (reads must hit written blocks)\n",
+                 base::format_bytes(static_cast<double>(config.size_bytes)),
+                 io::bench_file(config.dir).string());
+    }
+    if (args.sweep)
+      run_sweep(config, args);
+    else
+      run_single(config, args.loops, args.json);
+  } catch (...) {
+    fmt::print(stderr, "io-bench: {}\n", io::finish_test_file(config, args.keep));
+    throw;
+  }
+  fmt::print(notes, "io-bench: {}\n", io::finish_test_file(config, args.keep));
+}
+
 }  // namespace
 
 void add_io_bench_command(CLI::App& app, CommandContext& /*context*/) {
@@ -177,19 +203,9 @@ void add_io_bench_command(CLI::App& app, CommandContext& /*context*/) {
                     "single_submit x overlap_events; write a CSV and a PNG");
   command->add_option("--csv", args->csv, "Where --sweep writes its CSV (the PNG goes beside it)")
       ->capture_default_str();
-  command->callback([args] {
-    io::RunConfig config = make_config(*args);
-    io::check_path(config.dir, config.size_bytes);
-    if (io::prepare_file(config) && !args->json) {
-      fmt::print("io-bench: wrote the {} test file {} first (reads must hit written blocks)\n",
-                 base::format_bytes(static_cast<double>(config.size_bytes)),
-                 io::bench_file(config.dir).string());
-    }
-    if (args->sweep)
-      run_sweep(config, *args);
-    else
-      run_single(config, args->loops, args->json);
-  });
+  command->add_flag("--keep", args->keep,
+                    "Leave the test file for the next run (default: remove it at the end)");
+  command->callback([args] { run_io_bench(*args); });
 }
 
 }  // namespace strata::tools

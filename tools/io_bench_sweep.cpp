@@ -75,8 +75,8 @@ aio::EngineOptions engine_options(const RunConfig& config, int tickets) {
 // into its own quarter of the buffer so that reads never land on top of each other
 // (verification reads the bytes it checks). While the oldest window is waited for, the rings
 // still hold a window and a half beyond what they have in flight: with two windows of a full
-// queue each (before issue #3) the rings had nothing queued by the time the oldest finished, and
-// until this thread woke and submitted the next window every completion lowered the queue depth.
+// queue each, the rings would have nothing queued by the time the oldest finished, and until this
+// thread woke and submitted the next window every completion would lower the queue depth.
 constexpr int sequential_windows = 4;
 
 void run_sequential(aio::Engine& engine, aio::File& file, const RunConfig& config,
@@ -216,6 +216,19 @@ bool prepare_file(const RunConfig& config) {
   std::ofstream marker(filled_marker(config.dir));
   marker << config.size_bytes << "\n";
   return true;
+}
+
+std::string finish_test_file(const RunConfig& config, bool keep) {
+  const fs::path file = bench_file(config.dir);
+  std::error_code error;
+  const std::uintmax_t size = fs::file_size(file, error);
+  const std::string sized =
+      error ? file.string()
+            : fmt::format("{} ({})", file.string(), base::format_bytes(static_cast<double>(size)));
+  if (keep) return fmt::format("kept the test file {} for the next run (--keep)", sized);
+  aio::remove_file(file);
+  fs::remove(filled_marker(config.dir), error);
+  return fmt::format("removed the test file {} (--keep leaves it for the next run)", sized);
 }
 
 std::vector<RunResult> run(const RunConfig& config, int loops) {
@@ -402,7 +415,8 @@ std::string write_csv_and_plot(const std::vector<RunResult>& results, const fs::
         "gnuplot-nox), the plot data is in {}",
         csv_path.string(), dat_path.string());
   }
-  return fmt::format("wrote {} and {}", csv_path.string(), png_path.string());
+  return fmt::format("wrote {}, {} and its plot data {}", csv_path.string(), png_path.string(),
+                     dat_path.string());
 }
 
 }  // namespace strata::tools::io

@@ -9,7 +9,8 @@
 #include <nlohmann/json.hpp>
 
 // What `strata io-bench` and `strata io-tune` share: one measured run through aio::Engine, the
-// path checks, the test file, the sweep grid with its progress bar, the CSV and the plot.
+// path checks, the test file (removed at the end unless --keep), the sweep grid with its
+// progress bar, the CSV and the plot.
 namespace strata::tools::io {
 
 enum class Rw { read, write, randread, randwrite };
@@ -56,6 +57,10 @@ void check_path(const std::filesystem::path& dir, std::int64_t size_bytes);
 // it had to write.
 bool prepare_file(const RunConfig& config);
 
+// Removes the test file, its checksum sidecar and its marker unless `keep` (then the next run
+// reuses it). Returns a line naming the file, its size, and whether it was removed or kept.
+std::string finish_test_file(const RunConfig& config, bool keep);
+
 // Runs `loops` transfers of config.size_bytes each and returns one result per loop.
 std::vector<RunResult> run(const RunConfig& config, int loops);
 
@@ -70,7 +75,7 @@ struct Grid {
   std::vector<bool> overlap_events;
 };
 
-// The grid: 128K..8M x QD 1..128 x threads 1..cores (powers of two) x single_submit
+// The full grid: 128K..8M x QD 1..128 x threads 1..cores (powers of two) x single_submit
 // off/on x overlap_events on/off.
 Grid full_grid(int cores);
 

@@ -2,7 +2,10 @@
 // `aio` block (highest read + write GB/s at one setting, as ds_nvme_tune picks it).
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <thread>
+#include <vector>
 
 #include "base/error.h"
 #include "base/units.h"
@@ -17,6 +20,7 @@ struct IoTuneArgs {
   std::string size = "1G";
   std::string direct = "on";
   bool json = false;
+  bool keep = false;
 };
 
 struct Setting {
@@ -59,6 +63,87 @@ nlohmann::json aio_block(const io::RunConfig& config) {
   return block;
 }
 
+// The first sweep over block, queue depth and threads, then the submission modes at the best
+// point; every run goes into `all`.
+Setting tune(const io::RunConfig& base, bool json, std::vector<io::RunResult>& all) {
+  int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  io::Grid grid;
+  grid.block_sizes_bytes = {128 << 10, 1 << 20, 8 << 20};
+  grid.queue_depths = {8, 32, 128};
+  grid.threads = cores > 1 ? std::vector<int>{1, cores} : std::vector<int>{1};
+  grid.single_submit = {false};
+  grid.overlap_events = {true};
+  if (!json) {
+    fmt::print("io-tune: {} per run on {}, O_DIRECT {}, {} settings x read and write\n",
+               base::format_bytes(static_cast<double>(base.size_bytes)),
+               io::bench_file(base.dir).string(), base.direct ? "on" : "off",
+               grid.block_sizes_bytes.size() * grid.queue_depths.size() * grid.threads.size());
+  }
+  Setting best = best_of(measure(base, grid, all));
+  io::Grid modes{{best.config.block_size_bytes},
+                 {best.config.queue_depth},
+                 {best.config.threads},
+                 {false, true},
+                 {true, false}};
+  std::vector<Setting> refined = measure(best.config, modes, all);
+  refined.push_back(best);
+  return best_of(refined);
+}
+
+void print_best(const io::RunConfig& base, const Setting& best,
+                const std::vector<io::RunResult>& all, bool json) {
+  nlohmann::json block = aio_block(best.config);
+  if (json) {
+    nlohmann::json out = {{"aio", block},
+                          {"read_gbps", best.read_gbps},
+                          {"write_gbps", best.write_gbps},
+                          {"size", base.size_bytes},
+                          {"direct", base.direct},
+                          {"runs", nlohmann::json::array()}};
+    for (const auto& run : all)
+      out["runs"].push_back(io::to_json(run));
+    fmt::print("{}\n", out.dump());
+    return;
+  }
+  fmt::print(
+      "best: read {:.3f} GB/s, write {:.3f} GB/s (GB = 1e9 bytes); paste into the "
+      "DeepSpeed config:\n",
+      best.read_gbps, best.write_gbps);
+  fmt::print("\"aio\": {}\n", block.dump(2));
+}
+
+// Checks the path, tunes, and removes the test file unless --keep, saying so (on stderr with
+// --json, whose stdout holds JSON only); a failed run removes it too.
+void run_io_tune(const IoTuneArgs& args) {
+  io::RunConfig base;
+  base.dir = args.path;
+  auto size = base::parse_bytes(args.size);
+  if (!size || *size < (8 << 20) || *size % 4096 != 0) {
+    throw UserError(fmt::format("--size {} is not a multiple of 4 KiB of at least 8M", args.size),
+                    "write --size as 256M, 1G, 4G ...", 2);
+  }
+  base.size_bytes = *size;
+  base.direct = args.direct == "on";
+  io::check_path(base.dir, base.size_bytes);
+  std::FILE* notes = args.json ? stderr : stdout;
+  std::vector<io::RunResult> all;
+  Setting best;
+  try {
+    if (io::prepare_file(base)) {
+      fmt::print(notes,
+                 "io-tune: wrote the {} test file {} first (reads must hit written blocks)\n",
+                 base::format_bytes(static_cast<double>(base.size_bytes)),
+                 io::bench_file(base.dir).string());
+    }
+    best = tune(base, args.json, all);
+  } catch (...) {
+    fmt::print(stderr, "io-tune: {}\n", io::finish_test_file(base, args.keep));
+    throw;
+  }
+  print_best(base, best, all, args.json);
+  fmt::print(notes, "io-tune: {}\n", io::finish_test_file(base, args.keep));
+}
+
 }  // namespace
 
 void add_io_tune_command(CLI::App& app, CommandContext& /*context*/) {
@@ -73,64 +158,9 @@ void add_io_tune_command(CLI::App& app, CommandContext& /*context*/) {
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   command->add_flag("--json", args->json, "One JSON object on stdout");
-  command->callback([args] {
-    io::RunConfig base;
-    base.dir = args->path;
-    auto size = base::parse_bytes(args->size);
-    if (!size || *size < (8 << 20) || *size % 4096 != 0) {
-      throw UserError(
-          fmt::format("--size {} is not a multiple of 4 KiB of at least 8M", args->size),
-          "write --size as 256M, 1G, 4G ...", 2);
-    }
-    base.size_bytes = *size;
-    base.direct = args->direct == "on";
-    io::check_path(base.dir, base.size_bytes);
-    io::prepare_file(base);
-
-    int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-    io::Grid grid;
-    grid.block_sizes_bytes = {128 << 10, 1 << 20, 8 << 20};
-    grid.queue_depths = {8, 32, 128};
-    grid.threads = cores > 1 ? std::vector<int>{1, cores} : std::vector<int>{1};
-    grid.single_submit = {false};
-    grid.overlap_events = {true};
-    if (!args->json) {
-      fmt::print("io-tune: {} per run on {}, O_DIRECT {}, {} settings x read and write\n",
-                 base::format_bytes(static_cast<double>(base.size_bytes)),
-                 io::bench_file(base.dir).string(), base.direct ? "on" : "off",
-                 grid.block_sizes_bytes.size() * grid.queue_depths.size() * grid.threads.size());
-    }
-    std::vector<io::RunResult> all;
-    Setting best = best_of(measure(base, grid, all));
-    // Then the submission modes, at the best point only.
-    io::Grid modes{{best.config.block_size_bytes},
-                   {best.config.queue_depth},
-                   {best.config.threads},
-                   {false, true},
-                   {true, false}};
-    std::vector<Setting> refined = measure(best.config, modes, all);
-    refined.push_back(best);
-    best = best_of(refined);
-
-    nlohmann::json block = aio_block(best.config);
-    if (args->json) {
-      nlohmann::json out = {{"aio", block},
-                            {"read_gbps", best.read_gbps},
-                            {"write_gbps", best.write_gbps},
-                            {"size", base.size_bytes},
-                            {"direct", base.direct},
-                            {"runs", nlohmann::json::array()}};
-      for (const auto& run : all)
-        out["runs"].push_back(io::to_json(run));
-      fmt::print("{}\n", out.dump());
-      return;
-    }
-    fmt::print(
-        "best: read {:.3f} GB/s, write {:.3f} GB/s (GB = 1e9 bytes); paste into the "
-        "DeepSpeed config:\n",
-        best.read_gbps, best.write_gbps);
-    fmt::print("\"aio\": {}\n", block.dump(2));
-  });
+  command->add_flag("--keep", args->keep,
+                    "Leave the test file for the next run (default: remove it at the end)");
+  command->callback([args] { run_io_tune(*args); });
 }
 
 }  // namespace strata::tools

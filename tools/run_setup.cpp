@@ -77,15 +77,7 @@ models::TokenDataset load_data(const engine::Config& config, const models::Model
     dataset.entropy_floor_nats = corpus.entropy_floor_nats_per_byte;
     dataset.byte_level = true;
   }
-  // Text may hold any byte: the vocabulary must have room for all of them.
-  if (dataset.byte_level && plan.vocab() < models::kByteVocab) {
-    throw UserError(
-        fmt::format("strata.model.vocab {} is smaller than the byte tokenizer's {} "
-                    "tokens",
-                    plan.vocab(), models::kByteVocab),
-        fmt::format("set \"strata\": {{\"model\": {{\"vocab\": {}}}}} or more", models::kByteVocab),
-        2);
-  }
+  dataset.check_tokenizer(plan.vocab(), config.strata.model.hf_config);
   dataset.check_fits(static_cast<int>(plan.seq_len()), static_cast<int>(plan.vocab()));
   return dataset;
 }

@@ -1,6 +1,7 @@
 // strata train: the main job. Reads a DeepSpeed config (or runs the built-in demo), builds the
-// GPT it describes, and trains it with progress on the terminal, an optional metrics file, and
-// the loss curves as a PNG at the end.
+// model it describes, and trains it with progress on the terminal, an optional metrics file, and
+// the loss curves as a PNG at the end. train_on reads top to bottom: what to run (all checked
+// before anything is built), the device and the engine, the steps, the summary.
 #include <fmt/format.h>
 
 #include <chrono>
@@ -23,7 +24,10 @@
 #include "tools/commands.h"
 #include "tools/run_setup.h"
 #include "tools/timeline_plot.h"
+#include "tools/train_batches.h"
+#include "tools/train_checkpoints.h"
 #include "tools/train_output.h"
+#include "tools/train_setup.h"
 #include "tools/train_stop.h"
 
 namespace strata::tools {
@@ -31,7 +35,10 @@ namespace {
 
 struct TrainOptions {
   std::string config_path;
-  std::int64_t steps = 0;  // the last step's number; 0 = strata.train_steps
+  std::int64_t steps = 0;  // the run's last step; 0 = the checkpoint's run, or strata.train_steps
+  bool bf16 = false;       // as the HF Trainer's --bf16: an "auto" or absent bf16.enabled is on
+  bool fp16 = false;
+  bool verbose = false;  // every note of the config, not one line for its "auto" values
   std::string metrics_path;
   std::string out_dir = "strata-out";
   std::int64_t eval_every = 50;
@@ -45,12 +52,29 @@ struct TrainOptions {
   std::int64_t timeline_step = 2;
 };
 
-engine::LoadedConfig load(const TrainOptions& options, int world_size) {
-  engine::LoadedConfig loaded = load_run_config(options.config_path, world_size);
+// The run's length is one number: --steps, else the length of the run a resumed checkpoint
+// belongs to, else strata.train_steps. The config resolves with it, so that an "auto"
+// total_num_steps is the same number (as the HF Trainer fills it from max_steps).
+engine::LoadedConfig load(const TrainOptions& options, int world_size,
+                          const std::optional<ResumePoint>& resume_point) {
+  engine::ConfigOverrides overrides;
+  if (options.steps > 0) {
+    overrides.train_steps = options.steps;
+  } else if (resume_point) {
+    overrides.train_steps = resume_point->run_steps;
+  }
+  overrides.bf16 = options.bf16;
+  overrides.fp16 = options.fp16;
+  engine::LoadedConfig loaded = load_run_config(options.config_path, world_size, overrides);
   engine::CheckpointConfig& checkpoint = loaded.config.checkpoint;
   if (!options.save_dir.empty()) checkpoint.dir = options.save_dir;
   if (options.save_every) checkpoint.every_steps = *options.save_every;
   if (options.keep_last) checkpoint.keep_last = *options.keep_last;
+  if (options.save_every && checkpoint.dir.empty()) {
+    throw UserError(fmt::format("--save-every {} without a save directory: nothing would be saved",
+                                *options.save_every),
+                    "add --save-dir DIR (or set strata.checkpoint.dir in the config)", 2);
+  }
   return loaded;
 }
 
@@ -67,102 +91,150 @@ void make_timeline_folder(const std::filesystem::path& png) {
   }
 }
 
-std::string tag_for(std::int64_t step) {
-  return fmt::format("global_step{}", step);
-}
-
-// Saves into strata.checkpoint.dir (or --save-dir) and says so.
-void save(engine::Engine& engine, const engine::Config& config, std::int64_t step, bool leader) {
-  const engine::CheckpointInfo info = engine.save_checkpoint(config.checkpoint.dir, tag_for(step));
-  if (!leader) return;
-  base::logger("tools").info(
-      "saved {} (step {}): {} {} {:.2f} s{}", info.path.string(), step,
-      base::format_bytes(static_cast<double>(info.bytes)),
-      info.during_step ? "written during the step's optimizer pass, and outside it in" : "in",
-      info.seconds,
-      info.pruned > 0 ? fmt::format(", {} older removed", info.pruned) : std::string());
-}
-
-// --resume: the engine continues from the checkpoint; the run from the batch after it.
-std::int64_t resume(engine::Engine& engine, const std::string& from, bool leader) {
-  if (from.empty()) return 0;
-  const engine::CheckpointInfo info = engine.load_checkpoint(from);
-  if (leader) {
-    base::logger("tools").info(
-        "resumed from {} (step {}): {} verified and read in {:.2f} s{}; continuing with batch {}",
-        info.path.string(), info.step, base::format_bytes(static_cast<double>(info.bytes)),
-        info.seconds,
-        info.during_step ? " (the masters; the optimizer's states are read by the first step)" : "",
-        info.batches + 1);
-  }
-  return info.batches;
-}
-
-// Where each model state lives under the config's ZeRO stage and offload settings.
-std::string describe_placement(const engine::Config& config, int world_size) {
-  const engine::ZeroConfig& zero = config.zero;
-  auto where = [](const engine::OffloadConfig& offload) {
-    switch (offload.device) {
-      case engine::OffloadDevice::cpu:
-        return std::string("CPU memory");
-      case engine::OffloadDevice::nvme:
-        return fmt::format("NVMe under {}", offload.nvme_path);
-      case engine::OffloadDevice::none:
-        break;
+// A resumed run: the checkpoint must hold this model, and its run must have steps left.
+// Returns false, having said why, when the checkpoint is already at or past the last step.
+bool check_resume(const ResumePoint& point, engine::Model& model, std::int64_t last_step,
+                  const TrainOptions& options, bool leader) {
+  check_resume_model(point, model);
+  const std::int64_t done = point.manifest.batches;
+  if (done >= last_step) {
+    if (leader) {
+      fmt::print(
+          "nothing to train: {} is already at step {}, and this run's last step is {} ({}); pass "
+          "--steps {} or more to train on\n",
+          point.checkpoint.string(), done, last_step,
+          options.steps > 0 ? "--steps" : "the length of the run that saved it", done + 1);
     }
-    return std::string("the device");
-  };
-  const std::string ranks = fmt::format("{} rank(s)", world_size);
-  switch (zero.stage) {
-    case 0:
-      return "stage 0: parameters, gradients and optimizer states replicated on the device";
-    case 1:
-      return fmt::format(
-          "stage 1: optimizer states sharded over {} in {}; parameters and "
-          "gradients replicated on the device",
-          ranks, where(zero.offload_optimizer));
-    case 2:
-      return fmt::format(
-          "stage 2: gradients and optimizer states sharded over {}, optimizer "
-          "states in {}; parameters replicated on the device",
-          ranks, where(zero.offload_optimizer));
-    default:
-      return fmt::format(
-          "stage 3: everything sharded over {}; parameters in {}, optimizer "
-          "states in {}, whole modules gathered on the device only while they run",
-          ranks, where(zero.offload_param), where(zero.offload_optimizer));
+    return false;
   }
+  if (leader && point.run_steps && *point.run_steps != last_step) {
+    base::logger("tools").info(
+        "the checkpoint's run was {} steps long; this one is {} (--steps): a schedule on "
+        "\"auto\" total_num_steps follows the new length",
+        *point.run_steps, last_step);
+  }
+  return true;
 }
 
-void print_setup(const engine::Config& config, const models::ModelPlan& plan,
-                 const models::TokenDataset& data, gpu::Device& device, int world_size,
-                 std::int64_t steps) {
-  const char* precision = config.bf16.enabled ? "bf16 storage, fp32 compute and master weights"
-                          : config.fp16.enabled
-                              ? "fp16 storage with loss scaling, fp32 compute and master weights"
-                              : "fp32";
-  fmt::print("strata train\n");
-  fmt::print("  model      {}\n", plan.summary());
-  if (!plan.from_pretrained.empty()) fmt::print("  weights    {}\n", plan.from_pretrained);
-  fmt::print("  device     {} ({} budget), {} rank(s)\n", device.name(),
-             base::format_bytes(static_cast<double>(device.budget_bytes())), world_size);
-  fmt::print("  zero       {}\n", describe_placement(config, world_size));
-  fmt::print("  precision  {}\n", precision);
-  fmt::print("  optimizer  {} lr {} | scheduler {} | clipping {}\n",
-             engine::to_string(config.optimizer.type), config.optimizer.lr,
-             engine::to_string(config.scheduler.type), config.gradient_clipping);
-  fmt::print("  batch      {} x {} tokens per micro-batch, {} micro-batch(es) per step, {} steps\n",
-             config.batch.train_micro_batch_size_per_gpu, plan.seq_len(),
-             config.batch.gradient_accumulation_steps, steps);
-  fmt::print("  data       {}: {} training and {} validation tokens\n", data.source,
-             data.train().size(), data.validation().size());
-  if (data.entropy_floor_nats > 0) {
-    fmt::print(
-        "  floor      the corpus's entropy rate is {:.4f} nats/token: no model can go "
-        "below it\n",
-        data.entropy_floor_nats);
+// The run as the loop sees it: what it trains, where it reports and saves, and how it stops.
+struct Run {
+  const TrainOptions& options;
+  engine::Engine& engine;
+  gpu::Comm& comm;
+  gpu::Device& device;
+  StepBatches& batches;
+  const RunSaves& saves;
+  const StopSignals& signals;
+  std::int64_t first_step;
+  std::int64_t last_step;
+  bool leader;
+};
+
+// What the loop leaves for the summary.
+struct RunOutcome {
+  int stopped_by = 0;               // the signal that stopped the run, or 0
+  std::vector<LossPoint> curve;     // earlier runs' points (a resumed run), then this run's
+  std::size_t first_point = 0;      // this run's first point in `curve`
+  double step_seconds = 0;          // the steps' own time, validation left out
+  std::int64_t tokens_trained = 0;  // by this run, over all ranks
+  double last_validation = -1;
+  std::filesystem::path timeline_png;
+};
+
+// Step `step` with --timeline's recording around it when it is the step to draw.
+engine::StepStats timed_step(Run& run, std::int64_t step, RunOutcome& outcome) {
+  const bool timed =
+      run.leader && !run.options.timeline_path.empty() && step == run.options.timeline_step;
+  if (timed) base::timeline().start();
+  engine::StepStats stats;
+  try {
+    stats = run.engine.train_batch(run.batches.inputs(), run.batches.targets());
+  } catch (...) {
+    base::timeline().stop();
+    throw;
   }
-  std::fflush(stdout);
+  if (timed) {
+    base::timeline().stop();
+    outcome.timeline_png =
+        plot_timeline(run.options.timeline_path, base::timeline().spans(),
+                      fmt::format("strata train: step {} on the {} device ({:.3f} s)", step,
+                                  gpu::to_string(run.device.kind()), stats.seconds));
+  }
+  return stats;
+}
+
+// The steps, as llm.c's loop reads: the batch, the step, the validation, the line, the save.
+RunOutcome train_steps(Run& run, RunOutcome outcome, TrainProgress& progress,
+                       MetricsWriter& metrics) {
+  outcome.stopped_by = run.signals.requested(run.comm, run.device);
+  for (std::int64_t step = run.first_step; step <= run.last_step && outcome.stopped_by == 0;
+       ++step) {
+    run.batches.fill_training(step);
+    if (run.saves.due(step)) run.saves.plan(run.engine, step);
+    const engine::StepStats stats = timed_step(run, step, outcome);
+    double validation = -1;
+    if (step % run.options.eval_every == 0 || step == run.last_step) {
+      run.batches.fill_validation();
+      validation = run.engine.evaluate(run.batches.inputs(), run.batches.targets());
+      outcome.last_validation = validation;
+    }
+    const double tokens_per_s = static_cast<double>(stats.tokens) / std::max(stats.seconds, 1e-9);
+    outcome.step_seconds += stats.seconds;
+    outcome.tokens_trained += stats.tokens;
+    progress.update(stats, tokens_per_s, validation);
+    metrics.write(stats, tokens_per_s, validation);
+    outcome.curve.push_back({step, stats.loss, validation});
+    outcome.stopped_by = run.signals.requested(run.comm, run.device);
+    if (run.saves.due(step) || (run.saves.enabled() && outcome.stopped_by != 0))
+      run.saves.save(run.engine, step);
+  }
+  progress.finish();
+  return outcome;
+}
+
+// The closing lines: losses, throughput, where the curves, timeline and metrics went, and what a
+// stop without a save directory lost.
+void print_summary(const Run& run, const RunOutcome& outcome, const engine::Model& model,
+                   const models::TokenDataset& data, double seconds) {
+  const TrainOptions& options = run.options;
+  if (options.timeline_step < run.first_step || options.timeline_step > run.last_step) {
+    if (!options.timeline_path.empty()) {
+      base::logger("tools").warn(
+          "--timeline-step {} is not a step of this run (steps {} to {}): no timeline was drawn",
+          options.timeline_step, run.first_step, run.last_step);
+    }
+  }
+  const std::filesystem::path png =
+      plot_losses(options.out_dir, outcome.curve, data.entropy_floor_nats);
+  const std::span<const LossPoint> trained = std::span(outcome.curve).subspan(outcome.first_point);
+  const std::string validation = outcome.last_validation >= 0
+                                     ? fmt::format("{:.4f}", outcome.last_validation)
+                                     : "not measured";
+  fmt::print("{} {} steps in {:.1f} s: loss {:.4f} -> {:.4f}, validation {}{}\n",
+             outcome.stopped_by != 0
+                 ? fmt::format("stopped by {} after", StopSignals::name(outcome.stopped_by))
+                 : "trained",
+             trained.size(), seconds, trained.empty() ? 0.0 : trained.front().train_loss,
+             trained.empty() ? 0.0 : trained.back().train_loss, validation,
+             data.entropy_floor_nats > 0 ? fmt::format(" (floor {:.4f})", data.entropy_floor_nats)
+                                         : std::string());
+  if (outcome.stopped_by != 0 && !run.saves.enabled()) {
+    base::logger("tools").warn(
+        "nothing was saved: the run has no save directory, so its {} steps are lost (give "
+        "--save-dir DIR, or strata.checkpoint.dir, to save when a signal stops the run)",
+        trained.size());
+  }
+  // Achieved GFLOP/s counts 6 x params x tokens plus attention (GptShape::flops_per_token);
+  // `strata bench gemm` measures what the BLAS reaches on the same products.
+  const double seconds_or_tiny = std::max(outcome.step_seconds, 1e-9);
+  const auto tokens = static_cast<double>(outcome.tokens_trained);
+  fmt::print("throughput {:.0f} tokens/s, {:.2f} GFLOP/s achieved ({:.3g} FLOP per token)\n",
+             tokens / seconds_or_tiny, model.flops_per_token() * tokens / seconds_or_tiny / 1e9,
+             model.flops_per_token());
+  if (!png.empty()) fmt::print("loss curves: {}\n", png.string());
+  if (!outcome.timeline_png.empty())
+    fmt::print("timeline of step {}: {}\n", options.timeline_step, outcome.timeline_png.string());
+  if (!options.metrics_path.empty()) fmt::print("metrics: {}\n", options.metrics_path);
 }
 
 int train_on(gpu::World& world, const TrainOptions& options);
@@ -188,35 +260,37 @@ int run_training(const TrainOptions& options) {
 }
 
 int train_on(gpu::World& world, const TrainOptions& options) {
-  engine::LoadedConfig loaded = load(options, world.world_size());
+  const bool leader = world.rank() == 0;
+  // What to run, all checked before anything is built: the checkpoint to continue from, the
+  // config with the run's length, the model and the data.
+  const std::optional<ResumePoint> resume_point = find_resume_point(options.resume);
+  const engine::LoadedConfig loaded = load(options, world.world_size(), resume_point);
   const engine::Config& config = loaded.config;
-  bool leader = world.rank() == 0;
-  for (const std::string& warning : loaded.warnings) {
-    if (leader) base::logger("tools").warn("{}", warning);
-  }
-  for (const std::string& note : loaded.notes) {
-    if (leader) base::logger("tools").info("{}", note);
-  }
+  const std::int64_t last_step = config.strata.train_steps;
+  if (leader) print_config_messages(loaded, !options.config_path.empty(), options.verbose);
   if (leader) make_timeline_folder(options.timeline_path);
   const models::ModelPlan plan = plan_model(config);
-  models::TokenDataset data = load_data(config, plan);
+  const models::TokenDataset data = load_data(config, plan);
   const bool sequential = config.strata.data.order == engine::DataOrder::sequential;
   if (sequential)
     data.check_sequential_fits(static_cast<int>(plan.batch()), static_cast<int>(plan.seq_len()));
-  std::int64_t steps = options.steps > 0 ? options.steps : config.strata.train_steps;
+  if (resume_point &&
+      !check_resume(*resume_point, *models::build_model(plan), last_step, options, leader))
+    return 0;
 
+  // The device and the engine on it.
   gpu::DeviceOptions device_options;
   device_options.memory_budget_bytes = config.strata.device_memory_budget;
   device_options.cuda_device_index = world.local_rank();  // one GPU per rank on a node
-  std::unique_ptr<gpu::Device> device = gpu::open_device(device_options);
-  std::unique_ptr<gpu::Ops> ops = gpu::create_ops(*device);
-  std::unique_ptr<gpu::Comm> comm = gpu::create_comm(world, *device);
-  if (leader) print_setup(config, plan, data, *device, world.world_size(), steps);
-
+  const std::unique_ptr<gpu::Device> device = gpu::open_device(device_options);
+  const std::unique_ptr<gpu::Ops> ops = gpu::create_ops(*device);
+  const std::unique_ptr<gpu::Comm> comm = gpu::create_comm(world, *device);
+  // The model holds device memory (its activations), so it goes before the device does.
+  const std::unique_ptr<engine::Model> model = models::build_model(plan);
+  if (leader) print_setup(config, plan, data, *device, world.world_size(), last_step);
   // From here on SIGTERM and SIGINT stop the run between steps; one that comes while the engine
   // starts or loads is honoured before the first step.
   const StopSignals signals;
-  std::unique_ptr<engine::Model> model = models::build_model(plan);
   engine::Runtime runtime{*device, *ops, *comm};
   const auto starting = std::chrono::steady_clock::now();
   engine::Engine engine(runtime, config, *model);
@@ -230,131 +304,28 @@ int train_on(gpu::World& world, const TrainOptions& options) {
         plan.from_pretrained.empty() ? std::string("initialised from strata.seed")
                                      : "read from " + plan.from_pretrained);
   }
-  const std::int64_t done_before = resume(engine, options.resume, leader);
-  if (done_before >= steps && leader) {
-    base::logger("tools").warn(
-        "nothing to train: the checkpoint has trained {} batches and --steps "
-        "(or strata.train_steps) is {}, the number of the run's last step, "
-        "not a count; pass --steps {} or more to go on",
-        done_before, steps, done_before + 1);
-  }
+  const std::int64_t done_before = resume_point ? resume_from(engine, *resume_point, leader) : 0;
 
+  // The steps.
   std::filesystem::create_directories(options.out_dir);
+  StepBatches batches(data,
+                      {config.batch.gradient_accumulation_steps, plan.batch(), plan.seq_len(),
+                       world.rank(), world.world_size()},
+                      sequential, config.strata.seed);
+  const RunSaves saves(config.checkpoint, last_step, leader);
+  Run run{options, engine,  *comm,           *device,   batches,
+          saves,   signals, done_before + 1, last_step, leader};
   MetricsWriter metrics(leader ? options.metrics_path : "", /*append=*/done_before > 0);
-  TrainProgress progress(steps, config.steps_per_print, leader);
-  std::int64_t accumulation = config.batch.gradient_accumulation_steps;
-  std::int64_t micro_tokens = model->tokens_per_micro_batch();
-  std::vector<std::int32_t> inputs(static_cast<std::size_t>(accumulation * micro_tokens));
-  std::vector<std::int32_t> targets(inputs.size());
-  std::vector<LossPoint> curve;
-  // The step's micro-batches on this rank: random windows (the step's global batch, whatever the
-  // world size and micro-batch split), or the file in order; validation always draws at random.
-  auto sample = [&](models::TokenView split, bool in_order, std::uint64_t seed, std::int64_t step,
-                    std::int64_t batches) {
-    for (std::int64_t micro = 0; micro < batches; ++micro) {
-      auto at = static_cast<std::size_t>(micro * micro_tokens);
-      auto count = static_cast<std::size_t>(micro_tokens);
-      std::span<std::int32_t> micro_inputs = std::span(inputs).subspan(at, count);
-      std::span<std::int32_t> micro_targets = std::span(targets).subspan(at, count);
-      if (in_order) {
-        models::sequential_batch(
-            split,
-            models::global_micro_batch(step, micro, accumulation, world.rank(), world.world_size()),
-            static_cast<int>(plan.batch()), static_cast<int>(plan.seq_len()), micro_inputs,
-            micro_targets);
-        continue;
-      }
-      std::int64_t first =
-          models::first_sequence(micro, world.rank(), world.world_size(), plan.batch());
-      models::sample_sequences(split, seed, step, first, static_cast<int>(plan.batch()),
-                               static_cast<int>(plan.seq_len()), micro_inputs, micro_targets);
-    }
-  };
-
-  const bool saving = !config.checkpoint.dir.empty();
-  // Saves every every_steps steps and after the last one (and when a signal stops the run).
-  auto save_due = [&](std::int64_t step) {
-    return saving &&
-           ((config.checkpoint.every_steps > 0 && step % config.checkpoint.every_steps == 0) ||
-            step == steps);
-  };
-  auto started = std::chrono::steady_clock::now();
-  double last_validation = -1;
-  double step_seconds = 0;  // the steps' own time, validation left out
-  std::filesystem::path timeline_png;
-  std::int64_t tokens_trained = 0;
-  int stopped_by = signals.requested(*comm, *device);
-  for (std::int64_t step = done_before + 1; step <= steps && stopped_by == 0; ++step) {
-    sample(data.train(), sequential, config.strata.seed, step, accumulation);
-    const bool timed = leader && !options.timeline_path.empty() && step == options.timeline_step;
-    if (timed) base::timeline().start();
-    // A save due after this step is made by it (with the states on NVMe, as its optimizer
-    // writes them back).
-    if (save_due(step)) engine.plan_checkpoint(config.checkpoint.dir, tag_for(step));
-    engine::StepStats stats;
-    try {
-      stats = engine.train_batch(inputs, targets);
-    } catch (...) {
-      base::timeline().stop();
-      throw;
-    }
-    if (timed) {
-      base::timeline().stop();
-      timeline_png =
-          plot_timeline(options.timeline_path, base::timeline().spans(),
-                        fmt::format("strata train: step {} on the {} device ({:.3f} s)", step,
-                                    gpu::to_string(device->kind()), stats.seconds));
-    }
-    double validation = -1;
-    if (step % options.eval_every == 0 || step == steps) {
-      sample(data.validation(), false, config.strata.seed ^ 0x5EED, 0, accumulation);
-      validation = engine.evaluate(inputs, targets);
-      last_validation = validation;
-    }
-    double tokens_per_s = static_cast<double>(stats.tokens) / std::max(stats.seconds, 1e-9);
-    step_seconds += stats.seconds;
-    tokens_trained += stats.tokens;
-    progress.update(stats, tokens_per_s, validation);
-    metrics.write(stats, tokens_per_s, validation);
-    curve.push_back({step, stats.loss, validation});
-    stopped_by = signals.requested(*comm, *device);
-    if (save_due(step) || (saving && stopped_by != 0)) save(engine, config, step, leader);
-    if (stopped_by != 0) break;
-  }
-  progress.finish();
-  if (leader && !options.timeline_path.empty() &&
-      (options.timeline_step <= done_before || options.timeline_step > steps)) {
-    base::logger("tools").warn(
-        "--timeline-step {} is not a step of this run (steps {} to {}): no timeline was drawn",
-        options.timeline_step, done_before + 1, steps);
-  }
-  double seconds =
+  TrainProgress progress(run.first_step, last_step, config.steps_per_print, leader);
+  RunOutcome outcome;
+  if (done_before > 0) outcome.curve = earlier_losses(options.out_dir, done_before);
+  outcome.first_point = outcome.curve.size();
+  const auto started = std::chrono::steady_clock::now();
+  outcome = train_steps(run, std::move(outcome), progress, metrics);
+  const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  if (!leader) return stopped_by != 0 ? StopSignals::exit_status(stopped_by) : 0;
-
-  std::filesystem::path png = plot_losses(options.out_dir, curve, data.entropy_floor_nats);
-  std::int64_t done = static_cast<std::int64_t>(curve.size());
-  std::string validation =
-      last_validation >= 0 ? fmt::format("{:.4f}", last_validation) : "not measured";
-  fmt::print("{} {} steps in {:.1f} s: loss {:.4f} -> {:.4f}, validation {}{}\n",
-             stopped_by != 0 ? fmt::format("stopped by {} after", StopSignals::name(stopped_by))
-                             : "trained",
-             done, seconds, curve.empty() ? 0.0 : curve.front().train_loss,
-             curve.empty() ? 0.0 : curve.back().train_loss, validation,
-             data.entropy_floor_nats > 0 ? fmt::format(" (floor {:.4f})", data.entropy_floor_nats)
-                                         : std::string());
-  // Achieved GFLOP/s counts 6 x params x tokens plus attention (GptShape::flops_per_token);
-  // `strata bench gemm` measures what the BLAS reaches on the same products.
-  double seconds_or_tiny = std::max(step_seconds, 1e-9);
-  fmt::print("throughput {:.0f} tokens/s, {:.2f} GFLOP/s achieved ({:.3g} FLOP per token)\n",
-             static_cast<double>(tokens_trained) / seconds_or_tiny,
-             model->flops_per_token() * static_cast<double>(tokens_trained) / seconds_or_tiny / 1e9,
-             model->flops_per_token());
-  if (!png.empty()) fmt::print("loss curves: {}\n", png.string());
-  if (!timeline_png.empty())
-    fmt::print("timeline of step {}: {}\n", options.timeline_step, timeline_png.string());
-  if (!options.metrics_path.empty()) fmt::print("metrics: {}\n", options.metrics_path);
-  return stopped_by != 0 ? StopSignals::exit_status(stopped_by) : 0;
+  if (leader) print_summary(run, outcome, *model, data, seconds);
+  return outcome.stopped_by != 0 ? StopSignals::exit_status(outcome.stopped_by) : 0;
 }
 
 }  // namespace
@@ -363,13 +334,28 @@ void add_train_command(CLI::App& app, CommandContext& context) {
   auto options = std::make_shared<TrainOptions>();
   auto* command = app.add_subcommand(
       "train",
-      "Train a GPT with a DeepSpeed or Accelerate config (the built-in demo without --config)");
+      "Train a model (strata's GPT, or a Hugging Face GPT-2 or Llama-family model) with a "
+      "DeepSpeed or Accelerate config (the built-in demo without --config)");
   command
       ->add_option("--config", options->config_path,
                    "DeepSpeed JSON config or Accelerate config (YAML)")
       ->check(CLI::ExistingFile);
-  command->add_option("--steps", options->steps, "Optimizer steps (default: strata.train_steps)")
+  command
+      ->add_option("--steps", options->steps,
+                   "The run's last step, which an \"auto\" total_num_steps follows (default: the "
+                   "resumed checkpoint's run, else strata.train_steps)")
       ->check(CLI::PositiveNumber);
+  auto* bf16 = command->add_flag("--bf16", options->bf16,
+                                 "bf16 mixed precision: an \"auto\" or absent bf16.enabled is true "
+                                 "(as the HF Trainer's --bf16)");
+  command
+      ->add_flag("--fp16", options->fp16,
+                 "fp16 mixed precision with loss scaling: an \"auto\" or absent fp16.enabled is "
+                 "true (as the HF Trainer's --fp16)")
+      ->excludes(bf16);
+  command->add_flag("--verbose", options->verbose,
+                    "Print every note on how the config was read, not one line for its \"auto\" "
+                    "values");
   command->add_option("--metrics", options->metrics_path, "Write one JSON object per step here");
   command->add_option("--out", options->out_dir, "Directory for loss.png and loss.tsv")
       ->capture_default_str();

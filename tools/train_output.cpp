@@ -1,10 +1,13 @@
 #include "tools/train_output.h"
 
 #include <fmt/format.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -12,45 +15,87 @@
 
 namespace strata::tools {
 
-TrainProgress::TrainProgress(std::int64_t total_steps, std::int64_t print_every, bool enabled)
-    : total_steps_(total_steps),
-      print_every_(print_every < 1 ? 1 : print_every),
-      enabled_(enabled),
-      terminal_(isatty(STDOUT_FILENO) != 0) {}
+namespace {
 
-void TrainProgress::update(const engine::StepStats& stats, double tokens_per_s,
-                           double validation_loss) {
-  if (!enabled_) return;
-  std::string validation = validation_loss >= 0 ? fmt::format(" val {:.4f}", validation_loss) : "";
-  std::string traffic =
+// 75 s -> "1:15"; 4000 s -> "1:06:40".
+std::string clock_time(double seconds) {
+  const auto total = static_cast<std::int64_t>(std::max(0.0, seconds) + 0.5);
+  if (total >= 3600)
+    return fmt::format("{}:{:02}:{:02}", total / 3600, total / 60 % 60, total % 60);
+  return fmt::format("{}:{:02}", total / 60, total % 60);
+}
+
+}  // namespace
+
+TrainProgress::TrainProgress(std::int64_t first_step, std::int64_t last_step,
+                             std::int64_t print_every, bool enabled)
+    : first_step_(first_step),
+      last_step_(last_step),
+      interval_(interval(last_step - first_step + 1, print_every)),
+      enabled_(enabled),
+      terminal_(isatty(STDOUT_FILENO) != 0),
+      started_(std::chrono::steady_clock::now()) {}
+
+std::int64_t TrainProgress::interval(std::int64_t run_steps, std::int64_t print_every) {
+  const std::int64_t twentieth = std::max<std::int64_t>(1, run_steps / 20);
+  return std::max<std::int64_t>(1, std::min(print_every, twentieth));
+}
+
+std::string TrainProgress::line(const engine::StepStats& stats, double tokens_per_s,
+                                double validation_loss) const {
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  const auto done = static_cast<double>(stats.step - first_step_ + 1);
+  const double left = elapsed / std::max(done, 1.0) * static_cast<double>(last_step_ - stats.step);
+  const std::string validation =
+      validation_loss >= 0 ? fmt::format(" val {:.4f}", validation_loss) : "";
+  const std::string memory = fmt::format(
+      "peak gpu {} cpu {}", base::format_bytes(static_cast<double>(stats.gpu_peak_bytes)),
+      base::format_bytes(static_cast<double>(peak_rss_bytes())));
+  const std::string traffic =
       fmt::format("h2d {} d2h {} nvme r/w {}/{}",
                   base::format_bytes(static_cast<double>(stats.transfers.bytes_h2d)),
                   base::format_bytes(static_cast<double>(stats.transfers.bytes_d2h)),
                   base::format_bytes(static_cast<double>(stats.bytes_nvme_read)),
                   base::format_bytes(static_cast<double>(stats.bytes_nvme_write)));
-  std::string line =
-      fmt::format("step {:5d}/{} | loss {:.4f}{} | lr {:.3e} | {:7.0f} ms | {:8.0f} tok/s | {}{}",
-                  stats.step, total_steps_, stats.loss, validation, stats.lr, stats.seconds * 1e3,
-                  tokens_per_s, traffic, stats.skipped ? " | skipped (fp16 overflow)" : "");
+  return fmt::format(
+      "step {:5d}/{} | loss {:.4f}{} | lr {:.3e} | norm {:.3g} | {:7.0f} ms | {:8.0f} tok/s | "
+      "{} elapsed, {} left | {} | {}{}",
+      stats.step, last_step_, stats.loss, validation, stats.lr, stats.grad_norm,
+      stats.seconds * 1e3, tokens_per_s, clock_time(elapsed), clock_time(left), memory, traffic,
+      stats.skipped ? " | skipped (fp16 overflow)" : "");
+}
+
+void TrainProgress::update(const engine::StepStats& stats, double tokens_per_s,
+                           double validation_loss) {
+  if (!enabled_) return;
+  const bool kept = stats.step % interval_ == 0 || stats.step == first_step_ ||
+                    validation_loss >= 0 || stats.step == last_step_;
+  const std::string text = line(stats, tokens_per_s, validation_loss);
   if (terminal_) {
     constexpr int kWidth = 24;
-    auto filled = static_cast<int>(kWidth * stats.step / std::max<std::int64_t>(1, total_steps_));
+    auto filled = static_cast<int>(kWidth * stats.step / std::max<std::int64_t>(1, last_step_));
     std::string bar(static_cast<std::size_t>(filled), '#');
     bar.resize(kWidth, '.');
-    fmt::print("\r\033[K[{}] {}", bar, line);
-    if (validation_loss >= 0) fmt::print("\n");
+    fmt::print("\r\033[K[{}] {}", bar, text);
+    if (kept) fmt::print("\n");
     std::fflush(stdout);
     return;
   }
-  if (stats.step % print_every_ == 0 || stats.step == 1 || validation_loss >= 0 ||
-      stats.step == total_steps_) {
-    fmt::print("{}\n", line);
+  if (kept) {
+    fmt::print("{}\n", text);
     std::fflush(stdout);
   }
 }
 
 void TrainProgress::finish() {
   if (enabled_ && terminal_) fmt::print("\n");
+}
+
+std::int64_t peak_rss_bytes() {
+  rusage usage{};
+  if (getrusage(RUSAGE_SELF, &usage) != 0) return 0;
+  return static_cast<std::int64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
 }
 
 MetricsWriter::MetricsWriter(const std::filesystem::path& path, bool append) {
@@ -81,6 +126,7 @@ void MetricsWriter::write(const engine::StepStats& stats, double tokens_per_s,
       {"bytes_nvme_write", stats.bytes_nvme_write},
       {"gpu_peak_bytes", stats.gpu_peak_bytes},
       {"cpu_peak_bytes", stats.cpu_peak_bytes},
+      {"rss_peak_bytes", peak_rss_bytes()},
       {"early_sub_groups", stats.early_sub_groups},
       {"undone_sub_groups", stats.undone_sub_groups},
       {"allocation_waits", stats.allocation_waits},
@@ -89,6 +135,25 @@ void MetricsWriter::write(const engine::StepStats& stats, double tokens_per_s,
   if (validation_loss >= 0) line["val_loss"] = validation_loss;
   out_ << line.dump() << '\n';
   out_.flush();
+}
+
+std::vector<LossPoint> earlier_losses(const std::filesystem::path& out_dir,
+                                      std::int64_t up_to_step) {
+  std::vector<LossPoint> points;
+  std::ifstream in(out_dir / "loss.tsv");
+  for (std::string row; std::getline(in, row);) {
+    if (row.empty() || row.front() == '#') continue;
+    std::istringstream fields(row);
+    LossPoint point;
+    std::string validation;
+    if (!(fields >> point.step >> point.train_loss >> validation)) continue;
+    if (point.step > up_to_step) break;
+    char* end = nullptr;
+    const double value = std::strtod(validation.c_str(), &end);
+    point.validation_loss = validation == "NaN" || *end != '\0' ? -1 : value;
+    points.push_back(point);
+  }
+  return points;
 }
 
 std::filesystem::path plot_losses(const std::filesystem::path& out_dir,

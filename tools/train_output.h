@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -19,20 +20,36 @@ struct LossPoint {
 };
 
 // What `strata train` prints while it runs: on a terminal one line redrawn in place (a progress
-// bar with step, loss, lr, tokens/s and traffic); otherwise a plain line every `print_every`
-// steps. Only rank 0 prints.
+// bar), otherwise a plain line every `print_every` steps (steps_per_print), and in either case a
+// kept line at least every 5% of the run, so that a long steps_per_print still shows progress.
+// Each line: step, loss, lr, gradient norm, step time, tokens/s, elapsed time and what is left
+// at the pace so far, the device's and the process's peak memory, and the step's traffic. Only
+// rank 0 prints.
 class TrainProgress {
  public:
-  TrainProgress(std::int64_t total_steps, std::int64_t print_every, bool enabled);
+  // The run's steps are first_step .. last_step.
+  TrainProgress(std::int64_t first_step, std::int64_t last_step, std::int64_t print_every,
+                bool enabled);
   void update(const engine::StepStats& stats, double tokens_per_s, double validation_loss);
   void finish();
 
+  // The steps between kept lines: steps_per_print, or 5% of the run when that is fewer.
+  static std::int64_t interval(std::int64_t run_steps, std::int64_t print_every);
+
  private:
-  std::int64_t total_steps_;
-  std::int64_t print_every_;
+  std::string line(const engine::StepStats& stats, double tokens_per_s,
+                   double validation_loss) const;
+
+  std::int64_t first_step_;
+  std::int64_t last_step_;
+  std::int64_t interval_;
   bool enabled_;
   bool terminal_;
+  std::chrono::steady_clock::time_point started_;
 };
+
+// The process's peak resident memory (getrusage's ru_maxrss), in bytes.
+std::int64_t peak_rss_bytes();
 
 // --metrics FILE.jsonl: one JSON object per step; a resumed run appends to the file.
 class MetricsWriter {
@@ -44,6 +61,11 @@ class MetricsWriter {
  private:
   std::ofstream out_;
 };
+
+// The points an earlier run of the same training wrote to <out>/loss.tsv, up to and including
+// `up_to_step`: a resumed run continues the curve from them. Empty when there is no such file.
+std::vector<LossPoint> earlier_losses(const std::filesystem::path& out_dir,
+                                      std::int64_t up_to_step);
 
 // Writes the curves as <out>/loss.tsv and plots <out>/loss.png with gnuplot. Returns the PNG's
 // path, or "" with a warning logged when gnuplot is missing or fails.

@@ -206,7 +206,7 @@ class UringWorker final : public Worker {
   // whole (the common case) only frees its request here; the freed requests are refilled and
   // submitted first, and only then are those pieces checksummed and finished, so the device keeps
   // queue_depth requests while this thread runs CRC32C over what came back (tens of
-  // microseconds per MiB) and wakes waiters (issue #3). Anything else (short, EAGAIN, an error, a
+  // microseconds per MiB) and wakes waiters. Anything else (short, EAGAIN, an error, a
   // planned fault) is handled at once by EngineCore::complete.
   void reap() {
     unsigned count =

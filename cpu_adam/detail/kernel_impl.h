@@ -217,7 +217,7 @@ inline void stream_block(const Op& op, const Arrays& a, std::int64_t i, int n, b
 // of traffic per parameter). Those stores need the copy's vector addresses aligned to
 // I::kStreamAlignment bytes; where the caller's buffer is not (a std::vector's data sits 16 bytes
 // past a 32-byte boundary, a sub-group may start anywhere) the elements before the first aligned
-// address go through one partial block (issue #4). Every element is computed on its own, so how
+// address go through one partial block. Every element is computed on its own, so how
 // elements are grouped into vectors changes no result.
 template <class I, class Op, class G, class H, class P, class S>
 void stream_tile(const Op& op, const Arrays& a, std::int64_t begin, std::int64_t end) {

@@ -94,8 +94,9 @@ struct WrittenFile {
 // while the next fills, so that up to kStagingBuffers - 1 of them are in flight (queue depth for
 // the disk): a checkpoint's states leave at the disk's speed without a copy in the page cache.
 // finish() checks that every declared byte came, cuts the file to its size and makes it durable
-// (fdatasync, fsync). A writer destroyed before finish() removes its partial file. Errors of the
-// disk (ENOSPC, EIO) are UserErrors naming the file and the fix.
+// (fdatasync, fsync). The file is created mode 0644 less the umask, readable as a model file is.
+// A writer destroyed before finish() removes its partial file. Errors of the disk (ENOSPC, EIO)
+// are UserErrors naming the file and the fix.
 //
 // `io` must outlive the writer and verify no checksums of its own (the manifest's CRC32C of the
 // whole file stands for them; a sidecar would be a second file per file).

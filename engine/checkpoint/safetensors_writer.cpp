@@ -62,6 +62,15 @@ std::vector<std::byte> file_start(const std::string& header) {
   return bytes;
 }
 
+// Creates the empty file as any program's output: mode 0644 less the umask, as transformers'
+// save_pretrained leaves model files for other users and tools to read. aio creates files 0600,
+// which suits swap files, not a model; a file it opens that exists keeps its mode.
+void create_readable(const std::filesystem::path& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) throw std::system_error(errno, std::generic_category());
+  ::close(fd);
+}
+
 std::filesystem::path parent_or_dot(const std::filesystem::path& path) {
   return path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
 }
@@ -77,6 +86,7 @@ SafetensorsWriter::SafetensorsWriter(aio::Engine& io, std::filesystem::path path
   header_bytes_ = static_cast<std::int64_t>(start.size());
   aio::remove_file(path_);  // a leftover of an earlier attempt is never appended to
   try {
+    create_readable(path_);
     file_ = io_.open(path_, aio::OpenMode::create);
     // The whole file at once, as fio lays out its files: no write then extends it (one fallocate
     // each), and a disk too full for the file says so before anything is written.

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "engine/checkpoint/model_match.h"
 
 namespace strata::engine::checkpoint {
 namespace {
@@ -89,37 +90,11 @@ void ShardReader::index_file(std::size_t f) {
 }
 
 void ShardReader::check_model(std::span<const zero::TensorSlot> tensors) const {
-  const fs::path manifest = path_ / kManifestName;
-  std::map<std::string, const ManifestTensor*> saved;
-  for (const ManifestTensor& tensor : manifest_.tensors)
-    saved[tensor.name] = &tensor;
-  const std::string fix =
-      "resume with the model config the checkpoint was saved with (its strata.model: `strata ckpt "
-      "inspect` prints it), or start a new run without --resume";
-  for (const zero::TensorSlot& slot : tensors) {
-    const auto found = saved.find(slot.name);
-    if (found == saved.end()) {
-      throw UserError(fmt::format("{}: this model's tensor \"{}\" is not in the checkpoint: it "
-                                  "was saved from another model",
-                                  manifest.string(), slot.name),
-                      fix, 2);
-    }
-    if (found->second->shape != slot.shape) {
-      throw UserError(
-          fmt::format("{}: tensor \"{}\" is [{}] in the checkpoint but [{}] in this "
-                      "model",
-                      manifest.string(), slot.name, fmt::join(found->second->shape, ", "),
-                      fmt::join(slot.shape, ", ")),
-          fix, 2);
-    }
-    saved.erase(found);
-  }
-  if (!saved.empty()) {
-    throw UserError(fmt::format("{}: the checkpoint holds tensor \"{}\", which this model does "
-                                "not have: it was saved from another model",
-                                manifest.string(), saved.begin()->first),
-                    fix, 2);
-  }
+  std::vector<ManifestTensor> model;
+  model.reserve(tensors.size());
+  for (const zero::TensorSlot& slot : tensors)
+    model.push_back({slot.name, slot.shape});
+  checkpoint::check_model(manifest_, path_, model);
 }
 
 std::filesystem::path ShardReader::file_path(std::size_t index) const {

@@ -324,6 +324,9 @@ struct LoadedConfig {
   // Accelerate config where each setting came from; and DeepSpeed settings whose purpose strata
   // serves another way (checkpoint.load_universal, the 16-bit gather on save).
   std::vector<std::string> notes;
+  // Each "auto" the file held and the value it became, as "<path> <value>" (its note says why):
+  // what `strata train` prints in one line unless asked for every note.
+  std::vector<std::string> auto_filled;
 };
 
 // What the command line sets on top of the file, as the HF Trainer's arguments fill a DeepSpeed
@@ -331,8 +334,8 @@ struct LoadedConfig {
 struct ConfigOverrides {
   // --steps: the run's length. Replaces strata.train_steps; an "auto" total_num_steps follows it.
   std::optional<std::int64_t> train_steps;
-  bool bf16 = false;  // --bf16: bf16.enabled "auto" or absent becomes true; an explicit false is an
-                      // error naming both
+  // --bf16: bf16.enabled "auto" or absent becomes true; an explicit false is an error naming both.
+  bool bf16 = false;
   bool fp16 = false;  // --fp16: the same for fp16.enabled
 };
 

@@ -49,6 +49,7 @@ LoadedConfig parse(const nlohmann::json& root, int world_size, const std::string
   if (!diagnostics.errors.empty()) throw ConfigError(source, std::move(diagnostics.errors));
   loaded.warnings = std::move(diagnostics.warnings);
   loaded.notes = std::move(diagnostics.notes);
+  loaded.auto_filled = std::move(diagnostics.auto_filled);
   return loaded;
 }
 

@@ -211,6 +211,7 @@ std::string_view JsonReader::default_source() const {
 
 void JsonReader::note_auto(std::string_view key, std::string_view value, std::string_view how) {
   diagnostics_.notes.push_back(fmt::format("{}: \"auto\" -> {} ({})", path_of(key), value, how));
+  diagnostics_.auto_filled.push_back(fmt::format("{} {}", path_of(key), value));
 }
 
 bool JsonReader::read(std::string_view key, bool& target, std::optional<bool> auto_value) {

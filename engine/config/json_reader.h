@@ -20,6 +20,8 @@ struct Diagnostics {
   std::vector<std::string> errors;
   std::vector<std::string> warnings;
   std::vector<std::string> notes;
+  // Each "auto" fill as "<path> <value>" (its note says why), for a one-line summary.
+  std::vector<std::string> auto_filled;
 };
 
 // "zero_optimization" + "stage" -> "zero_optimization.stage"; "" + "fp16" -> "fp16".

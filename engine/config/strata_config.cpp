@@ -15,18 +15,100 @@
 namespace strata::engine::detail {
 namespace {
 
+// " (relative to the current directory, /abs/dir)" for a relative path, which is looked up
+// there, else "".
+std::string relative_to_where(const std::filesystem::path& path) {
+  std::error_code error;
+  const std::filesystem::path here = std::filesystem::current_path(error);
+  if (path.is_absolute() || error) return "";
+  return fmt::format(" (relative to the current directory, {})", here.string());
+}
+
+// The Hugging Face Hub's "owner/name" for a path that is not there and reads as one: two parts of
+// letters, digits, '-', '_' and '.', the first not a folder here (else a typo of a local path is
+// likelier). "" when it does not.
+std::string hub_id_of(const std::string& path) {
+  const std::size_t slash = path.find('/');
+  if (slash == 0 || slash == std::string::npos || slash + 1 == path.size() ||
+      path.find('/', slash + 1) != std::string::npos || path.starts_with('.')) {
+    return "";
+  }
+  const bool plain = std::all_of(path.begin(), path.end(), [](unsigned char c) {
+    return std::isalnum(c) != 0 || c == '-' || c == '_' || c == '.' || c == '/';
+  });
+  std::error_code error;
+  if (!plain || std::filesystem::exists(path.substr(0, slash), error)) return "";
+  return path;
+}
+
+// What is wrong with the folder (`key` "from_pretrained") or config.json file ("config") a model
+// key names, with the fix; "" when it is there. A Hub id is refused with the command that
+// downloads it, since strata reads local folders only.
+std::string model_path_problem(std::string_view key, const std::string& given) {
+  const bool folder = key == "from_pretrained";
+  const std::filesystem::path path(given);
+  std::error_code error;
+  if (!std::filesystem::exists(path, error)) {
+    // "owner/config.json" reads as a local path mistyped, not as a Hub id.
+    const std::string hub_id = folder || !given.ends_with(".json") ? hub_id_of(given) : "";
+    if (hub_id.empty()) {
+      return fmt::format("no such {} {}{}: give the {}", folder ? "folder" : "file", given,
+                         relative_to_where(path),
+                         folder ? "folder save_pretrained wrote (config.json and model.safetensors)"
+                                : "path of a model's config.json");
+    }
+    const std::string local = hub_id.substr(hub_id.find('/') + 1);
+    return fmt::format(
+        "no such {} {}{}; it reads as a Hugging Face Hub id, and strata reads local folders only: "
+        "download the model first (huggingface-cli download {} --local-dir {}), then set "
+        "\"{}\": \"{}\"",
+        folder ? "folder" : "file", given, relative_to_where(path), hub_id, local, key,
+        folder ? local : local + "/config.json");
+  }
+  const bool is_folder = std::filesystem::is_directory(path, error);
+  if (folder && !is_folder) {
+    return fmt::format(
+        "{} is a file, not a folder: give the folder save_pretrained wrote "
+        "(config.json and model.safetensors){}",
+        given,
+        path.filename() == "config.json"
+            ? "; for the architecture alone with fresh weights, set \"config\""
+            : "");
+  }
+  if (folder && !std::filesystem::exists(path / "config.json", error)) {
+    return fmt::format(
+        "{} holds no config.json: give the folder save_pretrained wrote "
+        "(config.json and model.safetensors)",
+        given);
+  }
+  if (!folder && is_folder) {
+    return fmt::format("{} is a folder: give the path of a config.json{}", given,
+                       std::filesystem::exists(path / "config.json", error)
+                           ? fmt::format(" ({})", (path / "config.json").string())
+                           : "");
+  }
+  return "";
+}
+
 // The shape keys of a Hugging Face config.json (GPT-2's names), so that everything derived from
 // the model's size ("auto" buckets, the estimate, the start-up summary) sees the real model.
-// models/hf/hf_config.cpp reads the file whole and refuses what strata cannot build.
-void read_hf_shape(JsonReader& model, std::string_view key, ModelConfig& out) {
+// models/hf/hf_config.cpp reads the file whole and refuses what strata cannot build. Returns
+// false, the error recorded, when the file is not there or not a JSON object.
+bool read_hf_shape(JsonReader& model, std::string_view key, ModelConfig& out) {
+  const std::string problem =
+      model_path_problem(key, key == "from_pretrained" ? out.from_pretrained : out.hf_config);
+  if (!problem.empty()) {
+    model.error(key, problem);
+    return false;
+  }
   std::ifstream in(out.hf_config);
   nlohmann::json config;
   if (in) config = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (!config.is_object()) {
-    model.error(key, fmt::format("{} cannot be read as a JSON object: give a folder holding the "
-                                 "model's config.json (as save_pretrained writes it)",
+    model.error(key, fmt::format("{} cannot be read as a JSON object: give the model's "
+                                 "config.json as save_pretrained writes it",
                                  out.hf_config));
-    return;
+    return false;
   }
   auto take = [&](const char* name, std::int64_t fallback, std::int64_t& target) {
     const auto found = config.find(name);
@@ -39,7 +121,7 @@ void read_hf_shape(JsonReader& model, std::string_view key, ModelConfig& out) {
     take("n_embd", 768, out.d_model);
     take("vocab_size", 50257, out.vocab);
     take("n_positions", 1024, out.positions);
-    return;
+    return true;
   }
   // The Llama family's names (models/hf/hf_config.cpp checks the model_type and the rest).
   take("num_hidden_layers", 32, out.n_layer);
@@ -47,6 +129,7 @@ void read_hf_shape(JsonReader& model, std::string_view key, ModelConfig& out) {
   take("hidden_size", 4096, out.d_model);
   take("vocab_size", 32000, out.vocab);
   take("max_position_embeddings", 2048, out.positions);
+  return true;
 }
 
 void read_model(JsonReader& strata, ModelConfig& out) {
@@ -67,7 +150,12 @@ void read_model(JsonReader& strata, ModelConfig& out) {
                                      out.hf_config, key));
       }
     }
-    read_hf_shape(model, out.from_pretrained.empty() ? "config" : "from_pretrained", out);
+    if (!read_hf_shape(model, out.from_pretrained.empty() ? "config" : "from_pretrained", out)) {
+      // Without the model's context there is no range to check seq_len against.
+      model.accept({"seq_len"});
+      model.finish();
+      return;
+    }
     // The model's context up to 2048 tokens, unless seq_len says otherwise.
     out.seq_len = std::min<std::int64_t>(out.positions, 2048);
     model.read("seq_len", out.seq_len, IntRange{1, out.positions});

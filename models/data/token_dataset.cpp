@@ -6,6 +6,7 @@
 
 #include "base/assert.h"
 #include "base/error.h"
+#include "models/data/byte_tokenizer.h"
 
 namespace strata::models {
 namespace {
@@ -82,6 +83,34 @@ void TokenDataset::check_fits(int seq_len, int vocab) const {
                   "least {} tokens, the training split has {} and the validation split {}",
                   seq_len, source, needed, train().size(), validation().size()),
       fix, 2);
+}
+
+void TokenDataset::check_tokenizer(std::int64_t vocab,
+                                   const std::filesystem::path& hf_config) const {
+  models::check_tokenizer(*train_file_, vocab, hf_config);
+  if (validation_file_ != train_file_) {
+    models::check_tokenizer(*validation_file_, vocab, hf_config);
+    if (is_text(*train_file_) != is_text(*validation_file_)) {
+      throw UserError(
+          fmt::format("the training file {} is {} and the validation file {} is {}: their ids "
+                      "mean different things",
+                      train_file_->path.string(), train_file_->format,
+                      validation_file_->path.string(), validation_file_->format),
+          "give both splits in one form: token files made with one tokenizer "
+          "(scripts/tokenize_for_strata.py, docs/data.md), or both text",
+          2);
+    }
+  }
+  if (!byte_level || vocab >= kByteVocab) return;
+  throw UserError(
+      fmt::format("strata.model.vocab {} is smaller than the byte tokenizer's {} tokens, which {} "
+                  "holds",
+                  vocab, kByteVocab, source),
+      hf_config.empty()
+          ? fmt::format("set \"strata\": {{\"model\": {{\"vocab\": {}}}}} or more", kByteVocab)
+          : std::string("give a token file made with the model's tokenizer as \"strata\": "
+                        "{\"data\": {\"path\": ...}} (docs/data.md)"),
+      2);
 }
 
 void TokenDataset::check_sequential_fits(int batch, int seq_len) const {

@@ -40,6 +40,11 @@ class TokenDataset {
   // Refuses, with the fix, a training split shorter than one sequential micro-batch (batch x
   // seq_len + 1 tokens).
   void check_sequential_fits(int batch, int seq_len) const;
+  // Refuses, with the fix, data whose ids do not mean what the model's ids mean: each file by
+  // check_tokenizer below, a training and a validation file of which only one is text, and
+  // byte-level tokens (text, the built-in corpus) past a vocabulary of fewer than 256 ids. The
+  // built-in corpus is bytes for any model: it measures speed, not what a model knows.
+  void check_tokenizer(std::int64_t vocab, const std::filesystem::path& hf_config) const;
 
  private:
   // Each split's file (shared when the validation split is the training file's tail).

@@ -11,6 +11,7 @@
 
 #include "base/assert.h"
 #include "base/error.h"
+#include "base/units.h"
 #include "models/data/byte_tokenizer.h"
 
 namespace strata::models {
@@ -21,6 +22,7 @@ constexpr std::int32_t kLlmcMagicU32 = 20240801;  // llm.c's Llama 3 files: vers
 constexpr std::size_t kLlmcHeaderBytes = 256 * sizeof(std::int32_t);
 constexpr char kMegatronMagic[] = "MMIDIDX\0\0";  // 9 bytes, the last two NULs included
 constexpr std::size_t kMegatronMagicBytes = 9;
+constexpr const char* kRawU32Format = "raw uint32 tokens";
 
 // Reads a little-endian integer of type T at `at`; the caller has checked the bounds.
 template <typename T>
@@ -48,6 +50,27 @@ std::string data_fix(const std::string& key) {
       "set) or a Megatron-LM .bin/.idx pair (docs/data.md){}",
       where,
       key == "strata.data.path" ? ", or remove the key to train on the built-in corpus" : "");
+}
+
+// The folder holding the tokenizer of the model `hf_config` describes, as the command to make a
+// token file names it: config.json's own folder when save_pretrained put a tokenizer there.
+std::string tokenizer_folder(const std::filesystem::path& hf_config) {
+  const std::filesystem::path folder = hf_config.parent_path();
+  std::error_code error;
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "tokenizer.model"}) {
+    if (std::filesystem::is_regular_file(folder / name, error)) {
+      return folder.empty() ? std::string(".") : folder.string();
+    }
+  }
+  return "DIR";
+}
+
+// The command of scripts/tokenize_for_strata.py that writes `text` as `tokens`, an llm.c .bin.
+std::string tokenize_command(const std::filesystem::path& text, const std::filesystem::path& tokens,
+                             const std::string& tokenizer) {
+  return fmt::format("python3 scripts/tokenize_for_strata.py --tokenizer {} --output {} {}{}",
+                     tokenizer, tokens.string(), text.string(),
+                     tokenizer == "DIR" ? " (DIR: the folder of the model's tokenizer.json)" : "");
 }
 
 base::MappedFile map(const std::filesystem::path& path, const std::string& key) {
@@ -105,7 +128,59 @@ void open_llmc(TokenFile& file, const std::string& key) {
   file.tokens = view(bytes.subspan(kLlmcHeaderBytes), u32);
 }
 
+// Refuses a dtype given for a file that begins with an llm.c header: the header would be read as
+// 512 (or 256) tokens, and the header already says the width.
+void check_no_llmc_header(const TokenFile& file, bool wide) {
+  std::span<const std::byte> bytes = file.mapping.bytes();
+  if (bytes.size() < kLlmcHeaderBytes) return;
+  const auto magic = read_at<std::int32_t>(bytes, 0);
+  const auto version = read_at<std::int32_t>(bytes, 4);
+  if ((magic != kLlmcMagicU16 || version != 1) && (magic != kLlmcMagicU32 || version != 7)) return;
+  refuse(
+      file.path,
+      fmt::format("starts with llm.c's header (magic {} version {}: {} tokens), but "
+                  "\"strata.data.dtype\": \"{}\" reads the file as a bare token array, "
+                  "header included",
+                  magic, version, version == 7 ? "uint32" : "uint16", wide ? "uint32" : "uint16"),
+      "remove \"dtype\" from \"strata\": {\"data\": {...}}: the header gives the width");
+}
+
+// Refuses uint32 ids declared uint16, from the first MiB: read as uint16, a little-endian uint32
+// id is followed by its high half, below 16 for any vocabulary under 2^20 and 0 under 65,536, and
+// a big-endian one preceded by a 0. At least 32 pairs are looked at, so that a file of a few
+// hand-written ids is not judged by chance.
+void check_not_uint32(const TokenFile& file) {
+  constexpr std::size_t kSampleBytes = std::size_t{1} << 20;
+  constexpr std::size_t kPairsNeeded = 32;
+  std::span<const std::byte> bytes = file.mapping.bytes();
+  const std::size_t sample_bytes = std::min(bytes.size(), kSampleBytes);
+  if (sample_bytes / 4 < kPairsNeeded) return;
+  std::uint16_t even_max = 0;  // positions 0, 2, 4, ... counted from 0
+  std::uint16_t odd_max = 0;
+  for (std::size_t pair = 0; pair < sample_bytes / 4; ++pair) {
+    even_max = std::max(even_max, read_at<std::uint16_t>(bytes, pair * 4));
+    odd_max = std::max(odd_max, read_at<std::uint16_t>(bytes, pair * 4 + 2));
+  }
+  const bool little_endian = (odd_max == 0 && even_max > 0) || (odd_max < 16 && even_max >= 16);
+  const bool big_endian = even_max == 0 && odd_max > 0;
+  if (!little_endian && !big_endian) return;
+  refuse(file.path,
+         fmt::format("read as uint16 tokens (\"strata.data.dtype\": \"uint16\"), its first {} "
+                     "has {} at every {} position (counted from 0) and ids up to {} at the "
+                     "others: the file holds {}-endian uint32 ids, which uint16 reads as each id "
+                     "beside its high half, twice the real count",
+                     base::format_bytes(static_cast<double>(sample_bytes)),
+                     little_endian && odd_max > 0 ? "ids below 16" : "0",
+                     little_endian ? "odd" : "even", little_endian ? even_max : odd_max,
+                     little_endian ? "little" : "big"),
+         little_endian ? "set \"strata\": {\"data\": {\"dtype\": \"uint32\"}}"
+                       : "write the ids again as little-endian uint32 (numpy's astype(\"<u4\")) "
+                         "and set \"strata\": {\"data\": {\"dtype\": \"uint32\"}}");
+}
+
 void open_raw(TokenFile& file, bool wide) {
+  check_no_llmc_header(file, wide);
+  if (!wide) check_not_uint32(file);
   const std::size_t width = wide ? 4 : 2;
   if (file.mapping.size() % width != 0) {
     refuse(file.path,
@@ -114,13 +189,14 @@ void open_raw(TokenFile& file, bool wide) {
            wide ? "check \"strata.data.dtype\": \"uint16\" if the file holds 16-bit tokens"
                 : "check \"strata.data.dtype\": \"uint32\" if the file holds 32-bit tokens");
   }
-  file.format = wide ? "raw uint32 tokens" : "raw uint16 tokens";
+  file.format = wide ? kRawU32Format : "raw uint16 tokens";
   file.tokens = view(file.mapping.bytes(), wide);
 }
 
 // A Megatron-LM indexed dataset: `index` is PREFIX.idx, `file.path` PREFIX.bin.
+// `dtype`, when given, must agree with the index's: "uint16" with code 8 reads the same stream.
 void open_megatron(TokenFile& file, const std::filesystem::path& index_path,
-                   const std::string& key) {
+                   const std::string& dtype, const std::string& key) {
   const base::MappedFile index = map(index_path, key);
   std::span<const std::byte> bytes = index.bytes();
   const std::string fix =
@@ -159,6 +235,14 @@ void open_megatron(TokenFile& file, const std::filesystem::path& index_path,
            fmt::format("holds {} bytes but its index {} lists {} tokens of {} bytes",
                        file.mapping.size(), index_path.string(), tokens, width),
            fix);
+  }
+  if (!dtype.empty() && (dtype == "uint32") != (width == 4)) {
+    refuse(file.path,
+           fmt::format("\"strata.data.dtype\": \"{}\" reads {} tokens, but its index {} lists "
+                       "{} tokens of {} ({} bytes each), which is the file's size",
+                       dtype, file.mapping.size() / (dtype == "uint32" ? 4 : 2),
+                       index_path.string(), tokens, code == 8 ? "uint16" : "int32", width),
+           "remove \"dtype\" from \"strata\": {\"data\": {...}}: the index gives the width");
   }
   file.format = fmt::format("Megatron-LM indexed dataset ({} sequences, {} tokens)", sequences,
                             code == 8 ? "uint16" : "int32");
@@ -203,13 +287,50 @@ void check_token_ids(const TokenFile& file, int vocab, const std::string& source
   STRATA_ASSERT(vocab > 0);
   const std::size_t at = file.tokens.find_at_or_past(static_cast<std::uint32_t>(vocab));
   if (at == file.tokens.size()) return;
+  // Two 16-bit ids read as one 32-bit id make it at least 65,536 whenever the second is not 0.
+  const bool maybe_narrow = file.format == kRawU32Format && file.tokens[at] > 0xFFFF;
   throw UserError(
       fmt::format("{} holds token id {} at token {} (counted from 0 after any header), but the "
                   "model's vocabulary has {} tokens",
                   file.path.empty() ? source : file.path.string(), file.tokens[at], at, vocab),
-      fmt::format("tokenize the data with the model's own tokenizer; for a model built from its "
+      fmt::format("{}tokenize the data with the model's own tokenizer; for a model built from its "
                   "shape keys, set \"strata\": {{\"model\": {{\"vocab\": {}}}}} or more",
+                  maybe_narrow ? "if the file holds 16-bit ids (as nanoGPT's train.bin does), set "
+                                 "\"strata\": {\"data\": {\"dtype\": \"uint16\"}}; else "
+                               : "",
                   file.tokens[at] + 1),
+      2);
+}
+
+bool is_text(const TokenFile& file) {
+  return file.format == kTextFormat;
+}
+
+void check_tokenizer(const TokenFile& file, std::int64_t vocab,
+                     const std::filesystem::path& hf_config) {
+  if (!is_text(file)) return;
+  const std::filesystem::path tokens = std::filesystem::path(file.path).replace_extension(".bin");
+  const bool json_lines = file.path.extension() == ".jsonl" || file.path.extension() == ".ndjson";
+  if (!hf_config.empty()) {
+    throw UserError(
+        fmt::format("{} is read as text, one token per byte, but the model {} describes takes "
+                    "the ids of its own tokenizer ({} tokens): it would train on byte values as "
+                    "if they were those ids",
+                    file.path.string(), hf_config.string(), vocab),
+        fmt::format("make a token file with the model's tokenizer first, {}, and set "
+                    "\"strata\": {{\"data\": {{\"path\": \"{}\"}}}} (docs/data.md)",
+                    tokenize_command(file.path, tokens, tokenizer_folder(hf_config)),
+                    tokens.string()),
+        2);
+  }
+  if (!json_lines) return;
+  throw UserError(
+      fmt::format("{} is JSON Lines, read as text, one token per byte: the model would learn "
+                  "the JSON syntax around each document's text",
+                  file.path.string()),
+      fmt::format("make a token file of each line's \"text\" with the byte tokenizer, {}, and "
+                  "set \"strata\": {{\"data\": {{\"path\": \"{}\"}}}} (docs/data.md)",
+                  tokenize_command(file.path, tokens, "bytes"), tokens.string()),
       2);
 }
 
@@ -222,7 +343,7 @@ TokenFile open_token_file(const std::filesystem::path& path, const std::string& 
   index += ".idx";
   if (path.extension() == ".bin") index = std::filesystem::path(path).replace_extension(".idx");
   std::error_code error;
-  const bool megatron = dtype.empty() && std::filesystem::is_regular_file(index, error);
+  const bool megatron = std::filesystem::is_regular_file(index, error);
   if (megatron && path.extension() != ".bin") bin += ".bin";
 
   TokenFile file;
@@ -231,10 +352,10 @@ TokenFile open_token_file(const std::filesystem::path& path, const std::string& 
   if (file.mapping.size() == 0) {
     throw UserError(fmt::format("{} {} is empty", key, bin.string()), data_fix(key), 2);
   }
-  if (!dtype.empty()) {
+  if (megatron) {
+    open_megatron(file, index, dtype, key);
+  } else if (!dtype.empty()) {
     open_raw(file, dtype == "uint32");
-  } else if (megatron) {
-    open_megatron(file, index, key);
   } else if (bin.extension() == ".bin") {
     open_llmc(file, key);
   } else {

@@ -75,4 +75,15 @@ TokenFile open_token_file(const std::filesystem::path& path, const std::string& 
 // past `vocab`: the embedding has no row for it.
 void check_token_ids(const TokenFile& file, int vocab, const std::string& source);
 
+// Whether `file` is text, its ids the bytes of models/data/byte_tokenizer.h.
+bool is_text(const TokenFile& file);
+
+// Refuses a text file the model cannot read as bytes, naming the file and the fix (a token file
+// made with scripts/tokenize_for_strata.py): any text for a model shaped by a Hugging Face
+// config.json (`hf_config`, "" for the built-in GPT of strata.model's shape keys, the one model
+// whose ids are bytes), since such a model's `vocab` ids are its own tokenizer's; and, for any
+// model, a JSON Lines file (.jsonl, .ndjson), whose bytes hold the JSON around each document.
+void check_tokenizer(const TokenFile& file, std::int64_t vocab,
+                     const std::filesystem::path& hf_config);
+
 }  // namespace strata::models

@@ -29,8 +29,8 @@ class Gpt final : public engine::Model {
   double flops_per_token() const override { return shape_.flops_per_token(); }
   const engine::WeightSource* pretrained_weights() const override { return pretrained_.get(); }
 
-  // Starts the parameters from `weights` instead of strata.seed's values (a GPT-2 checkpoint,
-  // models/hf/gpt2_weights.h); before the Engine is made.
+  // Starts the parameters from `weights` instead of strata.seed's values (a GPT-2 folder's
+  // weights, models/hf/pretrained_weights.h); before the Engine is made.
   void set_pretrained(std::unique_ptr<engine::WeightSource> weights) {
     pretrained_ = std::move(weights);
   }

@@ -4,10 +4,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
-#include <set>
 
 #include "base/assert.h"
 #include "base/error.h"
@@ -23,8 +24,14 @@ using nlohmann::json;
 constexpr const char* kSingleFile = "model.safetensors";
 constexpr const char* kIndexFile = "model.safetensors.index.json";
 
-// The shard file names an index maps tensors to, each once, in the order first named.
-std::vector<std::string> shards_of(const std::filesystem::path& index_path) {
+// A shard file an index names and the tensors it maps to that file, by name.
+struct Shard {
+  std::string file;
+  std::vector<std::string> tensors;
+};
+
+// The shards an index maps tensors to, each once, in the order first named.
+std::vector<Shard> shards_of(const std::filesystem::path& index_path) {
   const std::string fix = "download the model again: its index must list every tensor's shard";
   std::ifstream in(index_path);
   json index;
@@ -37,17 +44,40 @@ std::vector<std::string> shards_of(const std::filesystem::path& index_path) {
   if (!index.is_object() || map == index.end() || !map->is_object()) {
     throw UserError(fmt::format("{}: has no \"weight_map\" object", index_path.string()), fix, 2);
   }
-  std::vector<std::string> shards;
-  std::set<std::string> seen;
+  std::vector<Shard> shards;
+  std::map<std::string, std::size_t> position;
   for (const auto& [tensor, shard] : map->items()) {
     if (!shard.is_string()) {
       throw UserError(
           fmt::format("{}: the shard of \"{}\" is not a file name", index_path.string(), tensor),
           fix, 2);
     }
-    if (seen.insert(shard.get<std::string>()).second) shards.push_back(shard.get<std::string>());
+    const auto [at, added] = position.emplace(shard.get<std::string>(), shards.size());
+    if (added) shards.push_back(Shard{shard.get<std::string>(), {}});
+    shards[at->second].tensors.push_back(tensor);
   }
   return shards;
+}
+
+// Refuses a shard the index names that is not in the folder, naming the file and the first
+// tensors it should hold, so that a partial download says what it lacks.
+void check_shard_present(const std::filesystem::path& folder, const Shard& shard,
+                         std::size_t shard_count) {
+  std::error_code error;
+  if (std::filesystem::is_regular_file(folder / shard.file, error)) return;
+  constexpr std::size_t kNamed = 3;
+  std::string named;
+  for (std::size_t i = 0; i < std::min(kNamed, shard.tensors.size()); ++i)
+    named += fmt::format("{}\"{}\"", i == 0 ? "" : ", ", shard.tensors[i]);
+  if (shard.tensors.size() > kNamed) named += ", ...";
+  throw UserError(
+      fmt::format("{}: no such file, but {} maps {} tensor{} to it ({})",
+                  (folder / shard.file).string(), kIndexFile, shard.tensors.size(),
+                  shard.tensors.size() == 1 ? "" : "s", named),
+      fmt::format("download the model again, all {} shard file{} its index lists (an interrupted "
+                  "download leaves some out)",
+                  shard_count, shard_count == 1 ? "" : "s"),
+      2);
 }
 
 }  // namespace
@@ -58,7 +88,11 @@ HfWeights HfWeights::open(const std::filesystem::path& folder) {
   std::vector<std::string> names;
   std::error_code error;
   if (std::filesystem::is_regular_file(folder / kIndexFile, error)) {
-    names = shards_of(folder / kIndexFile);
+    const std::vector<Shard> shards = shards_of(folder / kIndexFile);
+    for (const Shard& shard : shards) {
+      check_shard_present(folder, shard, shards.size());
+      names.push_back(shard.file);
+    }
   } else if (std::filesystem::is_regular_file(folder / kSingleFile, error)) {
     names = {kSingleFile};
   } else {

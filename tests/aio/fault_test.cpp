@@ -206,9 +206,9 @@ TEST(FaultIoUring, RefusedSetUpFallsBackToThreadsOrFailsWhenForced) {
   }
 }
 
-// The rings skip the per-completion fault lookup (and finish whole pieces after refilling,
-// issue #3) only when the plan cannot rewrite a completion; any planned or random fault keeps
-// every completion on the checked path.
+// The rings skip the per-completion fault lookup (and finish whole pieces after refilling the
+// ring) only when the plan cannot rewrite a completion; any planned or random fault keeps every
+// completion on the checked path.
 TEST(FaultPlanRewrites, OnlyPlansThatRewriteCompletionsSaySo) {
   EXPECT_FALSE(FaultPlan{}.rewrites_completions());
   EXPECT_FALSE(FaultPlan(7).refuse_direct_open().rewrites_completions());

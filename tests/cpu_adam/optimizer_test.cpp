@@ -238,7 +238,7 @@ TEST(AdagradAndLion, Fp16GradNoCopy) {
   check_adagrad_and_lion_everywhere<fp16, NoCopy>();
 }
 
-// Issue #4: the SIMD levels divide by the denominator through a reciprocal estimate and one
+// The SIMD levels divide by the denominator through a reciprocal estimate and one
 // Newton-Raphson step. Where the estimate breaks down (a zero, subnormal or infinite denominator,
 // a quotient past FLT_MAX) the lanes must still get what a true division gives, next to ordinary
 // lanes in the same vector, in the body and in the tail.
@@ -290,7 +290,7 @@ TEST(Adam, DenominatorsTheReciprocalCannotTakeGetTheDivision) {
   }
 }
 
-// Issue #4: the copy is written with non-temporal stores, which need aligned addresses, so a copy
+// The copy is written with non-temporal stores, which need aligned addresses, so a copy
 // buffer that is not aligned has its first elements peeled into a partial block. Wherever the
 // copy starts, every result must be bitwise the one of an aligned copy.
 TEST(Adam, CopyAtAnyAlignmentGivesTheAlignedResults) {

@@ -1,6 +1,6 @@
-// Issue 7, "Memory": the per-tier peaks of a run agree with `strata estimate` for the same model
-// and config within 10%. Each case trains a tiny GPT for two steps on the host device, reads
-// Engine::memory_use(), and holds it against estimate_row() for the same config and shape.
+// The per-tier peaks of a run agree with `strata estimate` for the same model and config within
+// 10%. Each case trains a tiny GPT for two steps on the host device, reads Engine::memory_use(),
+// and holds it against estimate_row() for the same config and shape.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -53,7 +53,7 @@ class SwapDirectory {
   std::filesystem::path path_;
 };
 
-// The tiny GPT of the issue's check (2 blocks, d_model 64, micro-batch 2) in bf16 with AdamW;
+// A tiny GPT (2 blocks, d_model 64, micro-batch 2) in bf16 with AdamW;
 // `zero` is the zero_optimization section.
 Config tiny_config(const std::string& zero, const std::string& extra = "") {
   std::string text = R"({
@@ -336,7 +336,7 @@ std::vector<DepthRun> everything_on_nvme_at_two_depths(const SwapDirectory& swap
   return runs;
 }
 
-// Issue 14: with parameters, gradients and optimizer states on NVMe, CPU memory holds buffers
+// With parameters, gradients and optimizer states on NVMe, CPU memory holds buffers
 // whose sizes the config sets (the pools, one sub-group, one module shard), not the model: three
 // times the blocks, the same CPU bytes, measured and estimated.
 TEST(EstimateAgreement, EverythingOnNvmeHoldsTheSameCpuBytesForABiggerModel) {
@@ -384,7 +384,7 @@ class LlamaConfigJson {
   std::filesystem::path path_;
 };
 
-// Issue 18: the host does not wait for the device to allocate. Device memory released in stream
+// The host does not wait for the device to allocate. Device memory released in stream
 // order is reused by the next module of its size at once, or fresh memory is taken beside it;
 // only where the budget (here exactly the estimate) has no room beside the released buffers does
 // an allocation wait: at most twice a step for 2 blocks as for 6, and the peak in stream order is
@@ -402,7 +402,7 @@ TEST(EstimateAgreement, AStepWaitsForTheDeviceAFewTimesWhateverItsDepth) {
     EXPECT_LE(count, 2);
 }
 
-// Issue 18: at a budget with room for the step's arena (the estimate's step peak plus one largest
+// At a budget with room for the step's arena (the estimate's step peak plus one largest
 // buffer), the step's buffers all come from the arena reserved before it: from the first step on,
 // a step takes no device memory and never waits for the device, and its peak in stream order is
 // still the estimate to the byte. At stage 3 on NVMe and releasing every module, at stage 2 with

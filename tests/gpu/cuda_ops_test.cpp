@@ -1,4 +1,4 @@
-// The CUDA backend's ops against the host backend's on random inputs (issue #8): every op of
+// The CUDA backend's ops against the host backend's on random inputs: every op of
 // gpu::Ops, forward and backward, run on both devices from the same data and compared. Casts,
 // fills, residuals and accumulation must match bit for bit; the rest within fp32 rounding of
 // differently ordered sums (the CUDA matmuls are fp32 cuBLAS without TF32). A NaN on one side

@@ -161,6 +161,32 @@ TEST(HfGpt2, ShardsOfAnIndexLoadAsOne) {
   EXPECT_EQ(loaded_masters(folder.path), expected_masters(state, "transformer.", exact));
 }
 
+// A shard an interrupted download left out: the refusal names the file and what it holds.
+TEST(HfGpt2, AMissingShardIsRefusedNamingItsTensors) {
+  Folder folder("shard-missing");
+  folder.write("config.json", gpt2_config_json());
+  const auto state = gpt2_state("transformer.");
+  std::map<std::string, Tensor> first;
+  nlohmann::json map = nlohmann::json::object();
+  std::size_t in_second = 0;
+  for (const auto& [name, tensor] : state) {
+    const bool early = name.find("h.1.") == std::string::npos;
+    if (early) first[name] = tensor;
+    in_second += early ? 0 : 1;
+    map[name] = early ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
+  }
+  write_safetensors(folder.path / "model-00001-of-00002.safetensors", first, "F32");
+  folder.write("model.safetensors.index.json",
+               nlohmann::json{{"metadata", {{"total_size", 0}}}, {"weight_map", map}}.dump());
+  const std::string text = refusal(folder.path);
+  EXPECT_THAT(text, HasSubstr((folder.path / "model-00002-of-00002.safetensors").string() +
+                              ": no such file"));
+  EXPECT_THAT(text, HasSubstr(fmt::format("maps {} tensors to it", in_second)));
+  EXPECT_THAT(text,
+              HasSubstr("(\"transformer.h.1.attn.bias\", \"transformer.h.1.attn.c_attn.bias\", "));
+  EXPECT_THAT(text, HasSubstr("all 2 shard files"));
+}
+
 TEST(HfGpt2, AMissingTensorIsRefusedNamingIt) {
   Folder folder("missing");
   folder.write("config.json", gpt2_config_json());

@@ -1,18 +1,24 @@
 // `strata train` killed with SIGKILL while it saves, as a crash or the OOM killer ends it: after
 // every kill `latest` names a checkpoint that `strata ckpt inspect --verify` passes and that a
-// run resumes from. The short version of scripts/ckpt_kill_loop.sh (100 kills) for the suite.
+// run resumes from. Each kill lands in a save: the moment the save's partial directory appears
+// (inotify tells), not a time picked from the clock. The short version of
+// scripts/ckpt_kill_loop.sh (100 kills at random times) for the suite.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/inotify.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
+#include <array>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
-#include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -25,7 +31,6 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-constexpr std::uint32_t kSeed = 20250101;
 constexpr int kKills = 5;
 constexpr std::int64_t kSteps = 1000000;  // never reached: every run is killed
 
@@ -66,15 +71,55 @@ std::int64_t latest_step(const fs::path& save) {
   return std::stoll(tag.substr(std::string("global_step").size()));
 }
 
-// Progress prints this for every step (steps_per_print 1) before the step's save begins.
-std::string step_line(std::int64_t step) {
-  return fmt::format("step {:5d}/{} |", step, kSteps);
+// Watches a directory for entries created in it or moved into it (inotify), so that a test can
+// act the moment one appears instead of polling or sleeping.
+class DirectoryWatch {
+ public:
+  explicit DirectoryWatch(const fs::path& directory)
+      : fd_(::inotify_init1(IN_CLOEXEC | IN_NONBLOCK)) {
+    if (fd_ < 0 || ::inotify_add_watch(fd_, directory.c_str(), IN_CREATE | IN_MOVED_TO) < 0)
+      throw std::runtime_error(
+          fmt::format("inotify on {}: {}", directory.string(), std::strerror(errno)));
+  }
+  ~DirectoryWatch() { ::close(fd_); }
+  DirectoryWatch(const DirectoryWatch&) = delete;
+  DirectoryWatch& operator=(const DirectoryWatch&) = delete;
+
+  // Waits until an entry named `name` is created (true), or `timeout` passes (false).
+  bool wait_for(const std::string& name, std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    alignas(inotify_event) std::array<char, 4096> buffer{};
+    for (;;) {
+      const ssize_t got = ::read(fd_, buffer.data(), buffer.size());
+      for (ssize_t at = 0; at < got;) {
+        const auto* event = reinterpret_cast<const inotify_event*>(buffer.data() + at);
+        if (event->len > 0 && name == event->name) return true;
+        at += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
+      }
+      if (got > 0) continue;
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      pollfd ready{fd_, POLLIN, 0};
+      ::poll(&ready, 1, static_cast<int>(left.count()));
+    }
+  }
+
+ private:
+  int fd_;
+};
+
+// The directory a save of `step` writes into until it is complete
+// (engine/checkpoint/save_directory.h).
+std::string partial_name(std::int64_t step) {
+  return fmt::format(".global_step{}.partial", step);
 }
 
 class CkptKill : public ::testing::Test {
  protected:
   CkptKill() {
     fs::create_directory(swap_);
+    fs::create_directory(save_);
     config_ = dir_.write("config.json", config_json(swap_));
   }
 
@@ -94,15 +139,6 @@ class CkptKill : public ::testing::Test {
             (dir_.path() / "out").string()};
   }
 
-  // A partial directory is there: the kill ended a save. Any stale one an earlier kill left was of
-  // tag before+1, which this run saved again, removing it.
-  bool saving_when_killed() const {
-    for (const fs::directory_entry& entry : fs::directory_iterator(save_)) {
-      if (entry.path().filename().string().ends_with(".partial")) return true;
-    }
-    return false;
-  }
-
   TempDir dir_;
   fs::path swap_ = dir_.path() / "swap";
   fs::path save_ = dir_.path() / "ckpt";
@@ -110,41 +146,30 @@ class CkptKill : public ::testing::Test {
 };
 
 TEST_F(CkptKill, LatestVerifiesAndResumesAfterEveryKillMidSave) {
-  std::mt19937 random(kSeed);
-  std::uniform_real_distribution<double> fraction(0.0, 1.0);
   int kills_mid_save = 0;
   for (int kill = 1; kill <= kKills; ++kill) {
-    SCOPED_TRACE(fmt::format("kill {} of {}, seed {}", kill, kKills, kSeed));
+    SCOPED_TRACE(fmt::format("kill {} of {}", kill, kKills));
     const std::int64_t before = latest_step(save_);
     std::vector<std::string> arguments = train_arguments(kSteps);
     if (before > 0) arguments.insert(arguments.end(), {"--resume", save_.string()});
+    // The run saves every step: step before+1's save completes, then step before+2's begins by
+    // making its partial directory, and is killed at once, while it writes its states.
+    DirectoryWatch watch(save_);
     SpawnedStrata child(arguments);
-    // The run saves step before+1 between the lines of steps before+1 and before+2, and step
-    // before+2 right after its line: the time between the lines is a save and a step, and a kill
-    // a random fraction of it after the second line lands in the second save most of the time.
-    ASSERT_TRUE(child.wait_for_output(step_line(before + 1), std::chrono::seconds(120)))
+    ASSERT_TRUE(watch.wait_for(partial_name(before + 2), std::chrono::seconds(120)))
         << child.out() << child.err();
-    const auto first = std::chrono::steady_clock::now();
-    ASSERT_TRUE(child.wait_for_output(step_line(before + 2), std::chrono::seconds(120)))
-        << child.out() << child.err();
-    const auto period = std::chrono::steady_clock::now() - first;
-    const auto delay =
-        std::chrono::duration_cast<std::chrono::milliseconds>(period * fraction(random));
-    // Waits for the save to end (the next step's line) or for the delay, whichever comes first.
-    static_cast<void>(child.wait_for_output(step_line(before + 3), delay));
     child.signal(SIGKILL);
     RunResult result = child.wait(std::chrono::seconds(120));
     ASSERT_EQ(result.exit_status, 128 + SIGKILL) << result.err;
-    if (saving_when_killed()) ++kills_mid_save;
+    if (fs::exists(save_ / partial_name(before + 2))) ++kills_mid_save;
 
-    // Step before+1's save ended before step before+2's line: latest is at least that.
-    const std::int64_t after = latest_step(save_);
-    EXPECT_GE(after, before + 1);
-    EXPECT_TRUE(fs::exists(save_ / fmt::format("global_step{}", after) / "manifest.json"));
+    // The kill left step before+2's save partial: latest is step before+1's, whole.
+    EXPECT_EQ(latest_step(save_), before + 1);
+    EXPECT_TRUE(fs::exists(save_ / fmt::format("global_step{}", before + 1) / "manifest.json"));
     RunResult verify = run_strata({"ckpt", "inspect", save_.string(), "--verify"});
     ASSERT_EQ(verify.exit_status, 0) << verify.out << verify.err;
   }
-  std::cout << fmt::format("{} kills, {} mid-save (seed {})\n", kKills, kills_mid_save, kSeed);
+  EXPECT_EQ(kills_mid_save, kKills);
 
   // One more step from latest, to a clean exit: the resume loads it and the swap files every
   // killed run left are gone.

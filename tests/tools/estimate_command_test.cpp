@@ -1,5 +1,6 @@
 // `strata estimate`, run as a user runs it: one JSON row per stage/offload choice with strata's
 // and DeepSpeed's numbers, the config's sizes and model shape taken in, every mistake refused.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -8,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "gpu/device_query.h"
+#include "gpu/host/host_device.h"
 #include "models/gpt/gpt_activations.h"
 #include "tests/tools/run_strata.h"
 
@@ -140,6 +143,40 @@ TEST(EstimateCommand, ModelShapeAndSizesComeFromTheConfig) {
             models::GptActivations::bytes_needed({2, 4, 64, 32, 256, 2}, false));
   // strata.device_memory_budget (1 MiB) is the GPU this tiny model still exceeds
   EXPECT_EQ(z3_nn->at("fits"), false);
+}
+
+// Where `strata train` runs on the host backend, estimate judges against the device train gets:
+// the emulated GPU of the configured budget, or of half the RAM when the config sets none.
+TEST(EstimateCommand, OnTheHostBackendTheGpuIsTheBudgetTrainGets) {
+  const gpu::GpuInventory inventory = gpu::query_gpus();
+  if (!inventory.gpus.empty() && inventory.probe_kernel_ran)
+    GTEST_SKIP() << "train runs on " << inventory.gpus.front().name
+                 << " here, not the host backend";
+  TempDir dir;
+  const std::filesystem::path unset = dir.write(
+      "unset.json", R"({"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2}})");
+  RunResult text = run_strata({"estimate", "--params", "100M", "--config", unset.string()});
+  ASSERT_EQ(text.exit_status, 0) << text.err;
+  const double half_ram_gib =
+      static_cast<double>(gpu::host::default_host_budget_bytes()) / (1024.0 * 1024.0 * 1024.0);
+  EXPECT_NE(text.out.find(fmt::format("this machine: GPU {:.2f} GiB (the host backend's emulated "
+                                      "GPU: half the RAM",
+                                      half_ram_gib)),
+            std::string::npos)
+      << text.out;
+  for (const nlohmann::json& row : estimate_json({"--params", "100M", "--config", unset.string()}))
+    EXPECT_TRUE(row.at("fits").is_boolean()) << row.dump();
+
+  const std::filesystem::path set =
+      dir.write("set.json",
+                R"({"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2},
+                  "strata": {"device_memory_budget": "3GiB"}})");
+  RunResult budget = run_strata({"estimate", "--params", "100M", "--config", set.string()});
+  ASSERT_EQ(budget.exit_status, 0) << budget.err;
+  EXPECT_NE(budget.out.find("GPU 3.00 GiB (the host backend's emulated GPU: "
+                            "strata.device_memory_budget)"),
+            std::string::npos)
+      << budget.out;
 }
 
 TEST(EstimateCommand, ActivationCheckpointingFollowsTheConfigOrTheFlag) {

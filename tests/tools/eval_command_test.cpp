@@ -99,6 +99,75 @@ TEST(EvalCommand, ACheckpointsWeightsScoreBetterThanFreshOnes) {
   EXPECT_LT(after["loss"].get<double>(), before["loss"].get<double>() - 1.0);
 }
 
+// Without --checkpoint, a model from_pretrained is evaluated with the folder's weights, and the
+// output names that folder, in the text and in the JSON.
+TEST(EvalCommand, PretrainedWeightsAreNamedByTheirFolder) {
+  TempDir dir;
+  const std::filesystem::path data = token_file(dir, "train.bin", 2001);
+  const std::string data_json =
+      fmt::format(R"({{"path": "{}", "dtype": "uint16"}})", data.string());
+  const std::filesystem::path config = dir.write("config.json", config_json(2, 1, data_json));
+  ASSERT_EQ(run_strata({"train", "--config", config.string(), "--steps", "2", "--save-dir",
+                        (dir.path() / "ckpt").string(), "--out", (dir.path() / "out").string()})
+                .exit_status,
+            0);
+  const std::filesystem::path hf = dir.path() / "hf";
+  ASSERT_EQ(run_strata({"ckpt", "export", (dir.path() / "ckpt").string(), "--hf", hf.string()})
+                .exit_status,
+            0);
+  const std::filesystem::path from_hf =
+      dir.write("from_hf.json", fmt::format(R"({{"train_micro_batch_size_per_gpu": 2,
+  "strata": {{"model": {{"from_pretrained": "{}"}}, "data": {}}}}})",
+                                            hf.string(), data_json));
+  const std::string named = hf.string() + " (strata.model.from_pretrained)";
+  RunResult json = run_strata({"eval", "--config", from_hf.string(), "--json"});
+  ASSERT_EQ(json.exit_status, 0) << json.err;
+  EXPECT_EQ(nlohmann::json::parse(json.out)["weights"], named);
+  RunResult text = run_strata({"eval", "--config", from_hf.string()});
+  ASSERT_EQ(text.exit_status, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("weights  " + named));
+  EXPECT_THAT(text.out, ::testing::Not(HasSubstr("fresh weights")));
+}
+
+// --data is checked as strata.data is: a text file is refused for a model whose ids are its own
+// tokenizer's (a Hugging Face folder), with the fix.
+TEST(EvalCommand, TextDataForAPretrainedModelIsRefused) {
+  TempDir dir;
+  const std::filesystem::path data = token_file(dir, "train.bin", 2001);
+  const std::string data_json =
+      fmt::format(R"({{"path": "{}", "dtype": "uint16"}})", data.string());
+  const std::filesystem::path config = dir.write("config.json", config_json(2, 1, data_json));
+  ASSERT_EQ(run_strata({"train", "--config", config.string(), "--steps", "1", "--save-dir",
+                        (dir.path() / "ckpt").string(), "--out", (dir.path() / "out").string()})
+                .exit_status,
+            0);
+  const std::filesystem::path hf = dir.path() / "hf";
+  ASSERT_EQ(run_strata({"ckpt", "export", (dir.path() / "ckpt").string(), "--hf", hf.string()})
+                .exit_status,
+            0);
+  // No strata.data: its dtype would make --data a raw array rather than text.
+  const std::filesystem::path from_hf =
+      dir.write("from_hf.json", fmt::format(R"({{"train_micro_batch_size_per_gpu": 2,
+  "strata": {{"model": {{"from_pretrained": "{}"}}}}}})",
+                                            hf.string()));
+  // Digits and spaces: every byte is below the vocabulary of 64, so only the tokenizer refuses.
+  std::string digits;
+  for (int i = 0; i < 400; ++i)
+    digits += "0123456789 ";
+  const std::filesystem::path text = dir.write("notes.txt", digits);
+  RunResult result = run_strata({"eval", "--config", from_hf.string(), "--data", text.string()});
+  EXPECT_EQ(result.exit_status, 2) << result.err;
+  EXPECT_THAT(result.err, HasSubstr(text.string() + " is read as text"));
+  EXPECT_THAT(result.err, HasSubstr("fix: make a token file with the model's tokenizer"));
+}
+
+// --help gives each option's text whole: --config's ends by naming its default.
+TEST(EvalCommand, HelpNamesTheConfigsDefault) {
+  RunResult help = run_strata({"eval", "--help"});
+  ASSERT_EQ(help.exit_status, 0) << help.err;
+  EXPECT_THAT(help.out, HasSubstr("(default: the built-in demo)"));
+}
+
 TEST(EvalCommand, AFileShorterThanOneWindowIsRefused) {
   TempDir dir;
   const std::filesystem::path data = token_file(dir, "short.bin", 8);
@@ -152,106 +221,6 @@ TEST(TrainCommand, ABadDataDtypeOrOrderNamesTheKey) {
                 HasSubstr(data.find("dtype") != std::string::npos ? "strata.data.dtype"
                                                                   : "strata.data.order"));
   }
-}
-
-}  // namespace
-}  // namespace strata::tools::testing
-
-namespace strata::tools::testing {
-namespace {
-
-// A checkpoint exported as a Hugging Face folder (sharded by a small --max-shard-size) and
-// loaded back with from_pretrained is the same model: the same loss on the same windows, to the
-// bit in fp32. The built-in shape keys become GPT2Config's.
-TEST(CkptExportHf, AnExportedFolderLoadsBackAsTheSameModel) {
-  TempDir dir;
-  const std::filesystem::path data = token_file(dir, "train.bin", 2001);
-  const std::string data_json =
-      fmt::format(R"({{"path": "{}", "dtype": "uint16"}})", data.string());
-  const std::filesystem::path config = dir.write("config.json", config_json(2, 1, data_json));
-  ASSERT_EQ(run_strata({"train", "--config", config.string(), "--steps", "5", "--save-dir",
-                        (dir.path() / "ckpt").string(), "--out", (dir.path() / "out").string()})
-                .exit_status,
-            0);
-  const std::filesystem::path hf = dir.path() / "hf";
-  RunResult exported = run_strata({"ckpt", "export", (dir.path() / "ckpt").string(), "--hf",
-                                   hf.string(), "--max-shard-size", "4K"});
-  ASSERT_EQ(exported.exit_status, 0) << exported.err;
-  EXPECT_TRUE(std::filesystem::exists(hf / "model.safetensors.index.json"));
-  EXPECT_TRUE(std::filesystem::exists(hf / "model-00007-of-00007.safetensors")) << exported.out;
-  const nlohmann::json hf_config = nlohmann::json::parse(std::ifstream(hf / "config.json"));
-  EXPECT_EQ(hf_config["model_type"], "gpt2");
-  EXPECT_EQ(hf_config["n_embd"], 16);
-  EXPECT_EQ(hf_config["n_positions"], 8);
-
-  const std::filesystem::path from_hf =
-      dir.write("from_hf.json", fmt::format(R"({{
-  "train_micro_batch_size_per_gpu": 2,
-  "zero_optimization": {{"stage": 3, "offload_param": {{"device": "cpu"}},
-                        "offload_optimizer": {{"device": "cpu"}}}},
-  "strata": {{"model": {{"from_pretrained": "{}"}}, "data": {}}}
-}})",
-                                            hf.string(), data_json));
-  RunResult original = run_strata({"eval", "--config", config.string(), "--checkpoint",
-                                   (dir.path() / "ckpt").string(), "--json"});
-  RunResult loaded = run_strata({"eval", "--config", from_hf.string(), "--json"});
-  ASSERT_EQ(original.exit_status, 0) << original.err;
-  ASSERT_EQ(loaded.exit_status, 0) << loaded.err;
-  EXPECT_EQ(nlohmann::json::parse(loaded.out)["loss"], nlohmann::json::parse(original.out)["loss"]);
-}
-
-}  // namespace
-}  // namespace strata::tools::testing
-
-namespace strata::tools::testing {
-namespace {
-
-// A Llama-family model built from a config.json with fresh weights trains, exports as an HF
-// folder (its config.json kept from the checkpoint's manifest) and loads back as the same model.
-TEST(CkptExportHf, ALlamaFromConfigJsonTrainsExportsAndLoadsBack) {
-  TempDir dir;
-  const std::filesystem::path data = token_file(dir, "train.bin", 2001);
-  const std::string data_json =
-      fmt::format(R"({{"path": "{}", "dtype": "uint16"}})", data.string());
-  std::filesystem::create_directories(dir.path() / "llama");
-  const std::filesystem::path hf_config = dir.write("llama/config.json", R"({
-    "model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4,
-    "num_key_value_heads": 2, "hidden_size": 16, "intermediate_size": 32, "vocab_size": 64,
-    "max_position_embeddings": 64, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
-    "tie_word_embeddings": false})");
-  const std::filesystem::path config =
-      dir.write("config.json", fmt::format(R"({{
-  "train_micro_batch_size_per_gpu": 2,
-  "optimizer": {{"type": "AdamW", "params": {{"lr": 1e-2}}}},
-  "strata": {{"model": {{"config": "{}", "seq_len": 8}}, "data": {}, "seed": 3}}
-}})",
-                                           hf_config.string(), data_json));
-  RunResult trained =
-      run_strata({"train", "--config", config.string(), "--steps", "20", "--save-dir",
-                  (dir.path() / "ckpt").string(), "--out", (dir.path() / "out").string()});
-  ASSERT_EQ(trained.exit_status, 0) << trained.err;
-  EXPECT_THAT(trained.out, HasSubstr("llama, "));
-  const std::filesystem::path hf = dir.path() / "hf";
-  RunResult exported =
-      run_strata({"ckpt", "export", (dir.path() / "ckpt").string(), "--hf", hf.string()});
-  ASSERT_EQ(exported.exit_status, 0) << exported.err;
-  const nlohmann::json written = nlohmann::json::parse(std::ifstream(hf / "config.json"));
-  EXPECT_EQ(written["model_type"], "llama");
-  EXPECT_EQ(written["num_key_value_heads"], 2);
-
-  const std::filesystem::path from_hf =
-      dir.write("from_hf.json", fmt::format(R"({{"train_micro_batch_size_per_gpu": 2,
-  "strata": {{"model": {{"from_pretrained": "{}", "seq_len": 8}}, "data": {}}}}})",
-                                            hf.string(), data_json));
-  RunResult fresh = run_strata({"eval", "--config", config.string(), "--json"});
-  RunResult original = run_strata({"eval", "--config", config.string(), "--checkpoint",
-                                   (dir.path() / "ckpt").string(), "--json"});
-  RunResult loaded = run_strata({"eval", "--config", from_hf.string(), "--json"});
-  ASSERT_EQ(original.exit_status, 0) << original.err;
-  ASSERT_EQ(loaded.exit_status, 0) << loaded.err;
-  const double trained_loss = nlohmann::json::parse(original.out)["loss"].get<double>();
-  EXPECT_EQ(nlohmann::json::parse(loaded.out)["loss"].get<double>(), trained_loss);
-  EXPECT_LT(trained_loss, nlohmann::json::parse(fresh.out)["loss"].get<double>() - 0.5);
 }
 
 }  // namespace

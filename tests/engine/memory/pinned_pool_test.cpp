@@ -2,10 +2,14 @@
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <atomic>
-#include <chrono>
 #include <cstdint>
+#include <fstream>
+#include <functional>
+#include <future>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -20,6 +24,66 @@ std::unique_ptr<gpu::Device> host_device() {
   options.memory_budget_bytes = 64 << 20;
   return gpu::create_host_device(options);
 }
+
+// What the kernel says of a thread of this process (/proc/self/task/TID/status): whether it is
+// asleep, and how many times it has blocked (voluntary_ctxt_switches).
+struct ThreadState {
+  bool asleep = false;
+  std::int64_t blocked_times = 0;
+};
+
+ThreadState thread_state(pid_t tid) {
+  std::ifstream status("/proc/self/task/" + std::to_string(tid) + "/status");
+  ThreadState state;
+  std::string line;
+  while (std::getline(status, line)) {
+    // "State:\tS (sleeping)"
+    if (line.starts_with("State:")) {
+      const std::size_t letter = line.find_first_not_of(" \t", 6);
+      state.asleep = letter != std::string::npos && line[letter] == 'S';
+    }
+    if (line.starts_with("voluntary_ctxt_switches:"))
+      state.blocked_times = std::stoll(line.substr(line.find(':') + 1));
+  }
+  return state;
+}
+
+// A thread that calls `acquire` (which sets `got` once it returns), and the means to tell, without
+// a sleep, that it is blocked in it: the kernel reports it asleep, having blocked more than
+// `blocked_before` times. Broken code that returns sets `got` instead, which ends the wait too.
+class Waiter {
+ public:
+  explicit Waiter(std::function<void()> acquire)
+      : thread_([this, acquire = std::move(acquire)] {
+          tid_.set_value(::gettid());
+          acquire();
+          got_ = true;
+        }),
+        tid_value_(tid_.get_future().get()) {}
+  ~Waiter() {
+    if (thread_.joinable()) thread_.join();
+  }
+
+  // Returns once the thread has returned from acquire or sleeps in it after more than
+  // `blocked_before` blocks; then tells whether it got a buffer.
+  bool got_after_it_blocked(std::int64_t blocked_before = -1) const {
+    for (;;) {
+      if (got_) return true;
+      const ThreadState state = thread_state(tid_value_);
+      if (state.asleep && state.blocked_times > blocked_before) return got_;
+      std::this_thread::yield();
+    }
+  }
+  std::int64_t blocked_times() const { return thread_state(tid_value_).blocked_times; }
+  bool got() const { return got_; }
+  void join() { thread_.join(); }
+
+ private:
+  std::promise<pid_t> tid_;
+  std::atomic<bool> got_{false};
+  std::thread thread_;
+  pid_t tid_value_;
+};
 
 TEST(PinnedPool, BuffersAreAlignedDistinctAndPinned) {
   auto device = host_device();
@@ -62,16 +126,11 @@ TEST(PinnedPool, AcquireWaitsUntilABufferIsGivenBack) {
   auto device = host_device();
   PinnedPool pool(*device, 1, 4096);
   PinnedPool::Lease held = pool.acquire();
-  std::atomic<bool> got{false};
-  std::thread waiter([&] {
-    PinnedPool::Lease lease = pool.acquire();
-    got = true;
-  });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  EXPECT_FALSE(got.load());
+  Waiter waiter([&] { PinnedPool::Lease lease = pool.acquire(); });
+  EXPECT_FALSE(waiter.got_after_it_blocked()) << "acquire returned while every buffer was lent";
   held.release();
   waiter.join();
-  EXPECT_TRUE(got.load());
+  EXPECT_TRUE(waiter.got());
   EXPECT_EQ(pool.in_use(), 0);
 }
 
@@ -202,17 +261,16 @@ TEST(PinnedPool, AcquireOnAShelfWaitsForThatShelf) {
   const PinnedPool::Shelf two = pool.reserve(1, 4096, {.pin_memory = false, .what = "two"});
   pool.open();
   PinnedPool::Lease held = pool.acquire(one);
-  std::atomic<bool> got = false;
-  std::thread waiter([&] {
-    PinnedPool::Lease lease = pool.acquire(one);
-    got = true;
-  });
-  { PinnedPool::Lease other = pool.acquire(two); }  // given back: the waiter on `one` stays asleep
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  EXPECT_FALSE(got.load());
+  Waiter waiter([&] { PinnedPool::Lease lease = pool.acquire(one); });
+  ASSERT_FALSE(waiter.got_after_it_blocked()) << "acquire returned while `one` was all lent";
+  const std::int64_t blocked = waiter.blocked_times();
+  // Given back, `two`'s buffer wakes every waiter (one condition variable): the waiter on `one`
+  // wakes, finds its shelf still lent, and blocks again.
+  { PinnedPool::Lease other = pool.acquire(two); }
+  EXPECT_FALSE(waiter.got_after_it_blocked(blocked)) << "woken by another shelf's buffer";
   held.release();
   waiter.join();
-  EXPECT_TRUE(got.load());
+  EXPECT_TRUE(waiter.got());
 }
 
 // Two page-locked shelves that fit the limit apart but not together: the refusal names both.

@@ -1,10 +1,10 @@
-// Issue 14's compressed optimizer states through the real Engine: with
-// bf16.bf16_master_weights_and_grads the offloaded optimizer keeps its master weights and the
-// gradients in bf16, with bf16_optimizer_states its moments too (DeepSpeed's meaning of the two
-// keys). The swap files shrink by the bytes the estimate says; the run trains near the fp32-state
-// run (bf16 rounds each stored state to 8 significant bits, so not to the bit: the tolerances are
-// the measured gap with room); a checkpoint of bf16 states (saved as fp32, which holds every bf16
-// exactly) resumes bit for bit, and loads into an fp32-state run.
+// Compressed optimizer states through the real Engine: with bf16.bf16_master_weights_and_grads
+// the offloaded optimizer keeps its master weights and the gradients in bf16, with
+// bf16_optimizer_states its moments too (DeepSpeed's meaning of the two keys). The swap files
+// shrink by the bytes the estimate says; the run trains near the fp32-state run (bf16 rounds each
+// stored state to 8 significant bits, so not to the bit: the tolerances are the measured gap with
+// room); a checkpoint of bf16 states (saved as fp32, which holds every bf16 exactly) resumes bit
+// for bit, and loads into an fp32-state run.
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
-// ZeRO stages 1-3, with and without offload, learn what stage 0 on one rank learns (issue 7,
-// "How it is shown", (a)-(e)): the same tiny GPT, data and seed, 30 steps, bf16, AdamW, gradient
-// clipping 1.0. The reference (a) is stage 0 with nothing offloaded on a world of one, run at
-// world_size x the micro-batch, so that its one batch holds exactly the rows that the ranks'
-// micro-batches hold together (zero_test_util.h says how the rows are cut).
+// ZeRO stages 1-3, with and without offload, learn what stage 0 on one rank learns (cases
+// (a)-(e) below): the same tiny GPT, data and seed, 30 steps, bf16, AdamW, gradient clipping 1.0.
+// The reference (a) is stage 0 with nothing offloaded on a world of one, run at world_size x the
+// micro-batch, so that its one batch holds exactly the rows that the ranks' micro-batches hold
+// together (zero_test_util.h says how the rows are cut).
 //
 // Tolerances: per step, |loss - reference| <= tolerance x |reference| (the gradient norm: 10 x
 // tolerance, see expect_losses_near); final master parameters, |p - reference| <= tolerance x max
@@ -176,8 +176,7 @@ TEST(ZeroEquivalence, Stage3OnNvmeWithDefaultsAndOneNvmePathForAllRanksMatchesSt
     ADD_FAILURE() << "swap file left after the engine was destroyed: " << file;
 }
 
-// (d): stages 1 and 2 with the optimizer on CPU (the issue asks for 2 ranks; every world size
-// runs it).
+// (d): stages 1 and 2 with the optimizer on CPU, at every world size the suite runs.
 TEST(ZeroEquivalence, Stage1And2WithOptimizerOnCpuMatchStage0) {
   for (int stage : {1, 2}) {
     SCOPED_TRACE("stage " + std::to_string(stage));

@@ -247,7 +247,7 @@ void expect_losses_near(const TrainedRun& run, const TrainedRun& reference, doub
         << "grad_norm of step " << i + 1 << " (relative error "
         << std::abs(got.grad_norm - expected.grad_norm) / std::abs(expected.grad_norm) << ")";
   }
-  // The equivalence figures for the closing note (--gtest_output=xml:FILE keeps them).
+  // The worst error, as a test property (--gtest_output=xml:FILE keeps it).
   ::testing::Test::RecordProperty("worst_loss_relative_error", scientific(worst));
 }
 

@@ -1,6 +1,6 @@
 #pragma once
 
-// The harness of the ZeRO tests (issue 7, "How it is shown"): a tiny GPT trained on one fixed
+// The harness of the ZeRO tests: a tiny GPT trained on one fixed
 // global batch per step, cut across ranks and micro-batches the same way whatever the stage, so
 // that a run at any stage, offload and world size can be compared with stage 0 on one rank.
 

@@ -1,5 +1,5 @@
-// Stage 3's collectives against the theory, from the Comm's counters (issue 7: "bytes
-// all-gathered per step at stage 3 match the theory"), and stage 3 with everything on NVMe under a
+// Stage 3's collectives against the theory, from the Comm's counters (the bytes all-gathered per
+// step at stage 3 are what the partitioning implies), and stage 3 with everything on NVMe under a
 // device budget smaller than the model states.
 
 #include <gtest/gtest.h>

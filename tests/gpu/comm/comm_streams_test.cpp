@@ -1,12 +1,13 @@
 // Collectives as stream work: FIFO order on a stream, order across streams of one Comm, overlap
 // with the compute stream (shown with events and futures, never sleeps), the traffic counters,
-// errors on the stream, and a Comm destroyed with work queued.
+// errors on the stream, a Comm destroyed with work queued, and a barrier beside queued work.
 
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <future>
 #include <stdexcept>
+#include <vector>
 
 #include "tests/gpu/comm/comm_test_util.h"
 
@@ -195,11 +196,37 @@ TEST_F(CommTest, DestroyingACommWaitsForItsQueuedCollectives) {
   comm_ = create_comm(test_world(), *device_);
 }
 
-TEST_F(CommTest, BarrierReturnsOnEveryRank) {
-  for (int i = 0; i < 3; ++i)
-    comm_->barrier();
-  test_world().barrier();
-  SUCCEED();
+// barrier() blocks the calling thread only, not the streams, and waits for no queued collective:
+// with a collective held back on the comm stream on every rank, three barriers still return on
+// every rank (a barrier that waited for the stream would time out here instead of hanging), they
+// move nothing the counters count, and the held collective then runs and pairs across the ranks
+// as if no barrier had come between.
+TEST_F(CommTest, BarrierReturnsWhileACollectiveIsQueuedAndLeavesItWhole) {
+  const std::int64_t count = 300;
+  DeviceBuffer data = upload(make_input(DataType::float32, rank(), count, 60));
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  stream_->launch([released] { released.wait(); });
+  comm_->all_reduce(*stream_, data.data(), count, DataType::float32, ReduceOp::sum);
+  comm_->reset_counters();
+
+  std::future<void> barriers = std::async(std::launch::async, [this] {
+    for (int i = 0; i < 3; ++i)
+      comm_->barrier();
+  });
+  const bool returned = barriers.wait_for(overlap_timeout) == std::future_status::ready;
+  EXPECT_TRUE(returned) << "barrier() waited for the collective queued on the comm stream";
+  for (CollectiveKind kind : {CollectiveKind::all_gather, CollectiveKind::reduce_scatter,
+                              CollectiveKind::all_reduce, CollectiveKind::broadcast}) {
+    EXPECT_EQ(comm_->counters()[kind].calls, 0) << to_string(kind);
+  }
+  release.set_value();
+  barriers.get();
+  std::vector<Bytes> inputs;
+  for (int r = 0; r < world_size(); ++r)
+    inputs.push_back(make_input(DataType::float32, r, count, 60));
+  EXPECT_EQ(download(data, count * 4),
+            reference_reduce(DataType::float32, ReduceOp::sum, inputs, 0, count));
 }
 
 }  // namespace

@@ -80,7 +80,7 @@ TEST(World, CommBackendFollowsTheWorldAndTheDevice) {
   EXPECT_EQ(choose_comm_backend(true, 4, DeviceKind::host), CommBackend::mpi);
   EXPECT_EQ(choose_comm_backend(true, 1, DeviceKind::cuda), CommBackend::solo);
 #ifdef STRATA_HAVE_CUDA
-  // Several ranks on CUDA devices: NCCL (issue #8).
+  // Several ranks on CUDA devices: NCCL.
   EXPECT_EQ(choose_comm_backend(true, 4, DeviceKind::cuda), CommBackend::nccl);
 #else
   try {
