@@ -22,6 +22,7 @@
 #include "engine/zero/offload_options.h"
 #include "gpu/event.h"
 #include "gpu/ops.h"
+#include "gpu/pinned_limit.h"
 
 namespace strata::engine {
 
@@ -132,6 +133,21 @@ void check_supported(const Runtime& runtime, const Config& config, Model& model)
   }
 }
 
+// pin_memory beyond what this process may lock trains unpinned with one warning, or is refused
+// under strata.require_pinned_memory (zero::settle_pin_memory), before anything is allocated: the
+// need is the estimate's pinned terms, the number `strata estimate` prints.
+void settle_pinning(Config& config, Model& model, Runtime& runtime) {
+  if (!zero::pins_memory(config)) return;
+  EstimateInputs inputs = estimate_inputs_from_config(config, 0, 0, runtime.comm.world_size(), 1);
+  set_model(inputs, declare(model));
+  const EstimateRow row =
+      estimate_row(inputs, static_cast<int>(config.zero.stage), config.zero.offload_param.device,
+                   config.zero.offload_optimizer.device);
+  const std::optional<std::string> warning = zero::settle_pin_memory(
+      config, row.pinned_bytes_per_rank, runtime.device.pinned_bytes_in_use(), gpu::pinned_limit());
+  if (warning) base::logger("engine").warn("{}", *warning);
+}
+
 }  // namespace
 
 // The rollback window of an overlapped step: as many sub-groups as the swap buffers hold, at
@@ -151,6 +167,7 @@ std::int64_t Engine::State::overlap_window(const zero::OptimizerOffloadOptions& 
 }
 
 void Engine::State::build() {
+  settle_pinning(config, model, runtime);
   gpu::Device& device = runtime.device;
   const int rank = runtime.comm.rank();
   const std::int64_t partition = layout.partition_numel();

@@ -41,10 +41,14 @@ std::int64_t host_buffer(std::int64_t bytes) {
 
 // 1234567 -> "1,234,567", for the formulas.
 std::string grouped(std::int64_t value) {
-  std::string digits = std::to_string(value);
-  for (auto at = static_cast<std::ptrdiff_t>(digits.size()) - 3; at > 0; at -= 3)
-    digits.insert(static_cast<std::size_t>(at), ",");
-  return digits;
+  // Built forward rather than by insert(), which GCC 12's -Wrestrict misreads once inlined.
+  const std::string digits = std::to_string(value);
+  std::string out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && digits[i - 1] != '-' && (digits.size() - i) % 3 == 0) out.push_back(',');
+    out.push_back(digits[i]);
+  }
+  return out;
 }
 
 // Collects one rank's terms and sums them into a row.
@@ -770,28 +774,34 @@ FitVerdict check_fit(const EstimateRow& row, const MachineCapacity& capacity) {
                                      short_by(row.nvme_bytes, *capacity.nvme_free_bytes),
                                      capacity.nvme_path));
   }
+  // Pinning beyond the locked-memory limit does not stop a run: it trains unpinned (or, with
+  // strata.require_pinned_memory, refuses), so this is said beside the verdict, not as a shortfall.
+  std::string unpinned;
   if (capacity.memlock_bytes && row.pinned_bytes_per_rank > *capacity.memlock_bytes) {
-    shortfalls.push_back(
-        fmt::format("needs a locked-memory limit of {} per process (ulimit -l)",
-                    base::format_bytes(static_cast<double>(row.pinned_bytes_per_rank))));
+    unpinned = fmt::format(
+        "; pin_memory would lock {} per process, more than the locked-memory limit of {} (ulimit "
+        "-l): trains unpinned",
+        base::format_bytes(static_cast<double>(row.pinned_bytes_per_rank)),
+        base::format_bytes(static_cast<double>(*capacity.memlock_bytes)));
   }
   FitVerdict verdict;
   if (!shortfalls.empty()) {
     verdict.fits = false;
-    verdict.text = fmt::format("{}", fmt::join(shortfalls, "; "));
+    verdict.text = fmt::format("{}{}", fmt::join(shortfalls, "; "), unpinned);
     return verdict;
   }
   if (!capacity.gpu_bytes) {
     // The reason (capacity.gpu_unknown_reason) is said once, above the table.
-    verdict.text = "GPU memory unknown";
+    verdict.text = fmt::format("GPU memory unknown{}", unpinned);
     return verdict;
   }
   if (row.nvme_bytes > 0 && !capacity.nvme_free_bytes) {
-    verdict.text = fmt::format("NVMe space unknown ({} cannot be examined)", capacity.nvme_path);
+    verdict.text =
+        fmt::format("NVMe space unknown ({} cannot be examined){}", capacity.nvme_path, unpinned);
     return verdict;
   }
   verdict.fits = true;
-  verdict.text = "fits";
+  verdict.text = fmt::format("fits{}", unpinned);
   return verdict;
 }
 

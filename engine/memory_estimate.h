@@ -65,10 +65,10 @@ struct EstimateInputs {
   // offload_param
   std::int64_t param_buffer_count = 5;
   std::int64_t max_in_cpu = 1'000'000'000;  // elements
-  bool param_pin_memory = true;
+  bool param_pin_memory = false;
   // offload_optimizer
   std::int64_t optimizer_buffer_count = 4;
-  bool optimizer_pin_memory = true;
+  bool optimizer_pin_memory = false;
   // strata.overlap_optimizer with a step that clipping or an overflow check can change: the
   // rollback window (buffer_count sub-groups' prior values).
   bool overlap_rollback = false;
@@ -177,7 +177,8 @@ struct MachineCapacity {
   std::int64_t cpu_bytes = 0;                   // RAM usable by the job
   std::optional<std::int64_t> nvme_free_bytes;  // free space at the swap path
   std::string nvme_path;
-  std::optional<std::int64_t> memlock_bytes;  // RLIMIT_MEMLOCK per process; nullopt = no limit
+  // What a process may lock (gpu::PinnedLimit::lockable_bytes); nullopt = no limit.
+  std::optional<std::int64_t> memlock_bytes;
 };
 
 struct FitVerdict {

@@ -157,7 +157,7 @@ void choose_gpu_capacity(const EstimateOptions& options,
 void choose_host_capacity(const std::optional<engine::Config>& config, EstimatePlan& plan) {
   MemoryFacts memory = probe_memory();
   plan.capacity.cpu_bytes = memory.usable_bytes();
-  if (!memory.can_lock_any) plan.capacity.memlock_bytes = memory.memlock_limit_bytes;
+  plan.capacity.memlock_bytes = memory.pinned_limit.lockable_bytes();
   std::string path = std::filesystem::current_path().string();
   if (config) {
     for (const auto* offload : {&config->zero.offload_param, &config->zero.offload_optimizer}) {

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <hwloc.h>
 #include <liburing.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/sysinfo.h>
@@ -275,11 +274,7 @@ MemoryFacts probe_memory() {
     facts.available_bytes = static_cast<std::int64_t>(info.freeram) * info.mem_unit;
   }
   facts.cgroup_limit_bytes = cgroup_memory_limit();
-  struct rlimit limit {};
-  if (::getrlimit(RLIMIT_MEMLOCK, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
-    facts.memlock_limit_bytes = static_cast<std::int64_t>(limit.rlim_cur);
-  }
-  facts.can_lock_any = ::geteuid() == 0;
+  facts.pinned_limit = gpu::pinned_limit();
   return facts;
 }
 

@@ -4,6 +4,8 @@
 #include <optional>
 #include <string>
 
+#include "gpu/pinned_limit.h"
+
 namespace strata::tools {
 
 // The processor as offloaded training cares about it: CPU Adam runs the AVX-512 kernel where the
@@ -26,11 +28,12 @@ struct CpuFacts {
 
 // Host memory: what pinned pools and CPU-resident optimizer states can use.
 struct MemoryFacts {
-  std::int64_t total_bytes = 0;                     // sysinfo()
-  std::int64_t available_bytes = 0;                 // MemAvailable from /proc/meminfo
-  std::optional<std::int64_t> cgroup_limit_bytes;   // memory.max of this cgroup, when set
-  std::optional<std::int64_t> memlock_limit_bytes;  // RLIMIT_MEMLOCK; nullopt = unlimited
-  bool can_lock_any = false;                        // root (CAP_IPC_LOCK) ignores RLIMIT_MEMLOCK
+  std::int64_t total_bytes = 0;                    // sysinfo()
+  std::int64_t available_bytes = 0;                // MemAvailable from /proc/meminfo
+  std::optional<std::int64_t> cgroup_limit_bytes;  // memory.max of this cgroup, when set
+  // What this process may lock (RLIMIT_MEMLOCK, lifted by CAP_IPC_LOCK): the same answer a run
+  // decides its pin_memory by.
+  gpu::PinnedLimit pinned_limit;
 
   // What a job on this machine may use: the smaller of RAM and the cgroup limit.
   std::int64_t usable_bytes() const;

@@ -91,9 +91,9 @@ nlohmann::ordered_json to_json(const MachineReport& report) {
        {{"total_bytes", report.memory.total_bytes},
         {"available_bytes", report.memory.available_bytes},
         {"cgroup_limit_bytes", optional_bytes(report.memory.cgroup_limit_bytes)},
-        {"memlock_limit_bytes", optional_bytes(report.memory.memlock_limit_bytes)},
-        {"memlock_unlimited",
-         !report.memory.memlock_limit_bytes.has_value() || report.memory.can_lock_any}}},
+        {"memlock_limit_bytes", optional_bytes(report.memory.pinned_limit.rlimit_bytes)},
+        {"cap_ipc_lock", report.memory.pinned_limit.cap_ipc_lock},
+        {"memlock_unlimited", !report.memory.pinned_limit.lockable_bytes().has_value()}}},
       {"gpu",
        {{"cuda_built", report.gpu.cuda_built},
         {"gpus", gpus},
@@ -153,16 +153,14 @@ void print_memory(const MemoryFacts& memory) {
           : "";
   fmt::print("{:<10}{} total, {} available{}\n", "RAM", bytes_text(memory.total_bytes),
              bytes_text(memory.available_bytes), cgroup);
-  if (!memory.memlock_limit_bytes) {
-    fmt::print("{:<10}unlimited\n", "memlock");
-  } else if (memory.can_lock_any) {
-    fmt::print("{:<10}{} (root: CAP_IPC_LOCK ignores the limit)\n", "memlock",
-               bytes_text(*memory.memlock_limit_bytes));
-  } else {
+  const gpu::PinnedLimit& limit = memory.pinned_limit;
+  if (limit.lockable_bytes()) {
     fmt::print(
-        "{:<10}{}: pinned pools larger than this fail; raise it with `ulimit -l unlimited`"
-        " or memlock in /etc/security/limits.conf\n",
-        "memlock", bytes_text(*memory.memlock_limit_bytes));
+        "{:<10}{}: pin_memory beyond this trains unpinned; raise it with `ulimit -l unlimited` or "
+        "memlock in /etc/security/limits.conf, or run with CAP_IPC_LOCK\n",
+        "memlock", limit.describe());
+  } else {
+    fmt::print("{:<10}{}\n", "memlock", limit.describe());
   }
 }
 

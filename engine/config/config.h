@@ -126,7 +126,9 @@ struct OffloadConfig {
   std::int64_t buffer_count = 5;  // pinned buffers in the pool (offload_optimizer default: 4)
   std::int64_t buffer_size = 100'000'000;   // elements per buffer (offload_param only)
   std::int64_t max_in_cpu = 1'000'000'000;  // elements of params kept in CPU RAM (offload_param)
-  bool pin_memory = true;                   // page-locked CPU buffers
+  // Page-locked CPU buffers: faster host-device copies, counted against RLIMIT_MEMLOCK. Off by
+  // default, as DeepSpeed's (deepspeed/runtime/zero/offload_config.py).
+  bool pin_memory = false;
   bool pipeline_read = false;   // read sub-group i+1 while Adam runs on i (offload_optimizer)
   bool pipeline_write = false;  // write sub-group i-1 while Adam runs on i (offload_optimizer)
   bool fast_init = false;       // build fp32 masters from the swapped params in bulk
@@ -256,6 +258,9 @@ struct StrataConfig {
   // still runs on earlier layers.
   bool overlap_optimizer = false;
   std::string job_name = "strata";  // names the swap directory <nvme_path>/strata-<job_name>/
+  // pin_memory that cannot be had (more than this process may lock) refuses the run instead of
+  // training unpinned with a warning.
+  bool require_pinned_memory = false;
   // What a training script passes to the Hugging Face Trainer (per_device_train_batch_size,
   // learning_rate) and Accelerate leaves to the script: they fill train_micro_batch_size_per_gpu
   // and optimizer.params.lr (and the schedule's warmup_max_lr) where those are "auto" or, for an

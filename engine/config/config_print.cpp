@@ -173,6 +173,7 @@ json strata_json(const StrataConfig& strata, const CheckpointConfig& checkpoint)
       {"train_steps", strata.train_steps},
       {"device_memory_budget", strata.device_memory_budget},
       {"overlap_optimizer", strata.overlap_optimizer},
+      {"require_pinned_memory", strata.require_pinned_memory},
       {"job_name", strata.job_name},
       {"micro_batch_size",
        strata.micro_batch_size ? json(*strata.micro_batch_size) : json(nullptr)},

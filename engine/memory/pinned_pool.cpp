@@ -133,20 +133,17 @@ void PinnedPool::open() {
     }
   }
   if (pinned_total > 0) {
-    const std::int64_t limit = gpu::memlock_limit_bytes();
+    // The kernel's rule (gpu/pinned_limit.h): RLIMIT_MEMLOCK, unless CAP_IPC_LOCK lifts it.
+    const gpu::PinnedLimit limit = gpu::pinned_limit();
     const std::int64_t held = device_.pinned_bytes_in_use();
-    if (limit >= 0 && held + pinned_total > limit) {
-      const std::int64_t kib = (held + pinned_total + 1023) / 1024;
+    if (!limit.allows(held, pinned_total)) {
       throw UserError(
-          fmt::format("{} need {} ({} bytes) of page-locked memory, but the locked-memory limit "
-                      "(RLIMIT_MEMLOCK) is {} and {} is already locked",
+          fmt::format("{} need {} ({} bytes) of page-locked memory, but this process may lock {} "
+                      "and {} is already locked",
                       fmt::join(pinned_names, " and "), base::format_bytes(pinned_total),
-                      pinned_total, base::format_bytes(limit), base::format_bytes(held)),
-          fmt::format("raise the limit to at least {} KiB: `ulimit -l {}` (or `ulimit -l "
-                      "unlimited`) in the shell that starts strata, `<user> - memlock unlimited` "
-                      "in /etc/security/limits.conf, or `--ulimit memlock=-1:-1` for a "
-                      "container; or set pin_memory to false",
-                      kib, kib));
+                      pinned_total, limit.describe(), base::format_bytes(held)),
+          fmt::format("{}. Or set pin_memory to false",
+                      gpu::raise_pinned_limit_fix(held + pinned_total)));
     }
     pinned_ = device_.allocate_pinned(pinned_total);
     pinned_arena_ = {pinned_.as<std::byte>(), static_cast<std::size_t>(pinned_total)};

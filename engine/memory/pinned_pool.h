@@ -77,9 +77,11 @@ class PinnedPool {
   Shelf reserve(std::int64_t buffer_count, std::int64_t buffer_size_bytes,
                 PinnedPoolOptions options);
   // Allocates every shelf. Throws UserError (exit status 1) when the page-locked shelves need more
-  // than RLIMIT_MEMLOCK allows beside what the device already holds: the message names the
-  // shelves, how many bytes are needed, the limit, and how to raise it (or to set pin_memory
-  // false). Opening a pool with no shelves allocates nothing.
+  // than this process may lock beside what the device already holds (gpu::pinned_limit():
+  // RLIMIT_MEMLOCK, lifted by CAP_IPC_LOCK): the message names the shelves, how many bytes are
+  // needed, the limit, and how to raise it (or to set pin_memory false). A training run settles
+  // pin_memory before its pool is made (zero::settle_pin_memory), so it does not meet this.
+  // Opening a pool with no shelves allocates nothing.
   void open();
   bool is_open() const noexcept { return open_; }
 

@@ -121,7 +121,7 @@ PinnedBuffer CudaPinnedMemory::allocate(std::int64_t bytes) {
     (void)cudaGetLastError();
     std::string text = describe(status, "cudaHostAlloc");
     if (status == cudaErrorMemoryAllocation) {
-      throw pinned_memory_refused(bytes, text, memlock_limit_bytes(), bytes_in_use());
+      throw pinned_memory_refused(bytes, text, pinned_limit(), bytes_in_use());
     }
     throw CudaError(status, "cudaHostAlloc");
   }

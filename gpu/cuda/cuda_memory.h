@@ -57,7 +57,7 @@ class CudaPinnedMemory final : public detail::AllocationOwner {
   CudaPinnedMemory& operator=(const CudaPinnedMemory&) = delete;
 
   // See Device::allocate_pinned. A refusal (cudaErrorMemoryAllocation) is
-  // gpu::pinned_memory_refused (gpu/cuda/backend.h).
+  // gpu::pinned_memory_refused (gpu/pinned_limit.h).
   PinnedBuffer allocate(std::int64_t bytes);
   void release(void* data, std::int64_t bytes) noexcept override;
 

@@ -21,13 +21,13 @@ std::int64_t round_up_to_pages(std::int64_t bytes) {
 
 }  // namespace
 
-UserError pinned_lock_error(std::int64_t asked_bytes, int error_number, std::int64_t limit_bytes,
+UserError pinned_lock_error(std::int64_t asked_bytes, int error_number, const PinnedLimit& limit,
                             std::int64_t held_bytes) {
   return pinned_memory_refused(
       asked_bytes,
       fmt::format("mlock failed with {} ({})", error_number == EPERM ? "EPERM" : "ENOMEM",
                   std::strerror(error_number)),
-      limit_bytes, held_bytes);
+      limit, held_bytes);
 }
 
 HostPinnedMemory::HostPinnedMemory(std::string device_name)
@@ -53,8 +53,8 @@ PinnedBuffer HostPinnedMemory::allocate(std::int64_t bytes) {
     std::free(data);
     std::int64_t held = bytes_in_use();
     if (error_number == ENOMEM || error_number == EPERM || error_number == EAGAIN) {
-      throw pinned_lock_error(bytes, error_number == EAGAIN ? ENOMEM : error_number,
-                              memlock_limit_bytes(), held);
+      throw pinned_lock_error(bytes, error_number == EAGAIN ? ENOMEM : error_number, pinned_limit(),
+                              held);
     }
     throw UserError(
         fmt::format("could not lock {} of pinned host memory: mlock failed: {}",

@@ -6,6 +6,7 @@
 #include "base/error.h"
 #include "gpu/device_buffer.h"
 #include "gpu/memory_ledger.h"
+#include "gpu/pinned_limit.h"
 
 namespace strata::gpu::host {
 
@@ -33,9 +34,9 @@ class HostPinnedMemory final : public detail::AllocationOwner {
 };
 
 // The error for an mlock the operating system refused (exposed for its test). `error_number` is
-// mlock's errno; `limit_bytes` the soft RLIMIT_MEMLOCK, negative for "unlimited";
+// mlock's errno; `limit` what the process may lock (gpu::pinned_limit());
 // `held_bytes` what this device already holds locked.
-UserError pinned_lock_error(std::int64_t asked_bytes, int error_number, std::int64_t limit_bytes,
+UserError pinned_lock_error(std::int64_t asked_bytes, int error_number, const PinnedLimit& limit,
                             std::int64_t held_bytes);
 
 }  // namespace strata::gpu::host

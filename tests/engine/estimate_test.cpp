@@ -157,8 +157,14 @@ TEST(EstimateRows, Stage3EverythingOnNvmeByHand) {
   const std::int64_t per_rank_cpu =
       2 * kPart + 5 * 503'808 + 4 * 3 * 4 * kPart + 3 * 4 * 251'904 + 4 * kPart + 8192;
   EXPECT_EQ(row.per_node_cpu_bytes, 4 * per_rank_cpu);
-  // pin_memory defaults to true: both pools and the gradient buffer are page-locked.
-  EXPECT_EQ(row.pinned_bytes_per_rank, 5 * 503'808 + 4 * 3 * 4 * kPart + 3 * 4 * 251'904 + 8192);
+  // pin_memory defaults to false, as DeepSpeed's: only the step's two pages are page-locked.
+  EXPECT_EQ(row.pinned_bytes_per_rank, 8192);
+  // Asked for, both pools and the gradient buffer are; the sizes do not change.
+  inputs.param_pin_memory = true;
+  inputs.optimizer_pin_memory = true;
+  const EstimateRow pinned = estimate_row(inputs, 3, nvme, nvme);
+  EXPECT_EQ(pinned.pinned_bytes_per_rank, 5 * 503'808 + 4 * 3 * 4 * kPart + 3 * 4 * 251'904 + 8192);
+  EXPECT_EQ(pinned.per_node_cpu_bytes, row.per_node_cpu_bytes);
   // NVMe: every module's bf16 shard as its own extent, the optimizer's extent, the gradients.
   EXPECT_EQ(term_bytes(row, "param_shards"), 2 * kPart);
   EXPECT_EQ(find_term(row, "param_shards")->tier, Tier::nvme);
@@ -193,7 +199,9 @@ TEST(EstimateRows, SubGroupsPadEachExtentAndSizeThePool) {
 }
 
 TEST(EstimateRows, Stage2OptimizerOnCpuByHand) {
-  EstimateRow row = estimate_row(small_inputs(), 2, none, cpu);
+  EstimateInputs inputs = small_inputs();
+  inputs.optimizer_pin_memory = true;
+  EstimateRow row = estimate_row(inputs, 2, none, cpu);
   EXPECT_EQ(term_bytes(row, "param_shards"), 2 * kPart);
   EXPECT_EQ(find_term(row, "gradient_partition_fp32")->tier, Tier::cpu);
   // CPU: the two staging slots of the 16-bit parameters the optimizer writes (one uploading while
@@ -383,8 +391,29 @@ TEST(CheckFit, NamesEveryShortfall) {
   EXPECT_EQ(verdict.fits, false);
   EXPECT_NE(verdict.text.find("needs 1.00 MiB more GPU memory"), std::string::npos) << verdict.text;
   EXPECT_NE(verdict.text.find("more free space at /mnt/nvme"), std::string::npos) << verdict.text;
-  EXPECT_NE(verdict.text.find("ulimit -l"), std::string::npos) << verdict.text;
   EXPECT_EQ(verdict.text.find("CPU RAM"), std::string::npos) << verdict.text;
+}
+
+// Pinning past the locked-memory limit does not stop a run (it trains unpinned), so the verdict
+// still says fits, and says that.
+TEST(CheckFit, PinningPastTheLockedMemoryLimitIsANoteNotAShortfall) {
+  EstimateInputs inputs = small_inputs();
+  inputs.optimizer_pin_memory = true;
+  EstimateRow row = estimate_row(inputs, 3, none, nvme);
+  MachineCapacity capacity;
+  capacity.gpu_bytes = row.per_gpu_bytes;
+  capacity.cpu_bytes = row.per_node_cpu_bytes;
+  capacity.nvme_free_bytes = row.nvme_bytes;
+  capacity.memlock_bytes = 64 * 1024;
+  FitVerdict verdict = check_fit(row, capacity);
+  EXPECT_EQ(verdict.fits, true);
+  EXPECT_EQ(verdict.text.rfind("fits; pin_memory would lock ", 0), 0u) << verdict.text;
+  EXPECT_NE(verdict.text.find("more than the locked-memory limit of 64.00 KiB (ulimit -l): trains "
+                              "unpinned"),
+            std::string::npos)
+      << verdict.text;
+  capacity.memlock_bytes = row.pinned_bytes_per_rank;
+  EXPECT_EQ(check_fit(row, capacity).text, "fits");
 }
 
 TEST(CheckFit, UnknownGpuIsNeitherYesNorNo) {

@@ -415,7 +415,7 @@ TEST_F(CudaOpsTest, CrossEntropyForwardAndBackwardMatch) {
 TEST(CudaBackendErrors, PinnedRefusalNamesTheLimitAndHowToRaiseIt) {
   UserError error = pinned_memory_refused(
       std::int64_t{3} << 30, "cudaHostAlloc failed: out of memory (cudaErrorMemoryAllocation)",
-      std::int64_t{64} << 20, std::int64_t{1} << 30);
+      PinnedLimit{std::int64_t{64} << 20, false}, std::int64_t{1} << 30);
   EXPECT_THAT(error.what(), HasSubstr("cudaHostAlloc failed"));
   EXPECT_THAT(error.what(), HasSubstr("3221225472 bytes"));
   EXPECT_THAT(error.what(), HasSubstr("RLIMIT_MEMLOCK"));
@@ -423,7 +423,7 @@ TEST(CudaBackendErrors, PinnedRefusalNamesTheLimitAndHowToRaiseIt) {
   EXPECT_THAT(error.fix(), HasSubstr("ulimit -l"));
   EXPECT_THAT(error.fix(), HasSubstr("4194304 KiB"));
   EXPECT_THAT(error.fix(), HasSubstr("--ulimit memlock=-1:-1"));
-  UserError unlimited = pinned_memory_refused(4096, "cudaHostAlloc failed", -1, 0);
+  UserError unlimited = pinned_memory_refused(4096, "cudaHostAlloc failed", {}, 0);
   EXPECT_THAT(unlimited.what(), HasSubstr("unlimited"));
 }
 

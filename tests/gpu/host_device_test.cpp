@@ -3,10 +3,6 @@
 // message, and the assertion on an event re-recorded across streams.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <linux/capability.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
@@ -22,6 +18,7 @@
 #include "gpu/host/host_pinned_memory.h"
 #include "gpu/open_device.h"
 #include "tests/gpu/device_test_util.h"
+#include "tests/gpu/memlock_limit.h"
 
 namespace strata::gpu {
 namespace {
@@ -159,10 +156,10 @@ TEST(HostDeviceDeathTest, ReRecordingAPendingEventOnAnotherStreamAborts) {
 }
 
 TEST(HostPinnedMemory, RefusalNamesTheRequestTheLimitAndHowToRaiseIt) {
-  UserError error = host::pinned_lock_error(64 << 20, ENOMEM, 8 << 20, 4 << 20);
+  UserError error = host::pinned_lock_error(64 << 20, ENOMEM, {8 << 20, false}, 4 << 20);
   EXPECT_THAT(error.what(), HasSubstr("64.00 MiB (67108864 bytes)"));
   EXPECT_THAT(error.what(), HasSubstr("ENOMEM"));
-  EXPECT_THAT(error.what(), HasSubstr("RLIMIT_MEMLOCK) is 8.00 MiB (8192 KiB"));
+  EXPECT_THAT(error.what(), HasSubstr("may lock 8.00 MiB (RLIMIT_MEMLOCK, 8192 KiB"));
   EXPECT_THAT(error.what(), HasSubstr("already holds 4.00 MiB"));
   EXPECT_THAT(error.fix(), HasSubstr("at least 69632 KiB"));
   EXPECT_THAT(error.fix(), HasSubstr("ulimit -l"));
@@ -173,14 +170,7 @@ TEST(HostPinnedMemory, RefusalNamesTheRequestTheLimitAndHowToRaiseIt) {
 // Drops CAP_IPC_LOCK (root ignores RLIMIT_MEMLOCK with it), lowers the limit, and asks for more.
 // Returns 0 when allocate_pinned threw the expected UserError.
 int pinned_refusal_in_this_process() {
-  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
-  __user_cap_data_struct data[2]{};
-  if (syscall(SYS_capget, &header, data) != 0) return 10;
-  data[CAP_TO_INDEX(CAP_IPC_LOCK)].effective &= ~CAP_TO_MASK(CAP_IPC_LOCK);
-  data[CAP_TO_INDEX(CAP_IPC_LOCK)].permitted &= ~CAP_TO_MASK(CAP_IPC_LOCK);
-  if (syscall(SYS_capset, &header, data) != 0) return 11;
-  rlimit limit{64 * 1024, 64 * 1024};
-  if (setrlimit(RLIMIT_MEMLOCK, &limit) != 0) return 12;
+  if (testing::limit_locked_memory(64 * 1024) != 0) return 10;
   auto device = create_host_device({});
   try {
     PinnedBuffer refused = device->allocate_pinned(1 << 20);
@@ -188,7 +178,7 @@ int pinned_refusal_in_this_process() {
   } catch (const UserError& error) {
     std::string what = error.what();
     if (what.find("1.00 MiB") == std::string::npos) return 14;
-    if (what.find("64.00 KiB (64 KiB") == std::string::npos) return 15;
+    if (what.find("64.00 KiB (RLIMIT_MEMLOCK, 64 KiB") == std::string::npos) return 15;
     if (error.fix().find("ulimit -l") == std::string::npos) return 16;
   }
   return device->pinned_bytes_in_use() == 0 ? 0 : 17;

@@ -4,10 +4,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <filesystem>
 #include <set>
 #include <string>
 
+#include "gpu/pinned_limit.h"
+#include "tests/tools/memlock_run.h"
 #include "tests/tools/run_strata.h"
 
 namespace strata::tools::testing {
@@ -39,6 +42,7 @@ TEST(ReportCommand, JsonHasEveryFact) {
   EXPECT_GT(memory.at("total_bytes").get<std::int64_t>(), 0);
   EXPECT_GT(memory.at("available_bytes").get<std::int64_t>(), 0);
   EXPECT_TRUE(memory.at("memlock_unlimited").is_boolean());
+  EXPECT_TRUE(memory.at("cap_ipc_lock").is_boolean());
   EXPECT_TRUE(memory.contains("memlock_limit_bytes"));
   EXPECT_TRUE(memory.contains("cgroup_limit_bytes"));
 
@@ -69,6 +73,34 @@ TEST(ReportCommand, JsonHasEveryFact) {
   EXPECT_EQ(path.at("o_direct").get<bool>(), path.at("o_direct_error").get<std::string>().empty());
   // The O_DIRECT probe file is gone.
   EXPECT_TRUE(std::filesystem::is_empty(swap.path()));
+}
+
+// The memlock facts are gpu::pinned_limit(), the answer a run decides its pin_memory by: this
+// process's, and a child's that dropped CAP_IPC_LOCK and lowered RLIMIT_MEMLOCK (root without the
+// capability is limited like anyone).
+TEST(ReportCommand, MemlockIsWhatARunMayLock) {
+  const gpu::PinnedLimit limit = gpu::pinned_limit();
+  const nlohmann::json memory = report_json({}).at("memory");
+  EXPECT_EQ(memory.at("cap_ipc_lock").get<bool>(), limit.cap_ipc_lock) << memory.dump();
+  EXPECT_EQ(memory.at("memlock_unlimited").get<bool>(), !limit.lockable_bytes()) << memory.dump();
+  if (limit.rlimit_bytes)
+    EXPECT_EQ(memory.at("memlock_limit_bytes").get<std::int64_t>(), *limit.rlimit_bytes);
+  else
+    EXPECT_TRUE(memory.at("memlock_limit_bytes").is_null()) << memory.dump();
+
+  const std::int64_t small = 1 << 20;
+  const RunResult json = run_strata_locking_at_most(small, {"report", "--json"});
+  ASSERT_EQ(json.exit_status, 0) << json.err;
+  const nlohmann::json limited = nlohmann::json::parse(json.out).at("memory");
+  EXPECT_FALSE(limited.at("cap_ipc_lock").get<bool>()) << limited.dump();
+  EXPECT_FALSE(limited.at("memlock_unlimited").get<bool>()) << limited.dump();
+  EXPECT_EQ(limited.at("memlock_limit_bytes").get<std::int64_t>(), small) << limited.dump();
+  const RunResult text = run_strata_locking_at_most(small, {"report"});
+  ASSERT_EQ(text.exit_status, 0) << text.err;
+  EXPECT_NE(text.out.find("memlock   1.00 MiB (RLIMIT_MEMLOCK, 1024 KiB as `ulimit -l` shows it; "
+                          "no CAP_IPC_LOCK): pin_memory beyond this trains unpinned"),
+            std::string::npos)
+      << text.out;
 }
 
 TEST(ReportCommand, TextNamesEveryLine) {

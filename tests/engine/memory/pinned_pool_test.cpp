@@ -1,11 +1,11 @@
 #include "engine/memory/pinned_pool.h"
 
 #include <gtest/gtest.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <future>
@@ -15,6 +15,8 @@
 
 #include "base/error.h"
 #include "gpu/open_device.h"
+#include "gpu/pinned_limit.h"
+#include "tests/gpu/memlock_limit.h"
 
 namespace strata::engine::memory {
 namespace {
@@ -179,22 +181,42 @@ TEST(PinnedPool, RefusesNonPositiveSizes) {
   }
 }
 
-TEST(PinnedPool, LockedMemoryLimitTooLowSaysHowMuchAndHowToRaise) {
-  rlimit limit{};
-  ASSERT_EQ(getrlimit(RLIMIT_MEMLOCK, &limit), 0);
-  if (limit.rlim_cur == RLIM_INFINITY) GTEST_SKIP() << "RLIMIT_MEMLOCK is unlimited here";
+// In a process that may lock 1 MiB (CAP_IPC_LOCK dropped, RLIMIT_MEMLOCK lowered), a 2 MiB pinned
+// shelf is refused before anything is locked. Returns 0 when the refusal says how much, the limit,
+// and how to raise it or to pin nothing.
+int refusal_past_the_limit() {
+  if (gpu::testing::limit_locked_memory(1 << 20) != 0) return 10;
   auto device = host_device();
-  const std::int64_t size = static_cast<std::int64_t>(limit.rlim_cur) + (1 << 20);
   try {
-    PinnedPool pool(*device, 1, size);
-    FAIL() << "expected UserError";
+    PinnedPool pool(*device, 1, 2 << 20);
+    return 11;
   } catch (const UserError& error) {
     const std::string what = error.what();
-    EXPECT_NE(what.find("RLIMIT_MEMLOCK"), std::string::npos) << what;
-    EXPECT_NE(what.find(std::to_string((size + 4095) / 4096 * 4096)), std::string::npos) << what;
-    EXPECT_NE(error.fix().find("ulimit -l"), std::string::npos);
-    EXPECT_NE(error.fix().find("pin_memory"), std::string::npos);
+    if (what.find("2097152 bytes") == std::string::npos) return 12;
+    if (what.find("may lock 1.00 MiB (RLIMIT_MEMLOCK") == std::string::npos) return 13;
+    if (error.fix().find("ulimit -l") == std::string::npos) return 14;
+    if (error.fix().find("CAP_IPC_LOCK") == std::string::npos) return 15;
+    if (error.fix().find("pin_memory") == std::string::npos) return 16;
   }
+  return device->pinned_bytes_in_use() == 0 ? 0 : 17;
+}
+
+TEST(PinnedPoolDeathTest, LockedMemoryLimitTooLowSaysHowMuchAndHowToRaise) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(std::_Exit(refusal_past_the_limit()), ::testing::ExitedWithCode(0), "");
+}
+
+// With CAP_IPC_LOCK the kernel locks past RLIMIT_MEMLOCK, and so does the pool.
+TEST(PinnedPool, CapIpcLockLetsThePoolPinPastTheRlimit) {
+  const gpu::PinnedLimit limit = gpu::pinned_limit();
+  if (!limit.cap_ipc_lock || !limit.rlimit_bytes || *limit.rlimit_bytes > (256 << 20))
+    GTEST_SKIP() << "needs CAP_IPC_LOCK and an RLIMIT_MEMLOCK below 256 MiB; here "
+                 << limit.describe();
+  auto device = host_device();
+  const std::int64_t size = *limit.rlimit_bytes + (1 << 20);
+  PinnedPool pool(*device, 1, size);
+  EXPECT_TRUE(pool.pinned());
+  EXPECT_GE(device->pinned_bytes_in_use(), size);
 }
 
 // The engine's one pool: the parameter tier, the optimizer and the gradient reducer each reserve
@@ -273,29 +295,33 @@ TEST(PinnedPool, AcquireOnAShelfWaitsForThatShelf) {
   EXPECT_TRUE(waiter.got());
 }
 
-// Two page-locked shelves that fit the limit apart but not together: the refusal names both.
-TEST(PinnedPool, LockedMemoryLimitCountsEveryPinnedShelf) {
-  rlimit limit{};
-  ASSERT_EQ(getrlimit(RLIMIT_MEMLOCK, &limit), 0);
-  if (limit.rlim_cur == RLIM_INFINITY) GTEST_SKIP() << "RLIMIT_MEMLOCK is unlimited here";
+// Two page-locked shelves that fit a 1 MiB limit apart but not together: the refusal names both.
+// Returns 0 when it does, in a process limited as refusal_past_the_limit's.
+int refusal_counts_every_pinned_shelf() {
+  if (gpu::testing::limit_locked_memory(1 << 20) != 0) return 10;
   auto device = host_device();
-  const std::int64_t half = static_cast<std::int64_t>(limit.rlim_cur) / 2 / 4096 * 4096 + 4096;
+  const std::int64_t half = (512 << 10) + 4096;
   PinnedPool pool(*device);
   pool.reserve(1, half, {.pin_memory = true, .what = "parameter swap buffers"});
   pool.reserve(1, half, {.pin_memory = true, .what = "optimizer swap buffers"});
   pool.reserve(4, 1 << 20, {.pin_memory = false, .what = "unpinned"});
   try {
     pool.open();
-    FAIL() << "expected UserError";
+    return 11;
   } catch (const UserError& error) {
     const std::string what = error.what();
-    EXPECT_NE(what.find("parameter swap buffers"), std::string::npos) << what;
-    EXPECT_NE(what.find("optimizer swap buffers"), std::string::npos) << what;
-    EXPECT_EQ(what.find("unpinned"), std::string::npos) << what;
-    EXPECT_NE(what.find(std::to_string(2 * half)), std::string::npos) << what;
-    EXPECT_NE(error.fix().find("pin_memory"), std::string::npos);
+    if (what.find("parameter swap buffers") == std::string::npos) return 12;
+    if (what.find("optimizer swap buffers") == std::string::npos) return 13;
+    if (what.find("unpinned") != std::string::npos) return 14;
+    if (what.find(std::to_string(2 * half)) == std::string::npos) return 15;
+    if (error.fix().find("pin_memory") == std::string::npos) return 16;
   }
-  EXPECT_FALSE(pool.is_open());
+  return pool.is_open() ? 17 : 0;
+}
+
+TEST(PinnedPoolDeathTest, LockedMemoryLimitCountsEveryPinnedShelf) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(std::_Exit(refusal_counts_every_pinned_shelf()), ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace
