@@ -65,10 +65,10 @@ struct EstimateInputs {
   // offload_param
   std::int64_t param_buffer_count = 5;
   std::int64_t max_in_cpu = 1'000'000'000;  // elements
-  bool param_pin_memory = false;
+  bool param_pin_memory = true;
   // offload_optimizer
   std::int64_t optimizer_buffer_count = 4;
-  bool optimizer_pin_memory = false;
+  bool optimizer_pin_memory = true;
   // strata.overlap_optimizer with a step that clipping or an overflow check can change: the
   // rollback window (buffer_count sub-groups' prior values).
   bool overlap_rollback = false;

@@ -52,11 +52,13 @@ struct TrainOptions {
   std::int64_t timeline_step = 2;
 };
 
-// The run's length is one number: --steps, else the length of the run a resumed checkpoint
-// belongs to, else strata.train_steps. The config resolves with it, so that an "auto"
-// total_num_steps is the same number (as the HF Trainer fills it from max_steps).
-engine::LoadedConfig load(const TrainOptions& options, int world_size,
-                          const std::optional<ResumePoint>& resume_point) {
+// What to run, every check `strata config check` makes done (tools/run_setup.h): the config with
+// the command line's overrides, the model's plan and the data. The run's length is one number:
+// --steps, else the length of the run a resumed checkpoint belongs to, else strata.train_steps;
+// the config resolves with it, so that an "auto" total_num_steps is the same number (as the HF
+// Trainer fills it from max_steps).
+RunSetup prepare(const TrainOptions& options, int world_size,
+                 const std::optional<ResumePoint>& resume_point) {
   engine::ConfigOverrides overrides;
   if (options.steps > 0) {
     overrides.train_steps = options.steps;
@@ -65,8 +67,8 @@ engine::LoadedConfig load(const TrainOptions& options, int world_size,
   }
   overrides.bf16 = options.bf16;
   overrides.fp16 = options.fp16;
-  engine::LoadedConfig loaded = load_run_config(options.config_path, world_size, overrides);
-  engine::CheckpointConfig& checkpoint = loaded.config.checkpoint;
+  RunSetup setup = prepare_run(options.config_path, world_size, overrides);
+  engine::CheckpointConfig& checkpoint = setup.loaded.config.checkpoint;
   if (!options.save_dir.empty()) checkpoint.dir = options.save_dir;
   if (options.save_every) checkpoint.every_steps = *options.save_every;
   if (options.keep_last) checkpoint.keep_last = *options.keep_last;
@@ -75,7 +77,7 @@ engine::LoadedConfig load(const TrainOptions& options, int world_size,
                                 *options.save_every),
                     "add --save-dir DIR (or set strata.checkpoint.dir in the config)", 2);
   }
-  return loaded;
+  return setup;
 }
 
 // --timeline's folder, made before anything starts so that a path that cannot be written is
@@ -264,16 +266,13 @@ int train_on(gpu::World& world, const TrainOptions& options) {
   // What to run, all checked before anything is built: the checkpoint to continue from, the
   // config with the run's length, the model and the data.
   const std::optional<ResumePoint> resume_point = find_resume_point(options.resume);
-  const engine::LoadedConfig loaded = load(options, world.world_size(), resume_point);
-  const engine::Config& config = loaded.config;
+  const RunSetup setup = prepare(options, world.world_size(), resume_point);
+  const engine::Config& config = setup.loaded.config;
+  const models::ModelPlan& plan = setup.plan;
+  const models::TokenDataset& data = setup.data;
   const std::int64_t last_step = config.strata.train_steps;
-  if (leader) print_config_messages(loaded, !options.config_path.empty(), options.verbose);
+  if (leader) print_config_messages(setup.loaded, !options.config_path.empty(), options.verbose);
   if (leader) make_timeline_folder(options.timeline_path);
-  const models::ModelPlan plan = plan_model(config);
-  const models::TokenDataset data = load_data(config, plan);
-  const bool sequential = config.strata.data.order == engine::DataOrder::sequential;
-  if (sequential)
-    data.check_sequential_fits(static_cast<int>(plan.batch()), static_cast<int>(plan.seq_len()));
   if (resume_point &&
       !check_resume(*resume_point, *models::build_model(plan), last_step, options, leader))
     return 0;
@@ -311,7 +310,8 @@ int train_on(gpu::World& world, const TrainOptions& options) {
   StepBatches batches(data,
                       {config.batch.gradient_accumulation_steps, plan.batch(), plan.seq_len(),
                        world.rank(), world.world_size()},
-                      sequential, config.strata.seed);
+                      config.strata.data.order == engine::DataOrder::sequential,
+                      config.strata.seed);
   const RunSaves saves(config.checkpoint, last_step, leader);
   Run run{options, engine,  *comm,           *device,   batches,
           saves,   signals, done_before + 1, last_step, leader};

@@ -126,9 +126,11 @@ struct OffloadConfig {
   std::int64_t buffer_count = 5;  // pinned buffers in the pool (offload_optimizer default: 4)
   std::int64_t buffer_size = 100'000'000;   // elements per buffer (offload_param only)
   std::int64_t max_in_cpu = 1'000'000'000;  // elements of params kept in CPU RAM (offload_param)
-  // Page-locked CPU buffers: faster host-device copies, counted against RLIMIT_MEMLOCK. Off by
-  // default, as DeepSpeed's (deepspeed/runtime/zero/offload_config.py).
-  bool pin_memory = false;
+  // Page-locked CPU buffers: faster host-device copies, counted against what the process may lock
+  // (gpu::pinned_limit). On by default, as DeepSpeed's since deepspeedai/DeepSpeed#8207
+  // (deepspeed/runtime/zero/offload_config.py; off before it); a run that cannot lock them trains
+  // unpinned with one warning unless strata.require_pinned_memory.
+  bool pin_memory = true;
   bool pipeline_read = false;   // read sub-group i+1 while Adam runs on i (offload_optimizer)
   bool pipeline_write = false;  // write sub-group i-1 while Adam runs on i (offload_optimizer)
   bool fast_init = false;       // build fp32 masters from the swapped params in bulk

@@ -244,7 +244,11 @@ void NvmeStore::open(std::span<std::byte> registered) {
     throw UserError(
         fmt::format("the swap directory {} is in use by a live job ({})", rank_directory_.string(),
                     owner),
-        "give this job another strata.job_name, or another nvme_path, or stop the other job");
+        fmt::format(
+            "give this job another name, \"strata\": {{\"job_name\": \"{}-2\"}} (it is \"{}\"), "
+            "or point its zero_optimization.offload_param/offload_optimizer.nvme_path at "
+            "another directory than {}, or stop the other job",
+            options_.job_name, options_.job_name, options_.nvme_path.string()));
   }
   const std::string owner = fmt::format("pid {} job {}", getpid(), options_.job_name);
   if (ftruncate(lock_fd_, 0) == 0) {

@@ -48,7 +48,7 @@ TEST(ConfigAuto, AnyKeyOfAnySectionTakesDeepSpeedsDefault) {
   EXPECT_TRUE(c.zero.contiguous_gradients);
   EXPECT_EQ(c.zero.offload_param.buffer_size, 100'000'000);
   EXPECT_EQ(c.zero.offload_param.buffer_count, 5);
-  EXPECT_FALSE(c.zero.offload_param.pin_memory);
+  EXPECT_TRUE(c.zero.offload_param.pin_memory);
   EXPECT_EQ(c.zero.offload_param.max_in_cpu, 1'000'000'000);
   EXPECT_EQ(c.zero.offload_optimizer.device, OffloadDevice::none);
   EXPECT_EQ(c.aio.block_size, 1'048'576);

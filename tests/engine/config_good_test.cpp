@@ -73,7 +73,7 @@ TEST(ConfigGood, BareZero3TakesDeepSpeedDefaults) {
   EXPECT_EQ(c.zero.offload_param.buffer_size, 100'000'000);
   EXPECT_EQ(c.zero.offload_param.max_in_cpu, 1'000'000'000);
   EXPECT_EQ(c.zero.offload_optimizer.buffer_count, 4);
-  EXPECT_FALSE(c.zero.offload_optimizer.pin_memory);
+  EXPECT_TRUE(c.zero.offload_optimizer.pin_memory);
   EXPECT_EQ(c.zero.allgather_bucket_size, 500'000'000);
   EXPECT_TRUE(c.zero.contiguous_gradients);
   EXPECT_TRUE(c.zero.reduce_scatter);

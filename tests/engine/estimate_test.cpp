@@ -157,14 +157,15 @@ TEST(EstimateRows, Stage3EverythingOnNvmeByHand) {
   const std::int64_t per_rank_cpu =
       2 * kPart + 5 * 503'808 + 4 * 3 * 4 * kPart + 3 * 4 * 251'904 + 4 * kPart + 8192;
   EXPECT_EQ(row.per_node_cpu_bytes, 4 * per_rank_cpu);
-  // pin_memory defaults to false, as DeepSpeed's: only the step's two pages are page-locked.
-  EXPECT_EQ(row.pinned_bytes_per_rank, 8192);
-  // Asked for, both pools and the gradient buffer are; the sizes do not change.
-  inputs.param_pin_memory = true;
-  inputs.optimizer_pin_memory = true;
-  const EstimateRow pinned = estimate_row(inputs, 3, nvme, nvme);
-  EXPECT_EQ(pinned.pinned_bytes_per_rank, 5 * 503'808 + 4 * 3 * 4 * kPart + 3 * 4 * 251'904 + 8192);
-  EXPECT_EQ(pinned.per_node_cpu_bytes, row.per_node_cpu_bytes);
+  // pin_memory defaults to true, as DeepSpeed's: both pools and the gradient buffer are
+  // page-locked, beside the step's two pages.
+  EXPECT_EQ(row.pinned_bytes_per_rank, 5 * 503'808 + 4 * 3 * 4 * kPart + 3 * 4 * 251'904 + 8192);
+  // Turned off, only those two pages are; the sizes do not change.
+  inputs.param_pin_memory = false;
+  inputs.optimizer_pin_memory = false;
+  const EstimateRow unpinned = estimate_row(inputs, 3, nvme, nvme);
+  EXPECT_EQ(unpinned.pinned_bytes_per_rank, 8192);
+  EXPECT_EQ(unpinned.per_node_cpu_bytes, row.per_node_cpu_bytes);
   // NVMe: every module's bf16 shard as its own extent, the optimizer's extent, the gradients.
   EXPECT_EQ(term_bytes(row, "param_shards"), 2 * kPart);
   EXPECT_EQ(find_term(row, "param_shards")->tier, Tier::nvme);

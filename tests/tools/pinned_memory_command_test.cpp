@@ -1,7 +1,8 @@
 // `strata train` with pin_memory, run as a user runs it: what the kernel lets the process lock
 // decides (RLIMIT_MEMLOCK, lifted by CAP_IPC_LOCK); pinning asked for and not to be had trains
-// unpinned with one warning, or is refused under strata.require_pinned_memory; and nothing is
-// pinned unless asked, as in DeepSpeed.
+// unpinned with one warning, or is refused under strata.require_pinned_memory; pinning is on
+// unless a config turns it off, as in DeepSpeed, and the same fallback serves a config without
+// the key.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -107,17 +108,24 @@ TEST(PinnedMemoryCommand, RequirePinnedMemoryRefusesWhatCannotBeLocked) {
   EXPECT_THAT(result.out, Not(HasSubstr("trained")));
 }
 
-// Without a pin_memory key nothing is pinned (DeepSpeed's default), so the limit is no matter.
-TEST(PinnedMemoryCommand, NothingIsPinnedUnlessAsked) {
+// Without a pin_memory key the run pins (DeepSpeed's default), and under a small limit it trains
+// unpinned with the one warning; pin_memory false pins nothing and says nothing.
+TEST(PinnedMemoryCommand, WithoutAPinKeyItPinsAndFallsBackUnderASmallLimit) {
   TempDir dir;
   const RunResult result = run_strata_locking_at_most(
       kSmallLimitBytes, train_arguments(dir, offloaded_config(dir.path().string(), std::nullopt)));
   ASSERT_EQ(result.exit_status, 0) << result.err;
   EXPECT_THAT(result.out, HasSubstr("trained 1 steps"));
-  EXPECT_THAT(result.err, Not(HasSubstr(kUnpinned)));
+  EXPECT_EQ(count(result.err, kUnpinned), 1) << result.err;
+  TempDir off;
+  const RunResult unpinned = run_strata_locking_at_most(
+      kSmallLimitBytes, train_arguments(off, offloaded_config(off.path().string(), false)));
+  ASSERT_EQ(unpinned.exit_status, 0) << unpinned.err;
+  EXPECT_THAT(unpinned.err, Not(HasSubstr(kUnpinned)));
 }
 
-// An Accelerate config has no pin_memory key: with NVMe offload it trains under a small limit.
+// An Accelerate config has no pin_memory key: with NVMe offload it trains under a small limit,
+// unpinned, with the one warning.
 TEST(PinnedMemoryCommand, AccelerateConfigWithNvmeOffloadTrainsUnderASmallLimit) {
   TempDir dir;
   const std::string swap = dir.path().string();
@@ -142,7 +150,7 @@ strata:
       {"train", "--config", file.string(), "--out", (dir.path() / "out").string()});
   ASSERT_EQ(result.exit_status, 0) << result.err;
   EXPECT_THAT(result.out, HasSubstr("trained 1 steps"));
-  EXPECT_THAT(result.err, Not(HasSubstr(kUnpinned)));
+  EXPECT_EQ(count(result.err, kUnpinned), 1) << result.err;
 }
 
 }  // namespace

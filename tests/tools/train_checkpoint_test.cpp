@@ -606,7 +606,13 @@ TEST_F(TrainCheckpointSwap, SecondJobOnALiveJobsSwapPathIsRefusedNamingIt) {
   EXPECT_THAT(second.err, HasSubstr(job_directory_.string()));
   EXPECT_THAT(second.err, HasSubstr("is in use by a live job (pid "));
   EXPECT_THAT(second.err, HasSubstr(fmt::format("job {})", kJobName)));
-  EXPECT_THAT(second.err, HasSubstr("fix: give this job another strata.job_name"));
+  EXPECT_THAT(second.err,
+              HasSubstr(fmt::format("fix: give this job another name, \"strata\": {{\"job_name\": "
+                                    "\"{0}-2\"}} (it is \"{0}\")",
+                                    kJobName)));
+  EXPECT_THAT(second.err, HasSubstr("zero_optimization.offload_param/offload_optimizer.nvme_path "
+                                    "at another directory than " +
+                                    swap_.string()));
   EXPECT_THAT(second.out, ::testing::Not(HasSubstr("step     1/2")));
 
   // The refused job left the live one's files alone: it still trains, and stops cleanly.

@@ -1,5 +1,5 @@
-// pin_memory as a run settles it (engine/zero/offload_options.h, settle_pin_memory): off unless
-// asked, as DeepSpeed's; asked for and within what the process may lock, the run pins exactly
+// pin_memory as a run settles it (engine/zero/offload_options.h, settle_pin_memory): on unless
+// turned off, as DeepSpeed's; asked for and within what the process may lock, the run pins exactly
 // what the estimate counts; past it, the run trains unpinned with one warning, or is refused
 // under strata.require_pinned_memory.
 #include <gmock/gmock.h>
@@ -77,19 +77,20 @@ Config offload_config(const std::string& device, const std::string& swap,
       .config;
 }
 
-TEST(PinMemory, IsOffUnlessAskedAsInDeepSpeed) {
+TEST(PinMemory, IsOnUnlessTurnedOffAsInDeepSpeed) {
   const Config config = offload_config("cpu", "");
-  EXPECT_FALSE(config.zero.offload_param.pin_memory);
-  EXPECT_FALSE(config.zero.offload_optimizer.pin_memory);
+  EXPECT_TRUE(config.zero.offload_param.pin_memory);
+  EXPECT_TRUE(config.zero.offload_optimizer.pin_memory);
   EXPECT_FALSE(config.strata.require_pinned_memory);
-  EXPECT_FALSE(zero::pins_memory(config));
+  EXPECT_TRUE(zero::pins_memory(config));
   const nlohmann::json printed = to_json(config);
-  EXPECT_EQ(printed["zero_optimization"]["offload_param"]["pin_memory"], false);
-  EXPECT_EQ(printed["zero_optimization"]["offload_optimizer"]["pin_memory"], false);
+  EXPECT_EQ(printed["zero_optimization"]["offload_param"]["pin_memory"], true);
+  EXPECT_EQ(printed["zero_optimization"]["offload_optimizer"]["pin_memory"], true);
   EXPECT_EQ(printed["strata"]["require_pinned_memory"], false);
   // The estimate's defaults are a config's without the keys.
-  EXPECT_FALSE(EstimateInputs{}.param_pin_memory);
-  EXPECT_FALSE(EstimateInputs{}.optimizer_pin_memory);
+  EXPECT_TRUE(EstimateInputs{}.param_pin_memory);
+  EXPECT_TRUE(EstimateInputs{}.optimizer_pin_memory);
+  EXPECT_FALSE(zero::pins_memory(offload_config("cpu", "", "false")));
 }
 
 TEST(PinMemory, RequirePinnedMemoryIsReadAndPrinted) {
@@ -133,7 +134,7 @@ TEST(SettlePinMemory, PastTheLimitTrainsUnpinnedWithOneWarning) {
 }
 
 TEST(SettlePinMemory, OnlyTheSectionThatAsksIsNamed) {
-  Config config = offload_config("cpu", "");
+  Config config = offload_config("cpu", "", "false");
   config.zero.offload_optimizer.pin_memory = true;
   const std::optional<std::string> warning =
       zero::settle_pin_memory(config, 16 * kMiB, 0, {kMiB, false});

@@ -4,9 +4,10 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "base/error.h"
@@ -38,12 +39,18 @@ std::string message_of(const nlohmann::json& config) {
   return "";
 }
 
-TEST(ZeroErrors, NvmePathThatDoesNotExistIsNamed) {
-  const std::string missing =
-      "/tmp/strata-zero-test-missing-" + std::to_string(::getpid()) + "/swap";
-  const std::string message = message_of(stage3_config(offload_section("nvme", missing, true),
-                                                       offload_section("nvme", missing, false)));
-  EXPECT_THAT(message, HasSubstr(missing));
+// A missing nvme_path is made (as DeepSpeed's swappers make theirs); one that cannot be, because
+// a file stands where a folder of it would go, is named with the file in its way.
+TEST(ZeroErrors, NvmePathThatCannotBeMadeIsNamed) {
+  const std::filesystem::path file = std::filesystem::temp_directory_path() /
+                                     ("strata-zero-test-file-" + std::to_string(::getpid()));
+  std::ofstream(file) << "x";
+  const std::string blocked = (file / "swap").string();
+  const std::string message = message_of(stage3_config(offload_section("nvme", blocked, true),
+                                                       offload_section("nvme", blocked, false)));
+  std::filesystem::remove(file);
+  EXPECT_THAT(message, HasSubstr(blocked));
+  EXPECT_THAT(message, HasSubstr(file.string() + " is not a directory"));
   EXPECT_THAT(message, HasSubstr("nvme_path"));
 }
 
