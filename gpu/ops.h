@@ -108,7 +108,8 @@ class Ops {
                                std::int64_t n) = 0;
   // target[i] = value for `n` floats (seeds dlosses = 1 / rows).
   virtual void fill(Stream& stream, float* target, float value, std::int64_t n) = 0;
-  // target[i] += source[i] * scale (gradient accumulation across micro-batches).
+  // target[i] += source[i] * scale (gradient accumulation across micro-batches); the product is
+  // rounded before the sum on every backend (gpu/detail/elementwise.h).
   virtual void accumulate(Stream& stream, float* target, const float* source, float scale,
                           std::int64_t n) = 0;
 

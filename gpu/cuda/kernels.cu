@@ -7,6 +7,7 @@
 
 #include "gpu/cuda/kernel_common.cuh"
 #include "gpu/cuda/kernels.h"
+#include "gpu/detail/elementwise.h"
 
 namespace strata::gpu::cuda::kernels {
 namespace {
@@ -518,9 +519,12 @@ __global__ void fill_kernel(float* target, float value, i64 n) {
     target[i] = value;
 }
 
+// The host's arithmetic, roundings spelled out (gpu/detail/elementwise.h): written as
+// `target[i] += source[i] * scale`, nvcc fused it into one FFMA and the result differed from the
+// host's in the last bit.
 __global__ void accumulate_kernel(float* target, const float* source, float scale, i64 n) {
   for (i64 i = global_index(); i < n; i += global_stride())
-    target[i] += source[i] * scale;
+    target[i] = detail::scaled_sum(target[i], source[i], scale);
 }
 
 float attention_scale(i64 channels, i64 heads) {

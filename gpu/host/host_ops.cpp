@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "base/assert.h"
+#include "gpu/detail/elementwise.h"
 #include "gpu/host/kernels/attention.h"
 #include "gpu/host/kernels/cast.h"
 #include "gpu/host/kernels/cross_entropy.h"
@@ -168,7 +169,7 @@ class HostOps final : public Ops {
   void accumulate(Stream& s, float* target, const float* source, float scale, i64 n) override {
     s.launch([=] {
       for (i64 i = 0; i < n; ++i)
-        target[i] += source[i] * scale;
+        target[i] = detail::scaled_sum(target[i], source[i], scale);
     });
   }
 };

@@ -203,10 +203,21 @@ TEST_F(CudaOpsTest, CastsMatchTheHostBitForBitIncludingNanInfAndSubnormals) {
   }
 }
 
+// accumulate is where a contracted `target + source * scale` (one FFMA on the device, two
+// roundings on the host) would show: the data is checked to tell the two apart.
 TEST_F(CudaOpsTest, FillAccumulateAndResidualMatchBitForBit) {
   const i64 n = 1037;
-  Pair& a = upload(random_floats(n, 2));
-  Pair& b = upload(random_floats(n, 3));
+  const std::vector<float> a_values = random_floats(n, 2);
+  const std::vector<float> b_values = random_floats(n, 3);
+  i64 fused_differs = 0;
+  for (std::size_t i = 0; i < a_values.size(); ++i) {
+    const float out = a_values[i] + b_values[i];
+    volatile float product = a_values[i] * 0.375f;
+    if (std::fma(a_values[i], 0.375f, out) != out + product) ++fused_differs;
+  }
+  ASSERT_GT(fused_differs, 0);
+  Pair& a = upload(a_values);
+  Pair& b = upload(b_values);
   Pair& out = zeros(n);
   Pair& da = upload(random_floats(n, 4));
   Pair& filled = zeros(n);
