@@ -20,7 +20,7 @@
 # What `run` runs, in order, each with its own time limit, never stopping at a failure:
 #   1. the machine: nvidia-smi, `strata report` (GPU, driver, CUDA, NCCL, PCIe, NUMA)
 #   2. the device, stream and event tests on the CUDA device (strata_gpu_tests, '*cuda*')
-#   3. every CUDA op against the host op (strata_gpu_cuda_tests)
+#   3. every CUDA op against the host op (strata_gpu_cuda_tests), at toy and at the models' shapes
 #   4. the host-backend suite: every other test binary, the ZeRO tests on 1 rank
 #   5. multi-rank: the comm tests on NCCL and the ZeRO tests under mpirun -np 2 (NCCL refuses two
 #      ranks on one GPU; the log says so when it does)
@@ -135,7 +135,7 @@ plan_checks() {
   local logs=$out/logs
   add_check machine 60 "nvidia-smi; $b/bin/strata report; $b/bin/strata report --json > $logs/report.json"
   add_check gpu_device_tests 300 "$b/bin/strata_gpu_tests --gtest_filter='*cuda*' --gtest_output=json:$logs/gpu_device_tests.json"
-  add_check cuda_ops_vs_host 300 "$b/bin/strata_gpu_cuda_tests --gtest_output=json:$logs/cuda_ops.json"
+  add_check cuda_ops_vs_host 600 "$b/bin/strata_gpu_cuda_tests --gtest_output=json:$logs/cuda_ops.json"
   local binary
   for binary in base aio cpu_adam gpu_kernels engine engine_memory engine_checkpoint models tools gpu; do
     add_check "host_$binary" 600 "$b/bin/strata_${binary}_tests --gtest_output=json:$logs/host_$binary.json"
