@@ -9,6 +9,11 @@ add_library(strata_options INTERFACE)
 target_compile_options(strata_options INTERFACE
   $<BUILD_INTERFACE:$<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor
     -Wold-style-cast -Wcast-align -Wunused -Woverloaded-virtual -Wimplicit-fallthrough>>)
+# Host code never contracts a * b + c into one fused multiply-add: the CUDA kernels spell out the
+# host's roundings to match it bit for bit (gpu/detail/elementwise.h), and that needs the host's
+# roundings to be the ones written. GCC's ISO mode already defaults to off; clang's does not.
+target_compile_options(strata_options INTERFACE
+  $<BUILD_INTERFACE:$<$<COMPILE_LANGUAGE:CXX>:-ffp-contract=off>>)
 if(STRATA_WERROR)
   target_compile_options(strata_options INTERFACE
     $<BUILD_INTERFACE:$<$<COMPILE_LANGUAGE:CXX>:-Werror>

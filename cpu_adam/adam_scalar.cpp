@@ -1,32 +1,25 @@
 // The scalar kernels: one element at a time, baseline x86-64, no FMA (a*b+c is rounded twice).
 // They are the readable reference for the SIMD levels (kernels_avx2.cpp, kernels_avx512.cpp run
 // the same templates, detail/kernel_impl.h, with 8 and 16 lanes and fused multiply-adds), and
-// the fallback on a CPU without AVX2.
+// the fallback on a CPU without AVX2. Beside them, the same loads and stores with the GPU
+// optimizer's arithmetic (detail/fused_lane.h): its twin on the CPU.
 
 #include <bit>
 #include <cmath>
 #include <cstdint>
 
+#include "cpu_adam/detail/fused_lane.h"
 #include "cpu_adam/detail/kernel_impl.h"
 #include "cpu_adam/half.h"
 
 namespace strata::cpu_adam::detail {
 namespace {
 
-struct Scalar {
+// One element at a time: loads, stores and the scan, shared by the scalar reference and the GPU
+// optimizer's twin.
+struct ScalarMemory {
   using V = float;
   static constexpr int kWidth = 1;
-
-  static V set1(float x) { return x; }
-  static V add(V a, V b) { return a + b; }
-  static V mul(V a, V b) { return a * b; }
-  static V quotient(V a, V b) { return a / b; }  // the reference divides, correctly rounded
-  static V sqrt(V a) { return std::sqrt(a); }
-  static V fmadd(V a, V b, V c) { return a * b + c; }
-  static V sign_step(V c, V s) {
-    const std::uint32_t sign = std::bit_cast<std::uint32_t>(c) & 0x8000'0000u;
-    return std::bit_cast<float>(sign ^ std::bit_cast<std::uint32_t>(s));
-  }
 
   template <class T>
   static V load(const typename T::Storage* ptr) {
@@ -70,10 +63,34 @@ struct Scalar {
   static bool flags_any(Flags flags) { return flags; }
 };
 
+struct Scalar : ScalarMemory {
+  static V set1(float x) { return x; }
+  static V add(V a, V b) { return a + b; }
+  static V mul(V a, V b) { return a * b; }
+  static V quotient(V a, V b) { return a / b; }  // the reference divides, correctly rounded
+  static V sqrt(V a) { return std::sqrt(a); }
+  static V fmadd(V a, V b, V c) { return a * b + c; }
+  static V sign_step(V c, V s) {
+    const std::uint32_t sign = std::bit_cast<std::uint32_t>(c) & 0x8000'0000u;
+    return std::bit_cast<float>(sign ^ std::bit_cast<std::uint32_t>(s));
+  }
+};
+
+// The GPU optimizer's arithmetic over the scalar loads and stores.
+struct FusedLane : ScalarMemory, FusedLaneMath {
+  using V = float;
+  static constexpr int kWidth = 1;
+};
+
 }  // namespace
 
 const KernelTable& scalar_kernels() {
   static const KernelTable table = make_kernel_table<Scalar>();
+  return table;
+}
+
+const KernelTable& fused_lane_kernels() {
+  static const KernelTable table = make_kernel_table<FusedLane>();
   return table;
 }
 

@@ -14,6 +14,7 @@
 
 #include "base/assert.h"
 #include "base/error.h"
+#include "cpu_adam/detail/args.h"
 #include "cpu_adam/detail/kernels.h"
 #include "cpu_adam/isa.h"
 
@@ -110,32 +111,6 @@ float one_minus(float beta) {
   return static_cast<float>(1.0 - static_cast<double>(beta));
 }
 
-detail::AdamArgs adam_args(const AdamConfig& c, std::int64_t t, float grad_scale) {
-  const double lr = c.lr;
-  double correction1 = 1.0;
-  double correction2 = 1.0;
-  if (c.bias_correction) {
-    const auto power = static_cast<double>(t);
-    correction1 = 1.0 - std::pow(static_cast<double>(c.beta1), power);
-    correction2 = 1.0 / std::sqrt(1.0 - std::pow(static_cast<double>(c.beta2), power));
-  }
-  const bool decays = c.weight_decay > 0.0f;
-  return detail::AdamArgs{
-      .grad_scale = grad_scale,
-      .beta1 = c.beta1,
-      .one_minus_beta1 = one_minus(c.beta1),
-      .beta2 = c.beta2,
-      .one_minus_beta2 = one_minus(c.beta2),
-      .eps = c.eps,
-      .bias_correction2 = static_cast<float>(correction2),
-      .step_size = static_cast<float>(-lr / correction1),
-      .weight_decay = c.weight_decay,
-      .decay = static_cast<float>(-lr * static_cast<double>(c.weight_decay)),
-      .l2_decay = decays && !c.adam_w_mode,
-      .decoupled_decay = decays && c.adam_w_mode,
-  };
-}
-
 }  // namespace
 
 void validate(const AdamConfig& config) {
@@ -159,50 +134,47 @@ void validate(const LionConfig& config) {
   check_finite_at_least_zero(config.weight_decay, "weight_decay", "0.01");
 }
 
-template <GradElement G, CopyElement H, StateElement P, StateElement S>
-void step(const AdamConfig& config, std::int64_t step, StateSpan<P> p, std::span<const G> g,
-          StateSpan<S> m, StateSpan<S> v, std::span<H> p_out, float grad_scale) {
-  validate(config);
-  STRATA_ASSERT(step >= 1);
-  STRATA_ASSERT(m.size() == p.size());
-  STRATA_ASSERT(v.size() == p.size());
-  const Arrays arrays = make_arrays(p, g, m, v, p_out);
-  const detail::AdamArgs args = adam_args(config, step, grad_scale);
-  const detail::AdamKernel kernel =
-      kernels().adam[state_index<P>()][state_index<S>()][grad_index<G>()][copy_index<H>()];
-  for_each_tile(static_cast<std::int64_t>(p.size()),
-                [&](std::int64_t begin, std::int64_t end) { kernel(args, arrays, begin, end); });
+namespace detail {
+
+AdamArgs adam_args(const AdamConfig& c, std::int64_t t, float grad_scale) {
+  const double lr = c.lr;
+  double correction1 = 1.0;
+  double correction2 = 1.0;
+  if (c.bias_correction) {
+    const auto power = static_cast<double>(t);
+    correction1 = 1.0 - std::pow(static_cast<double>(c.beta1), power);
+    correction2 = 1.0 / std::sqrt(1.0 - std::pow(static_cast<double>(c.beta2), power));
+  }
+  const bool decays = c.weight_decay > 0.0f;
+  return AdamArgs{
+      .grad_scale = grad_scale,
+      .beta1 = c.beta1,
+      .one_minus_beta1 = one_minus(c.beta1),
+      .beta2 = c.beta2,
+      .one_minus_beta2 = one_minus(c.beta2),
+      .eps = c.eps,
+      .bias_correction2 = static_cast<float>(correction2),
+      .step_size = static_cast<float>(-lr / correction1),
+      .weight_decay = c.weight_decay,
+      .decay = static_cast<float>(-lr * static_cast<double>(c.weight_decay)),
+      .l2_decay = decays && !c.adam_w_mode,
+      .decoupled_decay = decays && c.adam_w_mode,
+  };
 }
 
-template <GradElement G, CopyElement H, StateElement P, StateElement S>
-void step(const AdagradConfig& config, std::int64_t step, StateSpan<P> p, std::span<const G> g,
-          StateSpan<S> v, std::span<H> p_out, float grad_scale) {
-  validate(config);
-  STRATA_ASSERT(step >= 1);
-  STRATA_ASSERT(v.size() == p.size());
-  const Arrays arrays = make_arrays(p, g, std::span<S>{}, v, p_out);
-  const detail::AdagradArgs args{
+AdagradArgs adagrad_args(const AdagradConfig& config, float grad_scale) {
+  return AdagradArgs{
       .grad_scale = grad_scale,
       .eps = config.eps,
       .step_size = -config.lr,
       .weight_decay = config.weight_decay,
       .l2_decay = config.weight_decay > 0.0f,
   };
-  const detail::AdagradKernel kernel =
-      kernels().adagrad[state_index<P>()][state_index<S>()][grad_index<G>()][copy_index<H>()];
-  for_each_tile(static_cast<std::int64_t>(p.size()),
-                [&](std::int64_t begin, std::int64_t end) { kernel(args, arrays, begin, end); });
 }
 
-template <GradElement G, CopyElement H, StateElement P, StateElement S>
-void step(const LionConfig& config, std::int64_t step, StateSpan<P> p, std::span<const G> g,
-          StateSpan<S> m, std::span<H> p_out, float grad_scale) {
-  validate(config);
-  STRATA_ASSERT(step >= 1);
-  STRATA_ASSERT(m.size() == p.size());
-  const Arrays arrays = make_arrays(p, g, m, std::span<S>{}, p_out);
+LionArgs lion_args(const LionConfig& config, float grad_scale) {
   const double decay = static_cast<double>(config.lr) * static_cast<double>(config.weight_decay);
-  const detail::LionArgs args{
+  return LionArgs{
       .grad_scale = grad_scale,
       .beta1 = config.beta1,
       .one_minus_beta1 = one_minus(config.beta1),
@@ -212,10 +184,101 @@ void step(const LionConfig& config, std::int64_t step, StateSpan<P> p, std::span
       .after_decay = static_cast<float>(1.0 - decay),
       .decay = config.weight_decay > 0.0f,
   };
-  const detail::LionKernel kernel =
-      kernels().lion[state_index<P>()][state_index<S>()][grad_index<G>()][copy_index<H>()];
+}
+
+}  // namespace detail
+
+namespace {
+
+// The steps over `table`: the active ISA's kernels (step) or the GPU optimizer's twin.
+template <GradElement G, CopyElement H, StateElement P, StateElement S>
+void adam_with(const detail::KernelTable& table, const AdamConfig& config, std::int64_t step,
+               StateSpan<P> p, std::span<const G> g, StateSpan<S> m, StateSpan<S> v,
+               std::span<H> p_out, float grad_scale) {
+  validate(config);
+  STRATA_ASSERT(step >= 1);
+  STRATA_ASSERT(m.size() == p.size());
+  STRATA_ASSERT(v.size() == p.size());
+  const Arrays arrays = make_arrays(p, g, m, v, p_out);
+  const detail::AdamArgs args = detail::adam_args(config, step, grad_scale);
+  const detail::AdamKernel kernel =
+      table.adam[state_index<P>()][state_index<S>()][grad_index<G>()][copy_index<H>()];
   for_each_tile(static_cast<std::int64_t>(p.size()),
                 [&](std::int64_t begin, std::int64_t end) { kernel(args, arrays, begin, end); });
+}
+
+template <GradElement G, CopyElement H, StateElement P, StateElement S>
+void adagrad_with(const detail::KernelTable& table, const AdagradConfig& config, std::int64_t step,
+                  StateSpan<P> p, std::span<const G> g, StateSpan<S> v, std::span<H> p_out,
+                  float grad_scale) {
+  validate(config);
+  STRATA_ASSERT(step >= 1);
+  STRATA_ASSERT(v.size() == p.size());
+  const Arrays arrays = make_arrays(p, g, std::span<S>{}, v, p_out);
+  const detail::AdagradArgs args = detail::adagrad_args(config, grad_scale);
+  const detail::AdagradKernel kernel =
+      table.adagrad[state_index<P>()][state_index<S>()][grad_index<G>()][copy_index<H>()];
+  for_each_tile(static_cast<std::int64_t>(p.size()),
+                [&](std::int64_t begin, std::int64_t end) { kernel(args, arrays, begin, end); });
+}
+
+template <GradElement G, CopyElement H, StateElement P, StateElement S>
+void lion_with(const detail::KernelTable& table, const LionConfig& config, std::int64_t step,
+               StateSpan<P> p, std::span<const G> g, StateSpan<S> m, std::span<H> p_out,
+               float grad_scale) {
+  validate(config);
+  STRATA_ASSERT(step >= 1);
+  STRATA_ASSERT(m.size() == p.size());
+  const Arrays arrays = make_arrays(p, g, m, std::span<S>{}, p_out);
+  const detail::LionArgs args = detail::lion_args(config, grad_scale);
+  const detail::LionKernel kernel =
+      table.lion[state_index<P>()][state_index<S>()][grad_index<G>()][copy_index<H>()];
+  for_each_tile(static_cast<std::int64_t>(p.size()),
+                [&](std::int64_t begin, std::int64_t end) { kernel(args, arrays, begin, end); });
+}
+
+}  // namespace
+
+template <GradElement G, CopyElement H, StateElement P, StateElement S>
+void step(const AdamConfig& config, std::int64_t step, StateSpan<P> p, std::span<const G> g,
+          StateSpan<S> m, StateSpan<S> v, std::span<H> p_out, float grad_scale) {
+  adam_with<G, H, P, S>(kernels(), config, step, p, g, m, v, p_out, grad_scale);
+}
+
+template <GradElement G, CopyElement H, StateElement P, StateElement S>
+void step(const AdagradConfig& config, std::int64_t step, StateSpan<P> p, std::span<const G> g,
+          StateSpan<S> v, std::span<H> p_out, float grad_scale) {
+  adagrad_with<G, H, P, S>(kernels(), config, step, p, g, v, p_out, grad_scale);
+}
+
+template <GradElement G, CopyElement H, StateElement P, StateElement S>
+void step(const LionConfig& config, std::int64_t step, StateSpan<P> p, std::span<const G> g,
+          StateSpan<S> m, std::span<H> p_out, float grad_scale) {
+  lion_with<G, H, P, S>(kernels(), config, step, p, g, m, p_out, grad_scale);
+}
+
+template <CopyElement H>
+void gpu_twin_step(const AdamConfig& config, std::int64_t step, std::span<float> p,
+                   std::span<const float> g, std::span<float> m, std::span<float> v,
+                   std::span<H> p_out, float grad_scale) {
+  adam_with<float, H, float, float>(detail::fused_lane_kernels(), config, step, p, g, m, v, p_out,
+                                    grad_scale);
+}
+
+template <CopyElement H>
+void gpu_twin_step(const AdagradConfig& config, std::int64_t step, std::span<float> p,
+                   std::span<const float> g, std::span<float> v, std::span<H> p_out,
+                   float grad_scale) {
+  adagrad_with<float, H, float, float>(detail::fused_lane_kernels(), config, step, p, g, v, p_out,
+                                       grad_scale);
+}
+
+template <CopyElement H>
+void gpu_twin_step(const LionConfig& config, std::int64_t step, std::span<float> p,
+                   std::span<const float> g, std::span<float> m, std::span<H> p_out,
+                   float grad_scale) {
+  lion_with<float, H, float, float>(detail::fused_lane_kernels(), config, step, p, g, m, p_out,
+                                    grad_scale);
 }
 
 template <GradElement G>
@@ -289,6 +352,20 @@ STRATA_CPU_ADAM_INSTANTIATE(fp16, bf16)
 STRATA_CPU_ADAM_INSTANTIATE(fp16, fp16)
 #undef STRATA_CPU_ADAM_INSTANTIATE
 #undef STRATA_CPU_ADAM_INSTANTIATE_STATES
+
+#define STRATA_CPU_ADAM_INSTANTIATE_TWIN(H)                                                      \
+  template void gpu_twin_step<H>(const AdamConfig&, std::int64_t, std::span<float>,              \
+                                 std::span<const float>, std::span<float>, std::span<float>,     \
+                                 std::span<H>, float);                                           \
+  template void gpu_twin_step<H>(const AdagradConfig&, std::int64_t, std::span<float>,           \
+                                 std::span<const float>, std::span<float>, std::span<H>, float); \
+  template void gpu_twin_step<H>(const LionConfig&, std::int64_t, std::span<float>,              \
+                                 std::span<const float>, std::span<float>, std::span<H>, float);
+
+STRATA_CPU_ADAM_INSTANTIATE_TWIN(NoCopy)
+STRATA_CPU_ADAM_INSTANTIATE_TWIN(bf16)
+STRATA_CPU_ADAM_INSTANTIATE_TWIN(fp16)
+#undef STRATA_CPU_ADAM_INSTANTIATE_TWIN
 
 template GradStats scan_gradients<float>(std::span<const float>);
 template GradStats scan_gradients<bf16>(std::span<const bf16>);

@@ -104,6 +104,25 @@ template <GradElement G, CopyElement H, StateElement P = float, StateElement S =
 void step(const LionConfig& config, std::int64_t step, StateSpan<P> p, std::span<const G> g,
           StateSpan<S> m, std::span<H> p_out, float grad_scale);
 
+// The GPU optimizer's twin: the same steps over fp32 arrays, computed as the CUDA kernel
+// (gpu/cuda/optimizer_kernels.cu) computes them, one element at a time with a fused multiply-add
+// wherever the SIMD kernels use one and a correctly rounded division and square root
+// (detail/fused_lane.h). It gives the kernel's bits on any x86-64 CPU, so the GPU's arithmetic is
+// tested against step() where there is no GPU (docs/cpu_adam.md states the bound), and the kernel
+// against it where there is. Not fast: one element at a time.
+template <CopyElement H>
+void gpu_twin_step(const AdamConfig& config, std::int64_t step, std::span<float> p,
+                   std::span<const float> g, std::span<float> m, std::span<float> v,
+                   std::span<H> p_out, float grad_scale);
+template <CopyElement H>
+void gpu_twin_step(const AdagradConfig& config, std::int64_t step, std::span<float> p,
+                   std::span<const float> g, std::span<float> v, std::span<H> p_out,
+                   float grad_scale);
+template <CopyElement H>
+void gpu_twin_step(const LionConfig& config, std::int64_t step, std::span<float> p,
+                   std::span<const float> g, std::span<float> m, std::span<H> p_out,
+                   float grad_scale);
+
 // What a gradient shard holds, for clipping and overflow skipping. sum_squares is accumulated in
 // double (so fp32 gradients up to FLT_MAX cannot overflow it) in a fixed order per tile and a
 // fixed tree over tiles: the same bits for any thread count.

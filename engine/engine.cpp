@@ -83,7 +83,7 @@ bool same_directory(const std::filesystem::path& a, const std::filesystem::path&
 }
 
 // What the engine refuses before it allocates anything.
-void check_supported(const Runtime& runtime, const Config& config, Model& model) {
+void check_supported(const Config& config, Model& model) {
   if (config.strata.overlap_optimizer && !offloaded(config.zero.offload_optimizer.device)) {
     throw UserError(
         "strata.overlap_optimizer overlaps the offloaded optimizer's step with backward, but "
@@ -112,15 +112,6 @@ void check_supported(const Runtime& runtime, const Config& config, Model& model)
         fmt::format("offload the optimizer too (\"offload_optimizer\": {{\"device\": \"{}\"}}), "
                     "or set offload_param.device to none",
                     to_string(config.zero.offload_param.device)),
-        2);
-  }
-  if (runtime.device.kind() != gpu::DeviceKind::host &&
-      !offloaded(config.zero.offload_optimizer.device)) {
-    throw UserError(
-        "an optimizer kept on a CUDA device needs the GPU Adam and gradient-norm kernels, which "
-        "this build does not have yet",
-        "offload the optimizer (\"offload_optimizer\": {\"device\": \"cpu\"} at stage 1-3), or run "
-        "on the host device with CUDA_VISIBLE_DEVICES= set empty",
         2);
   }
   std::span<Module* const> modules = model.modules();
@@ -219,6 +210,8 @@ void Engine::State::build() {
           fixed ? zero::OverlappedStep::Guess::fixed : zero::OverlappedStep::Guess::may_change);
     }
   } else {
+    // The device optimizer steps one sub-group per launch, as the offloaded one steps them.
+    device_sub_groups = zero::make_sub_groups(layout, config.zero.sub_group_size);
     master = device.allocate(partition * kFloat, "fp32 master parameters");
     if (optimizer.type() != OptimizerType::adagrad)
       exp_avg = device.allocate(partition * kFloat, "optimizer exp_avg");
@@ -422,27 +415,28 @@ zero::StepIo Engine::State::step_io() {
 // The optimizer over the rank's partition; the new parameters land in the parameter tier and
 // every gathered copy becomes stale.
 void Engine::State::apply_step(const StepHyperparameters& hyper) {
-  const auto n = static_cast<std::size_t>(layout.partition_numel());
   if (offload) {
     const zero::OptimizerOffload::StatesVisitor save = planned_save_writer();
     offload->step(hyper, step_io(), save);
     if (save) planned_save->step = steps_taken + 1;
   } else {
-    // On the host backend device memory is host memory and the step runs in stream order as a
-    // host task, as a GPU Adam kernel would (the CUDA backend brings its own kernel).
-    STRATA_ASSERT(runtime.device.kind() == gpu::DeviceKind::host);
+    // On the device: one fused optimizer op per sub-group (gpu::Ops; on the host backend that is
+    // cpu_adam::step on the stream, on CUDA a kernel), writing the storage copy into the tier's
+    // partition as it goes; an fp32 model's copy is the master itself.
     std::byte* shards = tier->device_partition();
-    stream().launch([this, hyper, n, shards] {
-      std::span<float> m1 = exp_avg ? std::span<float>(exp_avg.as<float>(), n) : std::span<float>();
-      std::span<float> v1 =
-          exp_avg_sq ? std::span<float>(exp_avg_sq.as<float>(), n) : std::span<float>();
-      std::span<std::uint16_t> out =
-          copy_type == ParamCopy::none
-              ? std::span<std::uint16_t>()
-              : std::span<std::uint16_t>(reinterpret_cast<std::uint16_t*>(shards), n);
-      optimizer.step(hyper, {master.as<float>(), n}, {reducer->device_partition(), n}, m1, v1,
-                     copy_type, out);
-    });
+    const std::int64_t copy_bytes = gpu::size_bytes(storage);
+    for (const zero::Range& group : device_sub_groups) {
+      gpu::OptimizerArrays arrays;
+      arrays.params = master.as<float>() + group.begin;
+      arrays.grads = reducer->device_partition() + group.begin;
+      arrays.exp_avg = exp_avg ? exp_avg.as<float>() + group.begin : nullptr;
+      arrays.exp_avg_sq = exp_avg_sq ? exp_avg_sq.as<float>() + group.begin : nullptr;
+      if (copy_type != ParamCopy::none) {
+        arrays.param_copy = shards + group.begin * copy_bytes;
+        arrays.copy_type = to_data_type(copy_type);
+      }
+      optimizer.step_on_device(runtime.ops, stream(), hyper, arrays, group.size());
+    }
     if (copy_type == ParamCopy::none) {
       stream().copy(shards, master.data(), master.bytes(), gpu::CopyKind::device_to_device);
     }
@@ -522,7 +516,7 @@ std::int64_t Engine::State::host_bytes() const {
 }
 
 Engine::Engine(Runtime& runtime, const Config& config, Model& model) {
-  check_supported(runtime, config, model);
+  check_supported(config, model);
   state_ = std::make_unique<State>(runtime, config, model);
   state_->build();
 }

@@ -112,7 +112,8 @@ struct Engine::State {
   std::unique_ptr<zero::ParamTier> tier;
   std::unique_ptr<zero::ParamCoordinator> coordinator;
   std::unique_ptr<zero::GradReducer> reducer;
-  // The optimizer on the device (offload_optimizer none) ...
+  // The optimizer on the device (offload_optimizer none), stepped sub-group by sub-group ...
+  std::vector<zero::Range> device_sub_groups;
   gpu::DeviceBuffer master;
   gpu::DeviceBuffer exp_avg;
   gpu::DeviceBuffer exp_avg_sq;

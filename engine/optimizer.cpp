@@ -3,6 +3,7 @@
 #include "base/assert.h"
 #include "cpu_adam/half.h"
 #include "cpu_adam/optimizer.h"
+#include "gpu/ops.h"
 
 namespace strata::engine {
 namespace {
@@ -80,10 +81,6 @@ void Optimizer::step(const StepHyperparameters& hyper, StateTypes types, const S
   STRATA_ASSERT(arrays.params.size() == n * static_cast<std::size_t>(types.master_bytes()));
   STRATA_ASSERT(arrays.grads.size() == n * static_cast<std::size_t>(types.grad_bytes()));
   STRATA_ASSERT(copy_type == ParamCopy::none || copy.size() == n);
-  auto lr = static_cast<float>(hyper.lr);
-  auto beta1 = static_cast<float>(hyper.betas[0]);
-  auto beta2 = static_cast<float>(hyper.betas[1]);
-  auto weight_decay = static_cast<float>(config_.weight_decay);
   with_types(types, [&]<class P, class S>(P*, S*) {
     // The gradients have the master's type.
     const auto grads = typed<const P>(arrays.grads, n);
@@ -92,38 +89,63 @@ void Optimizer::step(const StepHyperparameters& hyper, StateTypes types, const S
     const auto exp_avg_sq = typed<S>(arrays.exp_avg_sq, arrays.exp_avg_sq.empty() ? 0 : n);
     switch (config_.type) {
       case OptimizerType::adam:
-      case OptimizerType::adamw: {
-        cpu_adam::AdamConfig adam{lr,
-                                  beta1,
-                                  beta2,
-                                  static_cast<float>(config_.eps),
-                                  weight_decay,
-                                  config_.bias_correction,
-                                  config_.type == OptimizerType::adamw || config_.adam_w_mode};
+      case OptimizerType::adamw:
         with_copy(copy_type, copy, [&]<class H>(std::span<H> out) {
-          cpu_adam::step<P, H, P, S>(adam, hyper.step, params, grads, exp_avg, exp_avg_sq, out,
+          cpu_adam::step<P, H, P, S>(adam_config(hyper), hyper.step, params, grads, exp_avg,
+                                     exp_avg_sq, out, hyper.grad_scale);
+        });
+        return;
+      case OptimizerType::adagrad:
+        with_copy(copy_type, copy, [&]<class H>(std::span<H> out) {
+          cpu_adam::step<P, H, P, S>(adagrad_config(hyper), hyper.step, params, grads, exp_avg_sq,
+                                     out, hyper.grad_scale);
+        });
+        return;
+      case OptimizerType::lion:
+        with_copy(copy_type, copy, [&]<class H>(std::span<H> out) {
+          cpu_adam::step<P, H, P, S>(lion_config(hyper), hyper.step, params, grads, exp_avg, out,
                                      hyper.grad_scale);
         });
         return;
-      }
-      case OptimizerType::adagrad: {
-        cpu_adam::AdagradConfig adagrad{lr, static_cast<float>(config_.eps), weight_decay};
-        with_copy(copy_type, copy, [&]<class H>(std::span<H> out) {
-          cpu_adam::step<P, H, P, S>(adagrad, hyper.step, params, grads, exp_avg_sq, out,
-                                     hyper.grad_scale);
-        });
-        return;
-      }
-      case OptimizerType::lion: {
-        cpu_adam::LionConfig lion{lr, beta1, beta2, weight_decay};
-        with_copy(copy_type, copy, [&]<class H>(std::span<H> out) {
-          cpu_adam::step<P, H, P, S>(lion, hyper.step, params, grads, exp_avg, out,
-                                     hyper.grad_scale);
-        });
-        return;
-      }
     }
   });
+}
+
+void Optimizer::step_on_device(gpu::Ops& ops, gpu::Stream& stream, const StepHyperparameters& hyper,
+                               const gpu::OptimizerArrays& arrays, std::int64_t count) const {
+  switch (config_.type) {
+    case OptimizerType::adam:
+    case OptimizerType::adamw:
+      ops.adam_step(stream, adam_config(hyper), hyper.step, hyper.grad_scale, arrays, count);
+      return;
+    case OptimizerType::adagrad:
+      ops.adagrad_step(stream, adagrad_config(hyper), hyper.step, hyper.grad_scale, arrays, count);
+      return;
+    case OptimizerType::lion:
+      ops.lion_step(stream, lion_config(hyper), hyper.step, hyper.grad_scale, arrays, count);
+      return;
+  }
+}
+
+cpu_adam::AdamConfig Optimizer::adam_config(const StepHyperparameters& hyper) const {
+  return cpu_adam::AdamConfig{static_cast<float>(hyper.lr),
+                              static_cast<float>(hyper.betas[0]),
+                              static_cast<float>(hyper.betas[1]),
+                              static_cast<float>(config_.eps),
+                              static_cast<float>(config_.weight_decay),
+                              config_.bias_correction,
+                              config_.type == OptimizerType::adamw || config_.adam_w_mode};
+}
+
+cpu_adam::AdagradConfig Optimizer::adagrad_config(const StepHyperparameters& hyper) const {
+  return cpu_adam::AdagradConfig{static_cast<float>(hyper.lr), static_cast<float>(config_.eps),
+                                 static_cast<float>(config_.weight_decay)};
+}
+
+cpu_adam::LionConfig Optimizer::lion_config(const StepHyperparameters& hyper) const {
+  return cpu_adam::LionConfig{static_cast<float>(hyper.lr), static_cast<float>(hyper.betas[0]),
+                              static_cast<float>(hyper.betas[1]),
+                              static_cast<float>(config_.weight_decay)};
 }
 
 StateTypes state_types(const Bf16Config& bf16) {

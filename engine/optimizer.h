@@ -4,7 +4,14 @@
 #include <cstdint>
 #include <span>
 
+#include "cpu_adam/optimizer.h"
 #include "engine/config/config.h"
+
+namespace strata::gpu {
+class Ops;
+class Stream;
+struct OptimizerArrays;
+}  // namespace strata::gpu
 
 namespace strata::engine {
 
@@ -68,8 +75,17 @@ class Optimizer {
   // The same over arrays of `types`, `count` elements each.
   void step(const StepHyperparameters& hyper, StateTypes types, const StateArrays& arrays,
             std::int64_t count, ParamCopy copy_type, std::span<std::uint16_t> copy) const;
+  // The same over `count` elements of fp32 arrays in device memory, enqueued on `stream` as one
+  // device optimizer op (gpu::Ops::adam_step, adagrad_step, lion_step): cpu_adam::step itself on
+  // the host backend, a fused kernel on CUDA.
+  void step_on_device(gpu::Ops& ops, gpu::Stream& stream, const StepHyperparameters& hyper,
+                      const gpu::OptimizerArrays& arrays, std::int64_t count) const;
 
  private:
+  cpu_adam::AdamConfig adam_config(const StepHyperparameters& hyper) const;
+  cpu_adam::AdagradConfig adagrad_config(const StepHyperparameters& hyper) const;
+  cpu_adam::LionConfig lion_config(const StepHyperparameters& hyper) const;
+
   OptimizerConfig config_;
 };
 

@@ -91,4 +91,27 @@ class HostTask {
   const Operations* operations_ = nullptr;
 };
 
+namespace detail {
+inline thread_local bool host_task_running = false;
+}  // namespace detail
+
+// Whether the calling thread is running a host task's body right now. A host task must never
+// wait for work that is enqueued after it (docs/gpu.md, "What a host task may wait for"): a
+// queue is bounded, so the thread that would enqueue that work can be stuck behind the task, and
+// on CUDA the driver may run every stream's tasks on one thread. So no task enqueues onto a
+// stream or synchronizes a stream, an event or the device; both backends assert it there.
+inline bool running_host_task() noexcept {
+  return detail::host_task_running;
+}
+
+// Marks the calling thread as running a host task while it lives: each backend makes one around
+// every task it runs.
+class HostTaskScope {
+ public:
+  HostTaskScope() noexcept { detail::host_task_running = true; }
+  ~HostTaskScope() { detail::host_task_running = false; }
+  HostTaskScope(const HostTaskScope&) = delete;
+  HostTaskScope& operator=(const HostTaskScope&) = delete;
+};
+
 }  // namespace strata::gpu

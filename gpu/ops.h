@@ -3,11 +3,25 @@
 #include <cstdint>
 #include <memory>
 
+#include "cpu_adam/optimizer.h"
 #include "gpu/comm.h"  // DataType
 #include "gpu/device.h"
 #include "gpu/stream.h"
 
 namespace strata::gpu {
+
+// One slice of a flat optimizer partition in device memory, for the optimizer steps below: fp32
+// master parameters, fp32 gradients and fp32 moments (exp_avg null for Adagrad, exp_avg_sq null
+// for Lion), all of the step's length; `param_copy` receives the new parameters rounded to
+// nearest even in `copy_type` (bfloat16 or float16), or is null with copy_type float32.
+struct OptimizerArrays {
+  float* params = nullptr;
+  const float* grads = nullptr;
+  float* exp_avg = nullptr;
+  float* exp_avg_sq = nullptr;
+  void* param_copy = nullptr;
+  DataType copy_type = DataType::float32;
+};
 
 // The ops a GPT-2 style or Llama-family model needs, forward and backward, on device memory in fp32
 // (the compute type; bf16/fp16 storage is converted with `cast_*`). Every op is enqueued on
@@ -108,9 +122,33 @@ class Ops {
                                std::int64_t n) = 0;
   // target[i] = value for `n` floats (seeds dlosses = 1 / rows).
   virtual void fill(Stream& stream, float* target, float value, std::int64_t n) = 0;
-  // target[i] += source[i] * scale (gradient accumulation across micro-batches).
+  // target[i] += source[i] * scale (gradient accumulation across micro-batches); the product is
+  // rounded before the sum on every backend (gpu/detail/elementwise.h).
   virtual void accumulate(Stream& stream, float* target, const float* source, float scale,
                           std::int64_t n) = 0;
+
+  // The optimizer on the device: one step (from 1) over n elements of `arrays`, in one pass that
+  // reads the master, the moments and the gradient and writes the master, the moments and the
+  // parameter copy. The math is cpu_adam's (cpu_adam/optimizer.h, grad_scale multiplying every
+  // gradient first). The host backend runs cpu_adam::step itself on the stream; CUDA runs one
+  // kernel per call with the same update rules in the GPU's arithmetic, whose bits
+  // cpu_adam::gpu_twin_step gives on the CPU (docs/cpu_adam.md states how far they may be from
+  // cpu_adam::step's). An out-of-range hyperparameter is a UserError (cpu_adam::validate).
+  virtual void adam_step(Stream& stream, const cpu_adam::AdamConfig& config, std::int64_t step,
+                         float grad_scale, const OptimizerArrays& arrays, std::int64_t n) = 0;
+  virtual void adagrad_step(Stream& stream, const cpu_adam::AdagradConfig& config,
+                            std::int64_t step, float grad_scale, const OptimizerArrays& arrays,
+                            std::int64_t n) = 0;
+  virtual void lion_step(Stream& stream, const cpu_adam::LionConfig& config, std::int64_t step,
+                         float grad_scale, const OptimizerArrays& arrays, std::int64_t n) = 0;
+
+  // *sum_squares (one double of device memory) = the sum of values[i]^2 over n fp32 values,
+  // accumulated in double in a fixed order, so every run gives the same bits: the gradient norm
+  // with no host round trip. It is inf or NaN exactly when some value is (a finite fp32 squares
+  // to at most 1.2e77), so it also tells an overflow. The host backend's is
+  // cpu_adam::scan_gradients's sum; CUDA's adds in another order.
+  virtual void sum_squares(Stream& stream, double* sum_squares, const float* values,
+                           std::int64_t n) = 0;
 
  protected:
   Ops() = default;

@@ -20,14 +20,17 @@
 # What `run` runs, in order, each with its own time limit, never stopping at a failure:
 #   1. the machine: nvidia-smi, `strata report` (GPU, driver, CUDA, NCCL, PCIe, NUMA)
 #   2. the device, stream and event tests on the CUDA device (strata_gpu_tests, '*cuda*')
-#   3. every CUDA op against the host op (strata_gpu_cuda_tests)
+#   3. every CUDA op against the host op (strata_gpu_cuda_tests), at toy and at the models' shapes
 #   4. the host-backend suite: every other test binary, the ZeRO tests on 1 rank
 #   5. multi-rank: the comm tests on NCCL and the ZeRO tests under mpirun -np 2 (NCCL refuses two
 #      ranks on one GPU; the log says so when it does)
 #   6. the demo on the CUDA device and on the host device, 20 steps each (loss curves compared,
 #      and the timeline of step 2 of each)
-#   7. benchmarks: strata bench h2d, strata bench gemm on the zero3_nvme_offload config
-#   8. Hugging Face: folders exported by strata load in transformers with the same loss
+#   7. the optimizer kept on the device: configs/demo_no_offload.json at stages 0-3 on the CUDA
+#      device and on the host device, 20 steps each
+#   8. benchmarks: strata bench device-optimizer (the 1.3B GPT's partition, beside the
+#      device-to-device copy), strata bench h2d, strata bench gemm on the zero3_nvme_offload config
+#   9. Hugging Face: folders exported by strata load in transformers with the same loss
 #      (scripts/hf_transformers_check.py)
 # DIR then holds summary.txt, summary.json (one row per check: name, exit status, seconds) and
 # logs.tar.gz (every log, gtest JSON and metrics file); at most 8 files, as the device tool
@@ -132,7 +135,7 @@ plan_checks() {
   local logs=$out/logs
   add_check machine 60 "nvidia-smi; $b/bin/strata report; $b/bin/strata report --json > $logs/report.json"
   add_check gpu_device_tests 300 "$b/bin/strata_gpu_tests --gtest_filter='*cuda*' --gtest_output=json:$logs/gpu_device_tests.json"
-  add_check cuda_ops_vs_host 300 "$b/bin/strata_gpu_cuda_tests --gtest_output=json:$logs/cuda_ops.json"
+  add_check cuda_ops_vs_host 600 "$b/bin/strata_gpu_cuda_tests --gtest_output=json:$logs/cuda_ops.json"
   local binary
   for binary in base aio cpu_adam gpu_kernels engine engine_memory engine_checkpoint models tools gpu; do
     add_check "host_$binary" 600 "$b/bin/strata_${binary}_tests --gtest_output=json:$logs/host_$binary.json"
@@ -142,6 +145,9 @@ plan_checks() {
   add_check engine_zero_np2 600 "mpirun -np 2 --oversubscribe $b/bin/strata_engine_zero_tests"
   add_check demo_cuda 600 "cd $logs && $b/bin/strata train --config $root/configs/demo.json --steps 20 --metrics demo_cuda.jsonl --out demo_cuda --timeline demo_cuda/timeline.png"
   add_check demo_host 600 "cd $logs && CUDA_VISIBLE_DEVICES= $b/bin/strata train --config $root/configs/demo.json --steps 20 --metrics demo_host.jsonl --out demo_host --timeline demo_host/timeline.png"
+  # The optimizer kept on the device, at every ZeRO stage, on CUDA beside the host device.
+  add_check demo_no_offload_stages 600 "cd $logs && for stage in 0 1 2 3; do python3 -c \"import json, sys; c = json.load(open(sys.argv[1])); c['zero_optimization']['stage'] = int(sys.argv[2]); json.dump(c, open(sys.argv[3], 'w'))\" $root/configs/demo_no_offload.json \$stage no_offload_s\$stage.json && $b/bin/strata train --config no_offload_s\$stage.json --steps 20 --metrics no_offload_cuda_s\$stage.jsonl --out no_offload_cuda_s\$stage && CUDA_VISIBLE_DEVICES= $b/bin/strata train --config no_offload_s\$stage.json --steps 20 --metrics no_offload_host_s\$stage.jsonl --out no_offload_host_s\$stage || exit 1; done"
+  add_check bench_device_optimizer 300 "for copy in none bf16; do $b/bin/strata bench device-optimizer --params 1310M --copy \$copy --json > $logs/bench_device_optimizer_\$copy.json && $b/bin/strata bench device-optimizer --params 1310M --copy \$copy; done"
   add_check bench_h2d 300 "$b/bin/strata bench h2d --size 1GiB --steps 10 --json > $logs/bench_h2d.json; $b/bin/strata bench h2d --size 1GiB --steps 10"
   add_check bench_gemm 300 "$b/bin/strata bench gemm --config $root/configs/zero3_nvme_offload.json --json > $logs/bench_gemm.json"
   add_check hf_transformers 300 "python3 $root/scripts/hf_transformers_check.py --strata $b/bin/strata --work $logs/hf"

@@ -6,7 +6,9 @@
 // code to a baseline caller). Include only from kernels_avx512.cpp, kernels_avx2.cpp and
 // adam_scalar.cpp.
 //
-// I provides: V (a vector of kWidth floats); set1, add, mul, sqrt, fmadd(a, b, c) = a*b+c,
+// The update rules themselves (AdamOp, AdagradOp, LionOp) are in update_rules.h, which the CUDA
+// optimizer shares. I provides: V (a vector of kWidth floats); set1, add, mul, sqrt,
+// fmadd(a, b, c) = a*b+c,
 // quotient(a, b) = a / b within one ulp (a reciprocal estimate refined by one Newton-Raphson
 // step where that is cheaper than the divider, falling back to a true division for the lanes the
 // estimate cannot handle: zero, subnormal and infinite divisors, quotients that overflow),
@@ -20,6 +22,7 @@
 #include <cstdint>
 
 #include "cpu_adam/detail/kernels.h"
+#include "cpu_adam/detail/update_rules.h"
 
 namespace strata::cpu_adam::detail {
 
@@ -43,93 +46,6 @@ struct NoneTag {
   using Storage = unsigned char;
   static constexpr int kKind = -1;
   static constexpr bool kCopy = false;
-};
-
-template <class I>
-struct AdamOp {
-  static constexpr bool kUsesM = true;
-  static constexpr bool kUsesV = true;
-  using V = typename I::V;
-  V grad_scale, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, bias_correction2, step_size,
-      weight_decay, decay;
-  bool l2_decay, decoupled_decay;
-
-  explicit AdamOp(const AdamArgs& a)
-      : grad_scale(I::set1(a.grad_scale)),
-        beta1(I::set1(a.beta1)),
-        one_minus_beta1(I::set1(a.one_minus_beta1)),
-        beta2(I::set1(a.beta2)),
-        one_minus_beta2(I::set1(a.one_minus_beta2)),
-        eps(I::set1(a.eps)),
-        bias_correction2(I::set1(a.bias_correction2)),
-        step_size(I::set1(a.step_size)),
-        weight_decay(I::set1(a.weight_decay)),
-        decay(I::set1(a.decay)),
-        l2_decay(a.l2_decay),
-        decoupled_decay(a.decoupled_decay) {}
-
-  // The order of operations is DeepSpeed's Step_AVX, so results can be compared with it.
-  void operator()(V& p, V g, V& m, V& v) const {
-    g = I::mul(g, grad_scale);
-    if (l2_decay) g = I::fmadd(p, weight_decay, g);
-    m = I::fmadd(g, one_minus_beta1, I::mul(m, beta1));
-    v = I::fmadd(I::mul(g, g), one_minus_beta2, I::mul(v, beta2));
-    const V denominator = I::fmadd(I::sqrt(v), bias_correction2, eps);
-    const V update = I::quotient(m, denominator);
-    if (decoupled_decay) p = I::fmadd(p, decay, p);
-    p = I::fmadd(update, step_size, p);
-  }
-};
-
-template <class I>
-struct AdagradOp {
-  static constexpr bool kUsesM = false;
-  static constexpr bool kUsesV = true;
-  using V = typename I::V;
-  V grad_scale, eps, step_size, weight_decay;
-  bool l2_decay;
-
-  explicit AdagradOp(const AdagradArgs& a)
-      : grad_scale(I::set1(a.grad_scale)),
-        eps(I::set1(a.eps)),
-        step_size(I::set1(a.step_size)),
-        weight_decay(I::set1(a.weight_decay)),
-        l2_decay(a.l2_decay) {}
-
-  void operator()(V& p, V g, V& /*m*/, V& v) const {
-    g = I::mul(g, grad_scale);
-    if (l2_decay) g = I::fmadd(p, weight_decay, g);
-    v = I::fmadd(g, g, v);
-    const V denominator = I::add(I::sqrt(v), eps);
-    p = I::fmadd(I::quotient(g, denominator), step_size, p);
-  }
-};
-
-template <class I>
-struct LionOp {
-  static constexpr bool kUsesM = true;
-  static constexpr bool kUsesV = false;
-  using V = typename I::V;
-  V grad_scale, beta1, one_minus_beta1, beta2, one_minus_beta2, step_size, after_decay;
-  bool decay;
-
-  explicit LionOp(const LionArgs& a)
-      : grad_scale(I::set1(a.grad_scale)),
-        beta1(I::set1(a.beta1)),
-        one_minus_beta1(I::set1(a.one_minus_beta1)),
-        beta2(I::set1(a.beta2)),
-        one_minus_beta2(I::set1(a.one_minus_beta2)),
-        step_size(I::set1(a.step_size)),
-        after_decay(I::set1(a.after_decay)),
-        decay(a.decay) {}
-
-  void operator()(V& p, V g, V& m, V& /*v*/) const {
-    g = I::mul(g, grad_scale);
-    const V blend = I::fmadd(g, one_minus_beta1, I::mul(m, beta1));
-    const V update = I::sign_step(blend, step_size);  // -lr * sign(blend)
-    p = decay ? I::fmadd(p, after_decay, update) : I::add(p, update);
-    m = I::fmadd(g, one_minus_beta2, I::mul(m, beta2));
-  }
 };
 
 // The bound: the same traffic as the optimizers, one add per array.

@@ -82,6 +82,8 @@ struct KernelTable {
 
 // Defined in the ISA's translation unit; call only when isa_supported() says so.
 const KernelTable& scalar_kernels();
+// The GPU optimizer's arithmetic on the CPU, one element at a time (fused_lane.h); baseline x86-64.
+const KernelTable& fused_lane_kernels();
 const KernelTable& avx2_kernels();
 const KernelTable& avx512_kernels();
 

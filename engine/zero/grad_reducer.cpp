@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <utility>
 
 #include "aio/errors.h"
@@ -89,8 +90,8 @@ GradReducer::GradReducer(gpu::Device& device, gpu::Ops& ops, gpu::Comm& comm, gp
   } else {
     device_partition_ = device.allocate(partition * 4, "gradient partition");
   }
-  stats_ = device.allocate(2 * sizeof(float), "gradient norm");
-  stats_host_ = device.allocate_pinned(2 * sizeof(float));
+  stats_ = device.allocate(sizeof(double), "gradient norm");
+  stats_host_ = device.allocate_pinned(sizeof(GradNorm));
   if (keeps_full_buffers()) {
     for (int m = 0; m < layout.module_count(); ++m)
       make(m);
@@ -354,45 +355,57 @@ cpu_adam::GradStats GradReducer::scan(const std::byte* grads, std::int64_t count
   return cpu_adam::scan_gradients<float>({reinterpret_cast<const float*>(grads), n});
 }
 
+// The local sum of squares lands in page-locked host memory (from a kernel on the device
+// partition, or from a stream task's scan of host or swapped gradients), then with several ranks
+// goes up again as two floats (sum, inf/NaN) for one all-reduce. No host task touches device
+// memory, and the host waits once, at the end.
 cpu_adam::GradStats GradReducer::global_stats() {
   const std::int64_t n = layout_.partition_numel();
-  // On the host backend the scan reads device memory from a stream task, as a reduction kernel
-  // would on a GPU (the CUDA backend will bring its own kernel). Swapped gradients were scanned
-  // on their way to the file.
-  STRATA_ASSERT(options_.to_host || device_.kind() == gpu::DeviceKind::host);
-  stream_.launch([this, n] {
-    if (store_) {
-      // Backward's last writes: a step whose writes failed fails here, whatever reads them.
-      try {
-        finish_writes(0, n);
-      } catch (const aio::IoError& error) {
-        throw swap_failure("the gradients", error);
+  GradNorm* norm = stats_host_.as<GradNorm>();
+  if (!options_.to_host) {
+    // On the device: gpu::Ops::sum_squares (cpu_adam's scan on the host backend, a kernel on
+    // CUDA); its sum is inf or NaN exactly when a gradient is.
+    double* local = stats_.as<double>();
+    ops_.sum_squares(stream_, local, device_partition(), n);
+    stream_.copy(&norm->local_sum_squares, local, sizeof(double), gpu::CopyKind::device_to_host);
+  } else {
+    // Swapped gradients were scanned on their way to the file.
+    stream_.launch([this, n, norm] {
+      cpu_adam::GradStats local;
+      if (store_) {
+        // Backward's last writes: a step whose writes failed fails here, whatever reads them.
+        try {
+          finish_writes(0, n);
+        } catch (const aio::IoError& error) {
+          throw swap_failure("the gradients", error);
+        }
+        local = swapped_stats_;
+      } else {
+        local = scan(host_partition_, n);
       }
-      local_stats_ = swapped_stats_;
-    } else if (options_.to_host) {
-      local_stats_ = scan(host_partition_, n);
-    } else {
-      local_stats_ =
-          cpu_adam::scan_gradients<float>({device_partition(), static_cast<std::size_t>(n)});
-    }
-  });
+      norm->local_sum_squares = local.has_inf_or_nan && std::isfinite(local.sum_squares)
+                                    ? std::numeric_limits<double>::quiet_NaN()
+                                    : local.sum_squares;
+    });
+  }
   const base::Timeline::Scope waiting("host", "wait", "gradient norm");
   if (layout_.world_size() == 1) {
     stream_.synchronize();
-    return local_stats_;
+    return GradNorm::stats(norm->local_sum_squares);
   }
-  float* stats = stats_.as<float>();
-  stream_.launch([this, stats] {
-    stats[0] = static_cast<float>(local_stats_.sum_squares);
-    stats[1] = local_stats_.has_inf_or_nan ? 1.0f : 0.0f;
+  stream_.launch([norm] {
+    norm->reduced[0] = static_cast<float>(norm->local_sum_squares);
+    norm->reduced[1] = std::isfinite(norm->local_sum_squares) ? 0.0f : 1.0f;
   });
-  comm_.all_reduce(stream_, stats, 2, gpu::DataType::float32, gpu::ReduceOp::sum);
-  stream_.copy(stats_host_.data(), stats, 2 * sizeof(float), gpu::CopyKind::device_to_host);
+  // The same eight bytes of device memory as the local double, which went down before this.
+  float* reduced = stats_.as<float>();
+  stream_.copy(reduced, norm->reduced, sizeof(norm->reduced), gpu::CopyKind::host_to_device);
+  comm_.all_reduce(stream_, reduced, 2, gpu::DataType::float32, gpu::ReduceOp::sum);
+  stream_.copy(norm->reduced, reduced, sizeof(norm->reduced), gpu::CopyKind::device_to_host);
   stream_.synchronize();
-  const float* total = stats_host_.as<const float>();
   cpu_adam::GradStats global;
-  global.sum_squares = total[0];
-  global.has_inf_or_nan = total[1] != 0.0f || !std::isfinite(total[0]);
+  global.sum_squares = norm->reduced[0];
+  global.has_inf_or_nan = norm->reduced[1] != 0.0f || !std::isfinite(norm->reduced[0]);
   return global;
 }
 

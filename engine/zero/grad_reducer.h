@@ -2,6 +2,7 @@
 
 #include <array>
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -174,9 +175,20 @@ class GradReducer final : public GradSource {
   std::int64_t shard_bytes_ = 0;  // one shard buffer: the largest shard in the gradient type
   std::atomic<std::int64_t> nvme_read_bytes_ = 0;   // grads() may run on another thread
   std::atomic<std::int64_t> nvme_write_bytes_ = 0;  // added by stream tasks
-  gpu::DeviceBuffer stats_;                         // two floats: sum of squares, inf/NaN count
+  // The gradient norm's way down: this rank's sum of squares (inf or NaN when a gradient is),
+  // then with several ranks the all-reduced sum and inf/NaN count. Page-locked host memory
+  // (stats_host_) holds both; the device's eight bytes (stats_) hold the double first, then, in
+  // stream order once it has gone down, the two floats of the all-reduce.
+  struct GradNorm {
+    double local_sum_squares;
+    float reduced[2];
+
+    static cpu_adam::GradStats stats(double sum_squares) {
+      return cpu_adam::GradStats{sum_squares, !std::isfinite(sum_squares)};
+    }
+  };
+  gpu::DeviceBuffer stats_;
   gpu::PinnedBuffer stats_host_;
-  cpu_adam::GradStats local_stats_;
 };
 
 }  // namespace strata::engine::zero

@@ -3,6 +3,7 @@
 #include "base/assert.h"
 #include "base/log.h"
 #include "gpu/cuda/cuda_check.h"
+#include "gpu/host_task.h"
 
 namespace strata::gpu::cuda {
 
@@ -78,6 +79,7 @@ void CudaEvent::on_record(std::shared_ptr<StreamFailures> failures, std::int64_t
 }
 
 void CudaEvent::synchronize() const {
+  STRATA_ASSERT(!running_host_task());
   // Host threads other than the engine's wait on events too (the overlapped optimizer step): a
   // thread without a current device would otherwise make a context on device 0.
   use_device(device_index_);

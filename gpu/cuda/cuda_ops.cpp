@@ -10,11 +10,13 @@
 
 #include "base/assert.h"
 #include "base/log.h"
+#include "cpu_adam/detail/args.h"
 #include "gpu/cuda/backend.h"
 #include "gpu/cuda/cuda_check.h"
 #include "gpu/cuda/cuda_device.h"
 #include "gpu/cuda/cuda_stream.h"
 #include "gpu/cuda/kernels.h"
+#include "gpu/cuda/optimizer_kernels.h"
 
 namespace strata::gpu::cuda {
 namespace {
@@ -37,6 +39,26 @@ int to_int(i64 value) {
 // inputs (bf16 products with fp32 accumulation) would be faster, at the cost of that match.
 constexpr cublasComputeType_t compute_type = CUBLAS_COMPUTE_32F;
 
+kernels::ParamCopy to_param_copy(DataType type) {
+  switch (type) {
+    case DataType::float32:
+      return kernels::ParamCopy::none;
+    case DataType::bfloat16:
+      return kernels::ParamCopy::bf16;
+    case DataType::float16:
+      return kernels::ParamCopy::fp16;
+    default:
+      STRATA_ASSERT(false && "the parameter copy is float32 (none), bfloat16 or float16");
+  }
+  return kernels::ParamCopy::none;
+}
+
+kernels::OptimizerPointers to_pointers(const OptimizerArrays& a) {
+  STRATA_ASSERT((a.copy_type == DataType::float32) == (a.param_copy == nullptr));
+  return kernels::OptimizerPointers{a.params, a.grads, a.exp_avg, a.exp_avg_sq,
+                                    static_cast<std::uint16_t*>(a.param_copy)};
+}
+
 class CudaOps final : public Ops {
  public:
   explicit CudaOps(CudaDevice& device) : device_(device) {}
@@ -44,6 +66,7 @@ class CudaOps final : public Ops {
   ~CudaOps() override {
     // Scratch buffers go first (they are device memory of device_); the handles after.
     scratch_.clear();
+    norm_partials_.clear();
     for (auto& [stream, handle] : handles_) {
       cublasStatus_t status = cublasDestroy(handle);
       if (status != CUBLAS_STATUS_SUCCESS) {
@@ -231,6 +254,40 @@ class CudaOps final : public Ops {
     launched(kernels::accumulate(on(s), target, source, scale, n), "accumulate");
   }
 
+  // The constants are cpu_adam's, computed here on the host exactly as cpu_adam::step computes
+  // them; the kernel runs cpu_adam's update rules (optimizer_kernels.h).
+  void adam_step(Stream& s, const cpu_adam::AdamConfig& config, i64 step, float grad_scale,
+                 const OptimizerArrays& a, i64 n) override {
+    cpu_adam::validate(config);
+    STRATA_ASSERT(step >= 1);
+    STRATA_ASSERT(a.exp_avg != nullptr && a.exp_avg_sq != nullptr);
+    launched(kernels::adam_step(on(s), cpu_adam::detail::adam_args(config, step, grad_scale),
+                                to_pointers(a), to_param_copy(a.copy_type), n),
+             "adam_step");
+  }
+  void adagrad_step(Stream& s, const cpu_adam::AdagradConfig& config, i64 step, float grad_scale,
+                    const OptimizerArrays& a, i64 n) override {
+    cpu_adam::validate(config);
+    STRATA_ASSERT(step >= 1);
+    STRATA_ASSERT(a.exp_avg_sq != nullptr);
+    launched(kernels::adagrad_step(on(s), cpu_adam::detail::adagrad_args(config, grad_scale),
+                                   to_pointers(a), to_param_copy(a.copy_type), n),
+             "adagrad_step");
+  }
+  void lion_step(Stream& s, const cpu_adam::LionConfig& config, i64 step, float grad_scale,
+                 const OptimizerArrays& a, i64 n) override {
+    cpu_adam::validate(config);
+    STRATA_ASSERT(step >= 1);
+    STRATA_ASSERT(a.exp_avg != nullptr);
+    launched(kernels::lion_step(on(s), cpu_adam::detail::lion_args(config, grad_scale),
+                                to_pointers(a), to_param_copy(a.copy_type), n),
+             "lion_step");
+  }
+  void sum_squares(Stream& s, double* sum_squares, const float* values, i64 n) override {
+    double* partials = norm_partials(s);
+    launched(kernels::sum_squares(on(s), sum_squares, partials, values, n), "sum_squares");
+  }
+
  private:
   // The stream's handle, with this device current on the calling thread (kernels launch on
   // the current device).
@@ -278,8 +335,21 @@ class CudaOps final : public Ops {
     return buffer.as<float>();
   }
 
+  // The partial sums of sum_squares for work on `stream`, one buffer per stream (two streams may
+  // run it at once), made on first use and never grown.
+  double* norm_partials(Stream& stream) {
+    std::lock_guard lock(mutex_);
+    DeviceBuffer& buffer = norm_partials_[&stream];
+    if (!buffer) {
+      buffer = device_.allocate(kernels::sum_squares_partials * static_cast<i64>(sizeof(double)),
+                                "gradient norm partial sums");
+    }
+    return buffer.as<double>();
+  }
+
   CudaDevice& device_;
   std::mutex mutex_;
+  std::map<const Stream*, DeviceBuffer> norm_partials_;
   std::map<cudaStream_t, cublasHandle_t> handles_;
   std::map<const Stream*, DeviceBuffer> scratch_;
 };

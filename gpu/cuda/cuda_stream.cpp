@@ -33,6 +33,7 @@ void run_task(void* user_data) {
   // After an unreported failure the stream's tasks are skipped, as on the host backend.
   if (record->failures->failing()) return;
   try {
+    const HostTaskScope running;
     record->task();
   } catch (...) {
     record->failures->fail(record->number, std::current_exception());
@@ -81,6 +82,7 @@ CudaStream::~CudaStream() {
 }
 
 void CudaStream::copy(void* target, const void* source, std::int64_t bytes, CopyKind kind) {
+  STRATA_ASSERT(!running_host_task());  // CUDA calls are not allowed in a host function
   STRATA_ASSERT(bytes >= 0);
   if (bytes == 0) return;
   if (kind == CopyKind::host_to_host) {
@@ -97,6 +99,7 @@ void CudaStream::copy(void* target, const void* source, std::int64_t bytes, Copy
 }
 
 void CudaStream::fill_zero(void* target, std::int64_t bytes) {
+  STRATA_ASSERT(!running_host_task());  // CUDA calls are not allowed in a host function
   STRATA_ASSERT(bytes >= 0);
   if (bytes == 0) return;
   use_device(device_index_);
@@ -104,6 +107,7 @@ void CudaStream::fill_zero(void* target, std::int64_t bytes) {
 }
 
 void CudaStream::launch(HostTask task) {
+  STRATA_ASSERT(!running_host_task());  // CUDA calls are not allowed in a host function
   STRATA_ASSERT(static_cast<bool>(task));
   auto record =
       std::make_unique<TaskRecord>(TaskRecord{std::move(task), failures_, failures_->next_task()});
@@ -113,6 +117,7 @@ void CudaStream::launch(HostTask task) {
 }
 
 void CudaStream::record(Event& event) {
+  STRATA_ASSERT(!running_host_task());  // CUDA calls are not allowed in a host function
   CudaEvent& cuda_event = as_cuda_event(event);
   std::int64_t after = failures_->reported_through();
   std::int64_t through = failures_->last_task();
@@ -122,6 +127,7 @@ void CudaStream::record(Event& event) {
 }
 
 void CudaStream::wait(const Event& event) {
+  STRATA_ASSERT(!running_host_task());  // CUDA calls are not allowed in a host function
   use_device(device_index_);
   // An event never recorded is complete: CUDA makes this no wait, as the contract says.
   check(cudaStreamWaitEvent(stream_, as_cuda_event(event).handle(), 0), "cudaStreamWaitEvent");
@@ -132,6 +138,7 @@ void CudaStream::synchronize() {
 }
 
 std::exception_ptr CudaStream::drain() noexcept {
+  STRATA_ASSERT(!running_host_task());  // CUDA calls are not allowed in a host function
   std::int64_t through = failures_->last_task();
   cudaError_t status = cudaStreamSynchronize(stream_);
   std::exception_ptr failure = failures_->take_through(through);

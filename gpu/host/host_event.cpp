@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "base/assert.h"
+#include "gpu/host_task.h"
 
 namespace strata::gpu::host {
 
@@ -66,6 +67,7 @@ EventState::Clock::time_point EventState::completed_at() const {
 }
 
 void HostEvent::synchronize() const {
+  STRATA_ASSERT(!running_host_task());
   std::exception_ptr error = state_->wait_for(state_->recorded());
   if (error) std::rethrow_exception(error);
 }

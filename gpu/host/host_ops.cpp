@@ -1,8 +1,12 @@
 // The host backend's ops: each one enqueues the matching gpu/host/kernels function on the
 // stream, so it runs on the stream's worker thread in stream order, as a kernel would on a GPU.
 #include <memory>
+#include <span>
 
 #include "base/assert.h"
+#include "cpu_adam/half.h"
+#include "cpu_adam/optimizer.h"
+#include "gpu/detail/elementwise.h"
 #include "gpu/host/kernels/attention.h"
 #include "gpu/host/kernels/cast.h"
 #include "gpu/host/kernels/cross_entropy.h"
@@ -26,6 +30,56 @@ namespace {
 
 namespace k = host::kernels;
 using i64 = std::int64_t;
+
+// Calls run(copy) with the parameter copy of `a` as the span cpu_adam takes (none, bf16, fp16).
+template <class Run>
+void with_copy(const OptimizerArrays& a, i64 n, const Run& run) {
+  const auto count = static_cast<std::size_t>(n);
+  switch (a.copy_type) {
+    case DataType::float32:
+      STRATA_ASSERT(a.param_copy == nullptr);
+      run(std::span<cpu_adam::NoCopy>());
+      return;
+    case DataType::bfloat16:
+      run(std::span<cpu_adam::bf16>(static_cast<cpu_adam::bf16*>(a.param_copy), count));
+      return;
+    case DataType::float16:
+      run(std::span<cpu_adam::fp16>(static_cast<cpu_adam::fp16*>(a.param_copy), count));
+      return;
+    default:
+      STRATA_ASSERT(false && "the parameter copy is float32 (none), bfloat16 or float16");
+  }
+}
+
+// The optimizer steps on host "device" memory: cpu_adam itself, at the CPU's SIMD level.
+struct HostOptimizerStep {
+  i64 step;
+  float grad_scale;
+  OptimizerArrays a;
+  i64 n;
+
+  std::span<float> params() const { return {a.params, static_cast<std::size_t>(n)}; }
+  std::span<const float> grads() const { return {a.grads, static_cast<std::size_t>(n)}; }
+  std::span<float> exp_avg() const { return {a.exp_avg, static_cast<std::size_t>(n)}; }
+  std::span<float> exp_avg_sq() const { return {a.exp_avg_sq, static_cast<std::size_t>(n)}; }
+
+  void operator()(const cpu_adam::AdamConfig& config) const {
+    with_copy(a, n, [&]<class H>(std::span<H> copy) {
+      cpu_adam::step<float, H>(config, step, params(), grads(), exp_avg(), exp_avg_sq(), copy,
+                               grad_scale);
+    });
+  }
+  void operator()(const cpu_adam::AdagradConfig& config) const {
+    with_copy(a, n, [&]<class H>(std::span<H> copy) {
+      cpu_adam::step<float, H>(config, step, params(), grads(), exp_avg_sq(), copy, grad_scale);
+    });
+  }
+  void operator()(const cpu_adam::LionConfig& config) const {
+    with_copy(a, n, [&]<class H>(std::span<H> copy) {
+      cpu_adam::step<float, H>(config, step, params(), grads(), exp_avg(), copy, grad_scale);
+    });
+  }
+};
 
 class HostOps final : public Ops {
  public:
@@ -165,10 +219,30 @@ class HostOps final : public Ops {
         target[i] = value;
     });
   }
+  void adam_step(Stream& s, const cpu_adam::AdamConfig& config, i64 step, float grad_scale,
+                 const OptimizerArrays& a, i64 n) override {
+    s.launch([config, run = HostOptimizerStep{step, grad_scale, a, n}] { run(config); });
+  }
+  void adagrad_step(Stream& s, const cpu_adam::AdagradConfig& config, i64 step, float grad_scale,
+                    const OptimizerArrays& a, i64 n) override {
+    s.launch([config, run = HostOptimizerStep{step, grad_scale, a, n}] { run(config); });
+  }
+  void lion_step(Stream& s, const cpu_adam::LionConfig& config, i64 step, float grad_scale,
+                 const OptimizerArrays& a, i64 n) override {
+    s.launch([config, run = HostOptimizerStep{step, grad_scale, a, n}] { run(config); });
+  }
+  void sum_squares(Stream& s, double* sum_squares, const float* values, i64 n) override {
+    s.launch([sum_squares, values, n] {
+      // The scan's sum is inf or NaN exactly when its flag is set: squares of finite floats
+      // cannot overflow a double.
+      *sum_squares =
+          cpu_adam::scan_gradients<float>({values, static_cast<std::size_t>(n)}).sum_squares;
+    });
+  }
   void accumulate(Stream& s, float* target, const float* source, float scale, i64 n) override {
     s.launch([=] {
       for (i64 i = 0; i < n; ++i)
-        target[i] += source[i] * scale;
+        target[i] = detail::scaled_sum(target[i], source[i], scale);
     });
   }
 };

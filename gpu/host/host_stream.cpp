@@ -88,6 +88,7 @@ void HostStream::synchronize() {
 }
 
 std::exception_ptr HostStream::drain() {
+  STRATA_ASSERT(!running_host_task());  // a task would wait for work queued behind it
   std::unique_lock lock(mutex_);
   std::int64_t target = enqueued_total_;
   work_done_.wait(lock, [&] { return completed_total_ >= target; });
@@ -95,6 +96,7 @@ std::exception_ptr HostStream::drain() {
 }
 
 void HostStream::enqueue(Op op) {
+  STRATA_ASSERT(!running_host_task());  // a full queue would wait for the task's own stream
   auto capacity = static_cast<std::int64_t>(slots_.size());
   {
     std::unique_lock lock(mutex_);
@@ -176,6 +178,7 @@ std::exception_ptr HostStream::execute(Op& op, const std::exception_ptr& upstrea
   if (auto* launch_op = std::get_if<LaunchOp>(&op)) {
     if (upstream) return nullptr;
     try {
+      const HostTaskScope running;
       launch_op->task();
     } catch (...) {
       return std::current_exception();

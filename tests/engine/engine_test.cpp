@@ -132,6 +132,23 @@ TEST(EngineStage0, AccumulatingMicroBatchesMatchesOneLargeBatch) {
   }
 }
 
+// The optimizer kept on the device is one gpu::Ops step per sub-group (a kernel launch on CUDA,
+// cpu_adam::step on the host backend). Its update is element by element, so cutting the partition
+// into sub-groups changes no bit, for each optimizer.
+TEST(EngineStage0, SteppingTheDeviceOptimizerBySubGroupsChangesNoBit) {
+  for (OptimizerType type : {OptimizerType::adamw, OptimizerType::adagrad, OptimizerType::lion}) {
+    Config whole = tiny_config(R"(, "bf16": {"enabled": true})", 2e-3);
+    whole.optimizer.type = type;
+    Config grouped = whole;
+    grouped.zero.sub_group_size = 4096;
+    const TrainedRun one = train(whole, 4);
+    const TrainedRun many = train(grouped, 4);
+    EXPECT_EQ(one.losses, many.losses) << static_cast<int>(type);
+    EXPECT_EQ(one.params, many.params) << static_cast<int>(type);
+    EXPECT_LT(one.losses.back(), one.losses.front()) << static_cast<int>(type);
+  }
+}
+
 TEST(EngineStage0, OverBudgetNamesTheConfigKey) {
   try {
     train(tiny_config(), 1, 64 << 10);

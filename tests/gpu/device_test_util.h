@@ -61,7 +61,9 @@ inline std::string backend_name(const ::testing::TestParamInfo<std::string>& inf
 // A door that stream tasks wait at until the test opens it: how the tests hold a stream busy
 // without sleeping. Declare it after the device: if a failed assertion leaves the test early, the
 // gate opens as it is destroyed, so the device's streams can drain instead of hanging. The tasks
-// share the latch, so it outlives the last waiter.
+// share the latch, so it outlives the last waiter. Queue only a few operations behind a closed
+// gate before opening it from the same thread: a stream's queue is bounded (CUDA's too), and a
+// thread blocked enqueueing into a full queue never gets to open the gate.
 class Gate {
  public:
   Gate() = default;

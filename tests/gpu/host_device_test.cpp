@@ -155,6 +155,38 @@ TEST(HostDeviceDeathTest, ReRecordingAPendingEventOnAnotherStreamAborts) {
       "recorded on stream 'd2h' while its previous record on stream 'compute' has not run yet");
 }
 
+// A host task must never wait for work queued after it: enqueueing from a task (a full queue
+// would wait for the task's own stream) and synchronizing from one stop the program. The task
+// here enqueues on another stream with room to spare; it is stopped all the same.
+TEST(HostDeviceDeathTest, AHostTaskThatEnqueuesOrSynchronizesAborts) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        auto device = create_host_device({});
+        Stream& other = device->d2h_stream();
+        device->compute_stream().launch([&other] { other.launch([] {}); });
+        device->compute_stream().synchronize();
+      },
+      "running_host_task");
+  EXPECT_DEATH(
+      {
+        auto device = create_host_device({});
+        Stream& other = device->d2h_stream();
+        device->compute_stream().launch([&other] { other.synchronize(); });
+        device->compute_stream().synchronize();
+      },
+      "running_host_task");
+  EXPECT_DEATH(
+      {
+        auto device = create_host_device({});
+        auto event = device->create_event();
+        Event& waited = *event;
+        device->compute_stream().launch([&waited] { waited.synchronize(); });
+        device->compute_stream().synchronize();
+      },
+      "running_host_task");
+}
+
 TEST(HostPinnedMemory, RefusalNamesTheRequestTheLimitAndHowToRaiseIt) {
   UserError error = host::pinned_lock_error(64 << 20, ENOMEM, {8 << 20, false}, 4 << 20);
   EXPECT_THAT(error.what(), HasSubstr("64.00 MiB (67108864 bytes)"));
