@@ -99,6 +99,21 @@ TEST(EvalCommand, ACheckpointsWeightsScoreBetterThanFreshOnes) {
   EXPECT_LT(after["loss"].get<double>(), before["loss"].get<double>() - 1.0);
 }
 
+// A Hugging Face folder in `dir`/hf: the tiny model trained `steps` steps on `data_json`'s tokens
+// and exported with `strata ckpt export --hf`.
+std::filesystem::path exported_model(const TempDir& dir, const std::string& data_json, int steps) {
+  const std::filesystem::path config = dir.write("config.json", config_json(2, 1, data_json));
+  const std::filesystem::path hf = dir.path() / "hf";
+  const RunResult trained = run_strata(
+      {"train", "--config", config.string(), "--steps", std::to_string(steps), "--save-dir",
+       (dir.path() / "ckpt").string(), "--out", (dir.path() / "out").string()});
+  EXPECT_EQ(trained.exit_status, 0) << trained.err;
+  const RunResult exported =
+      run_strata({"ckpt", "export", (dir.path() / "ckpt").string(), "--hf", hf.string()});
+  EXPECT_EQ(exported.exit_status, 0) << exported.err;
+  return hf;
+}
+
 // Without --checkpoint, a model from_pretrained is evaluated with the folder's weights, and the
 // output names that folder, in the text and in the JSON.
 TEST(EvalCommand, PretrainedWeightsAreNamedByTheirFolder) {
@@ -106,15 +121,7 @@ TEST(EvalCommand, PretrainedWeightsAreNamedByTheirFolder) {
   const std::filesystem::path data = token_file(dir, "train.bin", 2001);
   const std::string data_json =
       fmt::format(R"({{"path": "{}", "dtype": "uint16"}})", data.string());
-  const std::filesystem::path config = dir.write("config.json", config_json(2, 1, data_json));
-  ASSERT_EQ(run_strata({"train", "--config", config.string(), "--steps", "2", "--save-dir",
-                        (dir.path() / "ckpt").string(), "--out", (dir.path() / "out").string()})
-                .exit_status,
-            0);
-  const std::filesystem::path hf = dir.path() / "hf";
-  ASSERT_EQ(run_strata({"ckpt", "export", (dir.path() / "ckpt").string(), "--hf", hf.string()})
-                .exit_status,
-            0);
+  const std::filesystem::path hf = exported_model(dir, data_json, 2);
   const std::filesystem::path from_hf =
       dir.write("from_hf.json", fmt::format(R"({{"train_micro_batch_size_per_gpu": 2,
   "strata": {{"model": {{"from_pretrained": "{}"}}, "data": {}}}}})",
@@ -134,17 +141,8 @@ TEST(EvalCommand, PretrainedWeightsAreNamedByTheirFolder) {
 TEST(EvalCommand, TextDataForAPretrainedModelIsRefused) {
   TempDir dir;
   const std::filesystem::path data = token_file(dir, "train.bin", 2001);
-  const std::string data_json =
-      fmt::format(R"({{"path": "{}", "dtype": "uint16"}})", data.string());
-  const std::filesystem::path config = dir.write("config.json", config_json(2, 1, data_json));
-  ASSERT_EQ(run_strata({"train", "--config", config.string(), "--steps", "1", "--save-dir",
-                        (dir.path() / "ckpt").string(), "--out", (dir.path() / "out").string()})
-                .exit_status,
-            0);
-  const std::filesystem::path hf = dir.path() / "hf";
-  ASSERT_EQ(run_strata({"ckpt", "export", (dir.path() / "ckpt").string(), "--hf", hf.string()})
-                .exit_status,
-            0);
+  const std::filesystem::path hf =
+      exported_model(dir, fmt::format(R"({{"path": "{}", "dtype": "uint16"}})", data.string()), 1);
   // No strata.data: its dtype would make --data a raw array rather than text.
   const std::filesystem::path from_hf =
       dir.write("from_hf.json", fmt::format(R"({{"train_micro_batch_size_per_gpu": 2,
