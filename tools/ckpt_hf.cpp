@@ -7,10 +7,10 @@
 // Into a folder that already holds a model, the export leaves only its own weights: as
 // save_pretrained does, it first removes the shards (model-XXXXX-of-YYYYY.safetensors) it does
 // not write again, and beyond it the other layout's file too (model.safetensors before a sharded
-// export, model.safetensors.index.json before a single file), since transformers loads
-// model.safetensors whenever it is there and strata loads the index whenever it is there: either
-// would read the older weights. The tokenizer and generation files of the folder the model came
-// from are copied beside them, so that the folder loads as a whole.
+// export, model.safetensors.index.json before a single file): transformers and strata load
+// model.safetensors whenever it is there, and a stale index beside it would still mislead any
+// reader that looks for the index first. The tokenizer and generation files of the folder the model
+// came from are copied beside them, so that the folder loads as a whole.
 #include <fmt/format.h>
 
 #include <algorithm>

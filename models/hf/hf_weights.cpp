@@ -87,14 +87,17 @@ HfWeights HfWeights::open(const std::filesystem::path& folder) {
   weights.folder_ = folder;
   std::vector<std::string> names;
   std::error_code error;
-  if (std::filesystem::is_regular_file(folder / kIndexFile, error)) {
+  // The single file first, then the index: transformers' from_pretrained looks for them in that
+  // order (modeling_utils.py, SAFE_WEIGHTS_NAME before SAFE_WEIGHTS_INDEX_NAME), so a folder that
+  // holds both loads the same weights in either.
+  if (std::filesystem::is_regular_file(folder / kSingleFile, error)) {
+    names = {kSingleFile};
+  } else if (std::filesystem::is_regular_file(folder / kIndexFile, error)) {
     const std::vector<Shard> shards = shards_of(folder / kIndexFile);
     for (const Shard& shard : shards) {
       check_shard_present(folder, shard, shards.size());
       names.push_back(shard.file);
     }
-  } else if (std::filesystem::is_regular_file(folder / kSingleFile, error)) {
-    names = {kSingleFile};
   } else {
     throw UserError(
         fmt::format("{} holds neither {} nor {}", folder.string(), kSingleFile, kIndexFile),

@@ -161,6 +161,21 @@ TEST(HfGpt2, ShardsOfAnIndexLoadAsOne) {
   EXPECT_EQ(loaded_masters(folder.path), expected_masters(state, "transformer.", exact));
 }
 
+// A folder holding both layouts loads model.safetensors, as transformers' from_pretrained does
+// (it looks for the single file before the index), whatever the index says.
+TEST(HfGpt2, ASingleFileBesideAnIndexIsTheOneLoaded) {
+  Folder folder("both-layouts");
+  folder.write("config.json", gpt2_config_json());
+  const auto state = gpt2_state("transformer.");
+  write_safetensors(folder.path / "model.safetensors", state, "F32");
+  nlohmann::json map = nlohmann::json::object();
+  for (const auto& [name, tensor] : state)
+    map[name] = "model-00001-of-00002.safetensors";  // a shard no longer there
+  folder.write("model.safetensors.index.json",
+               nlohmann::json{{"metadata", {{"total_size", 0}}}, {"weight_map", map}}.dump());
+  EXPECT_EQ(loaded_masters(folder.path), expected_masters(state, "transformer.", exact));
+}
+
 // A shard an interrupted download left out: the refusal names the file and what it holds.
 TEST(HfGpt2, AMissingShardIsRefusedNamingItsTensors) {
   Folder folder("shard-missing");
