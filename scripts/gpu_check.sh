@@ -32,6 +32,9 @@
 #   gpu_device_tests  the device, stream, event and timeline tests on CUDA (strata_gpu_tests)
 #   cuda_tests        every CUDA op against the host op, at toy and at the models' shapes, the
 #                     optimizer kernels, the timeline rows (strata_gpu_cuda_tests)
+#   gpt_1p3b          configs/gpt_1p3b_in_gpu.json, nothing offloaded, 6 steps with the timeline
+#                     of step 2; tokens/s and MFU of steps 3-6 (scripts/torch_peer.py strata)
+#   torch_peer        PyTorch at the same shape in the same run (scripts/torch_peer.py torch)
 #   zero_stages       configs/demo_no_offload.json at stages 0-3, and at stages 1-3 with the
 #                     optimizer on the CPU (and stage 3 with the parameters there too), 20 steps
 #                     each on the CUDA device and on the host device; losses compared
@@ -210,9 +213,13 @@ plan_checks() {
   local out=$1
   local b=$2  # the unpacked bundle
   local logs=$out/logs
+  local peer="python3 $root/scripts/torch_peer.py"
+  local big=$root/configs/gpt_1p3b_in_gpu.json
   add_check machine 30 "nvidia-smi; $b/bin/strata report; $b/bin/strata report --json > $logs/report.json"
   add_check gpu_device_tests 120 "$b/bin/strata_gpu_tests --gtest_filter='*cuda*' --gtest_output=json:$logs/gpu_device_tests.json"
   add_check cuda_tests 240 "$b/bin/strata_gpu_cuda_tests --gtest_output=json:$logs/cuda_tests.json"
+  add_check gpt_1p3b 180 "mkdir -p $logs/gpt_1p3b && cd $logs/gpt_1p3b && $b/bin/strata train --config $big --steps 6 --eval-every 1000 --metrics metrics.jsonl --out . --timeline timeline.png --timeline-step 2 && $peer strata --config $big --metrics metrics.jsonl --skip 2"
+  add_check torch_peer 150 "$peer torch --config $big --steps 10 --warmup 3"
   add_check zero_stages 150 "mkdir -p $logs/zero && cd $logs/zero && failed=0 && for variant in 0:none:none 1:none:none 2:none:none 3:none:none 1:none:cpu 2:none:cpu 3:none:cpu 3:cpu:cpu; do IFS=: read -r stage param optimizer <<<\$variant; name=stage\${stage}_\${param}_\${optimizer}; zero_config $root/configs/demo_no_offload.json \$stage \$param \$optimizer \$PWD/\$name.json && train_pair \$name \$PWD/\$name.json 20 || failed=1; done; exit \$failed"
   add_check demo 240 "mkdir -p $logs/demo && cd $logs && train_pair demo $root/configs/demo.json 300 --timeline timeline.png --timeline-step 2"
   add_check hf_transformers 180 "python3 $root/scripts/hf_transformers_check.py --strata $b/bin/strata --work $logs/hf --device cuda"
