@@ -30,34 +30,38 @@ CudaStreamTimeline::CudaStreamTimeline(std::string lane, int device_index)
     : lane_(std::move(lane)), device_index_(device_index) {}
 
 CudaStreamTimeline::~CudaStreamTimeline() {
-  if (events_.empty()) return;
+  if (events_.empty() && reference_ == nullptr) return;
   (void)cudaSetDevice(device_index_);
   for (const auto& pair : events_) {
     (void)cudaEventDestroy(pair[0]);
     (void)cudaEventDestroy(pair[1]);
   }
-  (void)cudaEventDestroy(reference_);
+  if (reference_ != nullptr) (void)cudaEventDestroy(reference_);
   (void)cudaGetLastError();
 }
 
 const std::array<cudaEvent_t, 2>& CudaStreamTimeline::events(std::int64_t slot) {
-  if (slot < static_cast<std::int64_t>(events_.size()))
-    return events_[static_cast<std::size_t>(slot)];
-  // Slots are first used in ring order, so the pool grows by one pair at a time up to its bound;
-  // the vector is reserved at once, so growing never moves the pairs.
-  STRATA_ASSERT(slot == static_cast<std::int64_t>(events_.size()));
-  use_device(device_index_);
+  // Slots are first used in ring order, so the pool grows a pair at a time up to its bound (more
+  // than one only after a failed creation); the vector is reserved at once, so growing never
+  // moves the pairs.
+  STRATA_ASSERT(slot < detail::stream_spans_held_max);
   if (events_.empty()) {
+    use_device(device_index_);
     events_.reserve(static_cast<std::size_t>(detail::stream_spans_held_max));
-    check(cudaEventCreateWithFlags(&reference_, cudaEventDefault), "cudaEventCreateWithFlags");
+    if (reference_ == nullptr) {
+      check(cudaEventCreateWithFlags(&reference_, cudaEventDefault), "cudaEventCreateWithFlags");
+    }
   }
-  std::array<cudaEvent_t, 2> pair{};
-  check(cudaEventCreateWithFlags(&pair[0], cudaEventDefault), "cudaEventCreateWithFlags");
-  cudaError_t status = cudaEventCreateWithFlags(&pair[1], cudaEventDefault);
-  if (status != cudaSuccess) (void)cudaEventDestroy(pair[0]);
-  check(status, "cudaEventCreateWithFlags");
-  events_.push_back(pair);
-  return events_.back();
+  while (static_cast<std::int64_t>(events_.size()) <= slot) {
+    use_device(device_index_);
+    std::array<cudaEvent_t, 2> pair{};
+    check(cudaEventCreateWithFlags(&pair[0], cudaEventDefault), "cudaEventCreateWithFlags");
+    const cudaError_t status = cudaEventCreateWithFlags(&pair[1], cudaEventDefault);
+    if (status != cudaSuccess) (void)cudaEventDestroy(pair[0]);
+    check(status, "cudaEventCreateWithFlags");
+    events_.push_back(pair);
+  }
+  return events_[static_cast<std::size_t>(slot)];
 }
 
 CudaStreamTimeline::Op::Op(CudaStreamTimeline& row, cudaStream_t stream, const char* kind) {
@@ -100,7 +104,9 @@ void CudaStreamTimeline::flush(std::int64_t mark) noexcept {
                      time_reference(reference_, clock);
   log_.resolve(mark, [&](const detail::SpanLog::Closed& span) {
     if (!drawn || span.recording != line.recording_number()) return;
-    if (span.slot >= static_cast<std::int64_t>(events_.size())) return;  // its events failed
+    // A slot whose events could not be made (its op threw) has none; one made for a later slot
+    // after such a failure was never recorded for this span, and cudaEventElapsedTime refuses it.
+    if (span.slot >= static_cast<std::int64_t>(events_.size())) return;
     const std::array<cudaEvent_t, 2>& pair = events_[static_cast<std::size_t>(span.slot)];
     float begin_ms = 0;
     float end_ms = 0;
