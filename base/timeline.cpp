@@ -14,6 +14,7 @@ void Timeline::start() {
   std::lock_guard lock(mutex_);
   spans_.clear();
   origin_ = Clock::now();
+  recording_number_.fetch_add(1, std::memory_order_relaxed);
   recording_.store(true, std::memory_order_relaxed);
 }
 
@@ -31,6 +32,18 @@ void Timeline::add(std::string_view lane, std::string_view label, Clock::time_po
         .count();
   };
   spans_.push_back(Span{std::string(lane), std::string(label), since(begin), since(end)});
+}
+
+void Timeline::add_device_span(std::uint64_t recording, std::string_view lane,
+                               std::string_view label, const DeviceClockReference& reference,
+                               double begin_ms, double end_ms) {
+  if (recording != recording_number()) return;
+  const Clock::time_point midpoint = reference.before + (reference.after - reference.before) / 2;
+  const auto at = [&](double ms) {
+    return midpoint + std::chrono::duration_cast<Clock::duration>(
+                          std::chrono::duration<double, std::milli>(ms));
+  };
+  add(lane, label, at(begin_ms), at(std::max(begin_ms, end_ms)));
 }
 
 std::vector<Timeline::Span> Timeline::spans() const {

@@ -2,39 +2,50 @@
 # strata on a GPU machine in one command (docs/gpu.md, "The GPU check").
 #
 #   scripts/gpu_check.sh bundle             here: build the release preset (CUDA compiled in) and
-#                                           pack bundle/gpu-bundle.tar.xz (under 64 MiB)
-#   scripts/gpu_check.sh --dry-run          here: bundle, then list what `run` would run
-#   scripts/gpu_check.sh run --out DIR [--only A,B]
+#                                           pack bundle/gpu-bundle.tar.xz (under 48 MiB)
+#   scripts/gpu_check.sh list               here: what `run` runs, each check's time limit
+#   scripts/gpu_check.sh --dry-run          here: bundle, then list
+#   scripts/gpu_check.sh run --out DIR [--only A,B] [--budget SECONDS]
 #                                           on the GPU machine, in a copy of this repository with
-#                                           bundle/ carried: unpack the bundle and run every check
-#                                           below (or those whose names start with A or B: one
-#                                           device call runs 10 minutes at most), each one's log
-#                                           and JSON into DIR
+#                                           bundle/ carried: unpack the bundle and run the checks
+#                                           below in order (or those whose names start with A or
+#                                           B), each one's log, tables and JSON into DIR, all
+#                                           within SECONDS (default 540: one device call runs 600
+#                                           at most)
+#   scripts/gpu_check.sh plot FETCHED DIR   here: unpack FETCHED/logs.tar.gz (what `run` left in
+#                                           its DIR) into DIR and draw every loss curve and
+#                                           timeline it holds, and the demo's CUDA and host curves
+#                                           in one PNG (the GPU machine has no gnuplot)
 #
-# The GPU machine has the CUDA driver, cuBLAS and NCCL (in its Python packages) but none of this
-# project's Debian packages and no network, so the bundle carries the binaries (strata and the
-# test binaries of build/release) with every shared library they need that is not the C/C++
-# runtime or CUDA's, and Open MPI's runtime (mpirun, its plugins and help files), relocated with
-# OPAL_PREFIX. cuBLAS and NCCL come from the machine itself.
+# The GPU machine has the CUDA driver, cuBLAS and NCCL (in its Python packages), torch and
+# transformers, but none of this project's Debian packages and no network, so the bundle carries
+# the binaries (strata and the test binaries of build/release) with every shared library they
+# need that is not the C/C++ runtime or CUDA's, and Open MPI's runtime (mpirun, its plugins and
+# help files), relocated with OPAL_PREFIX. cuBLAS and NCCL come from the machine itself.
 #
-# What `run` runs, in order, each with its own time limit, never stopping at a failure:
-#   1. the machine: nvidia-smi, `strata report` (GPU, driver, CUDA, NCCL, PCIe, NUMA)
-#   2. the device, stream and event tests on the CUDA device (strata_gpu_tests, '*cuda*')
-#   3. every CUDA op against the host op (strata_gpu_cuda_tests), at toy and at the models' shapes
-#   4. the host-backend suite: every other test binary, the ZeRO tests on 1 rank
-#   5. multi-rank: the comm tests on NCCL and the ZeRO tests under mpirun -np 2 (NCCL refuses two
-#      ranks on one GPU; the log says so when it does)
-#   6. the demo on the CUDA device and on the host device, 20 steps each (loss curves compared,
-#      and the timeline of step 2 of each)
-#   7. the optimizer kept on the device: configs/demo_no_offload.json at stages 0-3 on the CUDA
-#      device and on the host device, 20 steps each
-#   8. benchmarks: strata bench device-optimizer (the 1.3B GPT's partition, beside the
-#      device-to-device copy), strata bench h2d, strata bench gemm on the zero3_nvme_offload config
-#   9. Hugging Face: folders exported by strata load in transformers with the same loss
-#      (scripts/hf_transformers_check.py)
-# DIR then holds summary.txt, summary.json (one row per check: name, exit status, seconds) and
-# logs.tar.gz (every log, gtest JSON and metrics file); at most 8 files, as the device tool
-# brings back.
+# GPU time is short (15 minutes a session, a machine start included), so every check has a time
+# limit, the checks run most valuable first, and `run` starts none past its budget: a check gets
+# at most what is left of it, and those that did not fit are listed as not run, to be named with
+# --only in a second call. The host-backend suites are not run there: they run here, on every
+# build. In order, never stopping at a failure:
+#   machine           nvidia-smi, `strata report` (GPU, driver, CUDA, NCCL, PCIe, NUMA)
+#   gpu_device_tests  the device, stream, event and timeline tests on CUDA (strata_gpu_tests)
+#   cuda_tests        every CUDA op against the host op, at toy and at the models' shapes, the
+#                     optimizer kernels, the timeline rows (strata_gpu_cuda_tests)
+#   gpt_1p3b          configs/gpt_1p3b_in_gpu.json, nothing offloaded, 6 steps with the timeline
+#                     of step 2; tokens/s and MFU of steps 3-6 (scripts/torch_peer.py strata)
+#   torch_peer        PyTorch at the same shape in the same run (scripts/torch_peer.py torch)
+#   zero_stages       configs/demo_no_offload.json at stages 0-3, and at stages 1-3 with the
+#                     optimizer on the CPU (and stage 3 with the parameters there too), 20 steps
+#                     each on the CUDA device and on the host device; losses compared
+#   demo              configs/demo.json for 300 steps on the CUDA device and on the host device
+#                     side by side, the timeline of step 2 of each; losses compared
+#   hf_transformers   folders exported by strata against transformers on CUDA
+#                     (scripts/hf_transformers_check.py)
+#   bench_device_optimizer, nccl_comm_np2, bench_h2d, bench_gemm
+# DIR then holds summary.txt, summary.json (one row per check: name, exit status, seconds, limit)
+# and logs.tar.gz (every log, gtest JSON, metrics file, loss and timeline table with its gnuplot
+# script); at most 8 files, as the device tool brings back.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -44,11 +55,12 @@ archive=$bundle_dir/gpu-bundle.tar.xz
 build=$root/build/release
 
 usage() {
-  sed -n '2,12p' "$0" >&2
+  sed -n '2,20p' "$0" >&2
   exit 2
 }
 
-only=""  # run --only: comma-separated name prefixes
+only=""      # run --only: comma-separated name prefixes
+budget=540   # run --budget: seconds for all the checks of one call
 
 selected() {
   [[ -z $only ]] && return 0
@@ -129,97 +141,230 @@ make_bundle() {
 checks=()     # name|seconds limit|command, in order
 add_check() { checks+=("$1|$2|$3"); }
 
+# Compares the train loss of two `strata train --metrics` files step by step: prints the largest
+# difference relative to the second (the host device's) and fails beyond `tolerance`. Both
+# backends compute in fp32 from the same bf16 parameter copies, so they part only by rounding.
+compare_losses() {
+  python3 - "$@" <<'EOF'
+import json, sys
+cuda_file, host_file, tolerance = sys.argv[1], sys.argv[2], float(sys.argv[3])
+read = lambda path: {r["step"]: r["loss"] for r in map(json.loads, open(path)) if "loss" in r}
+cuda, host = read(cuda_file), read(host_file)
+steps = sorted(set(cuda) & set(host))
+if not steps or len(steps) != len(host):
+    sys.exit(f"losses: {cuda_file} has {len(cuda)} steps, {host_file} {len(host)}")
+worst = max(steps, key=lambda s: abs(cuda[s] - host[s]) / abs(host[s]))
+relative = abs(cuda[worst] - host[worst]) / abs(host[worst])
+last = steps[-1]
+print(f"losses over {len(steps)} steps: last {cuda[last]:.4f} (cuda) {host[last]:.4f} (host); "
+      f"largest difference {relative:.2e} of the host's at step {worst} "
+      f"({'within' if relative <= tolerance else 'BEYOND'} {tolerance:g})")
+sys.exit(0 if relative <= tolerance else 1)
+EOF
+}
+export -f compare_losses
+
+# `strata train` on the CUDA device and, at the same time, on the host device (CUDA_VISIBLE_DEVICES
+# empty), each in its own folder under the current one (their swap files too, for configs whose
+# nvme_path is "."), then their losses compared: train_pair NAME CONFIG STEPS [train options].
+train_pair() {
+  local name=$1 config=$2 steps=$3 device pid failed=0 pids=()
+  shift 3
+  for device in cuda host; do
+    mkdir -p "$name/$device"
+    (
+      cd "$name/$device" || exit 1
+      [[ $device == host ]] && export CUDA_VISIBLE_DEVICES=
+      "$STRATA" train --config "$config" --steps "$steps" --metrics metrics.jsonl --out . "$@" \
+        >train.log 2>&1
+    ) &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do
+    wait "$pid" || failed=1
+  done
+  tail -n 4 "$name/cuda/train.log" "$name/host/train.log"
+  # open_device falls back to the host device without a usable GPU: that is no CUDA run.
+  if grep -q "using the host device" "$name/cuda/train.log"; then
+    echo "$name: the CUDA run found no usable GPU and ran on the host device"
+    failed=1
+  fi
+  ((failed == 0)) && compare_losses "$name/cuda/metrics.jsonl" "$name/host/metrics.jsonl" 2e-2
+}
+export -f train_pair
+
+# configs/demo_no_offload.json with ZeRO `stage` and the given offload devices, to `target`.
+zero_config() {
+  python3 - "$@" <<'EOF'
+import json, sys
+source, stage, param, optimizer, target = sys.argv[1:]
+config = json.load(open(source))
+zero = config["zero_optimization"]
+zero["stage"] = int(stage)
+zero["offload_param"] = {"device": param, "pin_memory": True}
+zero["offload_optimizer"] = {"device": optimizer, "pin_memory": True}
+config["strata"]["job_name"] = f"zero-stage{stage}-{param}-{optimizer}"
+json.dump(config, open(target, "w"), indent=2)
+EOF
+}
+export -f zero_config
+
 plan_checks() {
   local out=$1
   local b=$2  # the unpacked bundle
   local logs=$out/logs
-  add_check machine 60 "nvidia-smi; $b/bin/strata report; $b/bin/strata report --json > $logs/report.json"
-  add_check gpu_device_tests 300 "$b/bin/strata_gpu_tests --gtest_filter='*cuda*' --gtest_output=json:$logs/gpu_device_tests.json"
-  add_check cuda_ops_vs_host 600 "$b/bin/strata_gpu_cuda_tests --gtest_output=json:$logs/cuda_ops.json"
-  local binary
-  for binary in base aio cpu_adam gpu_kernels engine engine_memory engine_checkpoint models tools gpu; do
-    add_check "host_$binary" 600 "$b/bin/strata_${binary}_tests --gtest_output=json:$logs/host_$binary.json"
-  done
-  add_check host_engine_zero 600 "$b/bin/strata_engine_zero_tests --gtest_output=json:$logs/host_engine_zero.json"
-  add_check nccl_comm_np2 300 "mpirun -np 2 --oversubscribe $b/bin/strata_gpu_comm_tests --gtest_output=json:$logs/nccl_comm_np2.json"
-  add_check engine_zero_np2 600 "mpirun -np 2 --oversubscribe $b/bin/strata_engine_zero_tests"
-  add_check demo_cuda 600 "cd $logs && $b/bin/strata train --config $root/configs/demo.json --steps 20 --metrics demo_cuda.jsonl --out demo_cuda --timeline demo_cuda/timeline.png"
-  add_check demo_host 600 "cd $logs && CUDA_VISIBLE_DEVICES= $b/bin/strata train --config $root/configs/demo.json --steps 20 --metrics demo_host.jsonl --out demo_host --timeline demo_host/timeline.png"
-  # The optimizer kept on the device, at every ZeRO stage, on CUDA beside the host device.
-  add_check demo_no_offload_stages 600 "cd $logs && for stage in 0 1 2 3; do python3 -c \"import json, sys; c = json.load(open(sys.argv[1])); c['zero_optimization']['stage'] = int(sys.argv[2]); json.dump(c, open(sys.argv[3], 'w'))\" $root/configs/demo_no_offload.json \$stage no_offload_s\$stage.json && $b/bin/strata train --config no_offload_s\$stage.json --steps 20 --metrics no_offload_cuda_s\$stage.jsonl --out no_offload_cuda_s\$stage && CUDA_VISIBLE_DEVICES= $b/bin/strata train --config no_offload_s\$stage.json --steps 20 --metrics no_offload_host_s\$stage.jsonl --out no_offload_host_s\$stage || exit 1; done"
-  add_check bench_device_optimizer 300 "for copy in none bf16; do $b/bin/strata bench device-optimizer --params 1310M --copy \$copy --json > $logs/bench_device_optimizer_\$copy.json && $b/bin/strata bench device-optimizer --params 1310M --copy \$copy; done"
-  add_check bench_h2d 300 "$b/bin/strata bench h2d --size 1GiB --steps 10 --json > $logs/bench_h2d.json; $b/bin/strata bench h2d --size 1GiB --steps 10"
-  add_check bench_gemm 300 "$b/bin/strata bench gemm --config $root/configs/zero3_nvme_offload.json --json > $logs/bench_gemm.json"
-  add_check hf_transformers 300 "python3 $root/scripts/hf_transformers_check.py --strata $b/bin/strata --work $logs/hf"
+  local peer="python3 $root/scripts/torch_peer.py"
+  local big=$root/configs/gpt_1p3b_in_gpu.json
+  add_check machine 30 "nvidia-smi; $b/bin/strata report; $b/bin/strata report --json > $logs/report.json"
+  add_check gpu_device_tests 120 "$b/bin/strata_gpu_tests --gtest_filter='*cuda*' --gtest_output=json:$logs/gpu_device_tests.json"
+  add_check cuda_tests 240 "$b/bin/strata_gpu_cuda_tests --gtest_output=json:$logs/cuda_tests.json"
+  add_check gpt_1p3b 180 "mkdir -p $logs/gpt_1p3b && cd $logs/gpt_1p3b && $b/bin/strata train --config $big --steps 6 --eval-every 1000 --metrics metrics.jsonl --out . --timeline timeline.png --timeline-step 2 && $peer strata --config $big --metrics metrics.jsonl --skip 2"
+  add_check torch_peer 150 "$peer torch --config $big --steps 10 --warmup 3"
+  add_check zero_stages 150 "mkdir -p $logs/zero && cd $logs/zero && failed=0 && for variant in 0:none:none 1:none:none 2:none:none 3:none:none 1:none:cpu 2:none:cpu 3:none:cpu 3:cpu:cpu; do IFS=: read -r stage param optimizer <<<\$variant; name=stage\${stage}_\${param}_\${optimizer}; zero_config $root/configs/demo_no_offload.json \$stage \$param \$optimizer \$PWD/\$name.json && train_pair \$name \$PWD/\$name.json 20 || failed=1; done; exit \$failed"
+  add_check demo 240 "mkdir -p $logs/demo && cd $logs && train_pair demo $root/configs/demo.json 300 --timeline timeline.png --timeline-step 2"
+  add_check hf_transformers 180 "python3 $root/scripts/hf_transformers_check.py --strata $b/bin/strata --work $logs/hf --device cuda"
+  add_check bench_device_optimizer 60 "for copy in none bf16; do $b/bin/strata bench device-optimizer --params 1310M --copy \$copy --json > $logs/bench_device_optimizer_\$copy.json && cat $logs/bench_device_optimizer_\$copy.json; done"
+  add_check nccl_comm_np2 60 "mpirun -np 2 --oversubscribe $b/bin/strata_gpu_comm_tests --gtest_output=json:$logs/nccl_comm_np2.json"
+  add_check bench_h2d 40 "$b/bin/strata bench h2d --size 1GiB --steps 5 --json > $logs/bench_h2d.json; cat $logs/bench_h2d.json"
+  add_check bench_gemm 60 "$b/bin/strata bench gemm --config $root/configs/zero3_nvme_offload.json --json > $logs/bench_gemm.json; cat $logs/bench_gemm.json"
 }
 
 # Where the machine keeps cuBLAS and NCCL (PyTorch's wheels), for LD_LIBRARY_PATH.
 machine_cuda_libraries() {
   find / -xdev \( -name 'libcublas.so.1[0-9]*' -o -name 'libnccl.so.2*' -o -name 'libcublasLt.so.1[0-9]*' \) \
-    -not -path '*/proc/*' 2>/dev/null | xargs -r -n1 dirname | sort -u | paste -sd:
+    -not -path '*/proc/*' -printf '%h\n' 2>/dev/null | sort -u | paste -sd:
+}
+
+# Unpacks the bundle and points the machine's paths at it; `unpacked` is where.
+prepare_machine() {
+  local unpacked=$1
+  [[ -f $archive ]] || {
+    echo "gpu_check: $archive is missing: run scripts/gpu_check.sh bundle here and carry bundle/" >&2
+    exit 2
+  }
+  rm -rf "$unpacked" && mkdir -p "$unpacked" && tar -C "$unpacked" -xJf "$archive"
+  local machine_libraries
+  machine_libraries=$(machine_cuda_libraries)
+  export LD_LIBRARY_PATH="$unpacked/lib:$machine_libraries${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export OPAL_PREFIX=$unpacked/mpi/usr PATH=$unpacked/mpi/usr/bin:$PATH
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  export STRATA=$unpacked/bin/strata
+  # The test binaries name the source tree and the strata binary by the paths they were built
+  # with; point those at this copy and the bundle.
+  local built_root
+  built_root=$(cat "$unpacked/source_dir")
+  if [[ -n $built_root && $built_root != "$root" && ! -e $built_root ]]; then
+    mkdir -p "$(dirname "$built_root")" && ln -s "$root" "$built_root"
+  fi
+  mkdir -p "$root/build/release/tools"
+  [[ -e $root/build/release/tools/strata ]] || ln -s "$STRATA" "$root/build/release/tools/strata"
 }
 
 run_checks() {
   local out=$1
   local dry_run=$2
   local unpacked=/tmp/strata-gpu-bundle
-  mkdir -p "$out/logs"
+  local started=$SECONDS
   if [[ $dry_run == 1 ]]; then
     unpacked="<bundle>"
   else
-    [[ -f $archive ]] || {
-      echo "gpu_check: $archive is missing: run scripts/gpu_check.sh bundle here and carry bundle/" >&2
-      exit 2
-    }
-    rm -rf "$unpacked" && mkdir -p "$unpacked" && tar -C "$unpacked" -xJf "$archive"
-    export LD_LIBRARY_PATH="$unpacked/lib:$(machine_cuda_libraries)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    export OPAL_PREFIX=$unpacked/mpi/usr PATH=$unpacked/mpi/usr/bin:$PATH
-    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-    # The test binaries name the source tree and the strata binary by the paths they were built
-    # with; point those at this copy and the bundle.
-    local built_root
-    built_root=$(cat "$unpacked/source_dir")
-    if [[ -n $built_root && $built_root != "$root" && ! -e $built_root ]]; then
-      mkdir -p "$(dirname "$built_root")" && ln -s "$root" "$built_root"
-    fi
-    mkdir -p "$root/build/release/tools"
-    [[ -e $root/build/release/tools/strata ]] || ln -s "$unpacked/bin/strata" "$root/build/release/tools/strata"
+    mkdir -p "$out/logs"
+    prepare_machine "$unpacked"
   fi
   plan_checks "$out" "$unpacked"
-  local summary_json="[" summary_text="" first=1 check name limit command
+  local summary_json="[" first=1 check name limit command total=0 not_run=""
   for check in "${checks[@]}"; do
     IFS='|' read -r name limit command <<<"$check"
     selected "$name" || continue
     if [[ $dry_run == 1 ]]; then
-      printf '%-20s %4ss  %s\n' "$name" "$limit" "$command"
+      printf '%-24s %4ss  %s\n' "$name" "$limit" "$command"
+      total=$((total + limit))
       continue
     fi
-    local start status seconds
-    start=$(date +%s%N)
-    timeout "$limit" bash -c "$command" >"$out/logs/$name.log" 2>&1
-    status=$?
-    seconds=$(awk -v a="$start" -v b="$(date +%s%N)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')
-    printf '%-20s exit %3d  %7.1f s\n' "$name" "$status" "$seconds" | tee -a "$out/summary.txt"
+    # What is left of the budget, less 10 s for a check killed at its limit to end.
+    local left=$((budget - (SECONDS - started) - 10))
+    local status seconds start
+    if ((left < 20)); then
+      printf '%-24s not run: %s s of the budget of %s s left\n' "$name" "$((left + 10))" "$budget" | tee -a "$out/summary.txt"
+      not_run+="${not_run:+,}$name"
+      status=null seconds=0
+    else
+      ((limit > left)) && limit=$left
+      start=$(date +%s%N)
+      timeout -k 10 "$limit" bash -c "$command" >"$out/logs/$name.log" 2>&1
+      status=$?
+      seconds=$(awk -v a="$start" -v b="$(date +%s%N)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')
+      printf '%-24s exit %3d  %7.1f s of %4d\n' "$name" "$status" "$seconds" "$limit" | tee -a "$out/summary.txt"
+    fi
     [[ $first == 1 ]] || summary_json+=","
     first=0
-    summary_json+="{\"name\":\"$name\",\"exit\":$status,\"seconds\":$seconds}"
+    summary_json+="{\"name\":\"$name\",\"exit\":$status,\"seconds\":$seconds,\"limit\":$limit}"
   done
-  [[ $dry_run == 1 ]] && return 0
+  if [[ $dry_run == 1 ]]; then
+    echo "time limits: $total s in all; one call runs what fits in --budget (default $budget s)"
+    return 0
+  fi
+  [[ -z $not_run ]] || echo "not run for the budget: rerun with --only $not_run" | tee -a "$out/summary.txt"
   echo "$summary_json]" >"$out/summary.json"
   tar -C "$out" -czf "$out/logs.tar.gz" logs && rm -rf "$out/logs"
 }
 
+# --- plot (here, on what `run` brought back) ---------------------------------------------------
+
+plot_fetched() {
+  local fetched=$1 target=$2
+  [[ -f $fetched/logs.tar.gz ]] || {
+    echo "gpu_check: $fetched/logs.tar.gz is missing: name the folder the device tool brought back" >&2
+    exit 2
+  }
+  command -v gnuplot >/dev/null || {
+    echo "gpu_check: gnuplot is missing: run scripts/setup.sh (it installs gnuplot-nox)" >&2
+    exit 1
+  }
+  mkdir -p "$target" && tar -C "$target" -xzf "$fetched/logs.tar.gz"
+  # strata writes each curve's and timeline's gnuplot script beside its table, naming both by
+  # their names alone, so each redraws where it lies.
+  local script failed=0
+  while IFS= read -r script; do
+    if (cd "$(dirname "$script")" && gnuplot "$(basename "$script")"); then
+      echo "drew ${script%.gp}.png"
+    else
+      echo "gpu_check: gnuplot failed on $script" >&2
+      failed=1
+    fi
+  done < <(find "$target" -name '*.gp' | sort)
+  local demo=$target/logs/demo
+  if [[ -f $demo/cuda/loss.tsv && -f $demo/host/loss.tsv ]]; then
+    gnuplot -e "tables='$demo/cuda/loss.tsv $demo/host/loss.tsv'; titles='CUDA host'; pngfile='$demo/cuda_and_host_loss.png'; plottitle='strata train, configs/demo.json: the CUDA device beside the host device'" \
+      "$root/scripts/plot_losses.gp" && echo "drew $demo/cuda_and_host_loss.png" || failed=1
+  fi
+  return $failed
+}
+
 case ${1:-} in
   bundle) make_bundle ;;
+  list) run_checks "<DIR>" 1 ;;
   --dry-run)
     make_bundle
     echo "gpu_check run --out DIR would run, on the GPU machine:"
-    run_checks "$(mktemp -d)" 1
+    run_checks "<DIR>" 1
     ;;
   run)
     [[ ${2:-} == --out && -n ${3:-} ]] || usage
-    [[ ${4:-} == --only && -n ${5:-} ]] && only=$5
-    run_checks "$3" 0
+    out=$3
+    shift 3
+    while (($# > 0)); do
+      case $1 in
+        --only) only=${2:?}; shift 2 ;;
+        --budget) budget=${2:?}; shift 2 ;;
+        *) usage ;;
+      esac
+    done
+    run_checks "$out" 0
+    ;;
+  plot)
+    [[ -n ${2:-} && -n ${3:-} ]] || usage
+    plot_fetched "$2" "$3"
     ;;
   *) usage ;;
 esac

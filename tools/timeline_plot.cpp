@@ -92,7 +92,7 @@ std::filesystem::path plot_timeline(const std::filesystem::path& png,
   {
     std::ofstream out(script, std::ios::trunc);
     out << "set terminal pngcairo size 1400," << 160 + 46 * lanes.size() << " noenhanced\n"
-        << "set output '" << png.string() << "'\n"
+        << "set output '" << png.filename().string() << "'\n"
         << "set title '" << title << "'\nset xlabel 'seconds'\n"
         << "set datafile separator '\\t'\nset yrange [" << lanes.size() << "-0.5:-0.5]\n"
         << "set xrange [0:" << end_s << "]\nset grid xtics\nset key outside right top\n"
@@ -105,7 +105,8 @@ std::filesystem::path plot_timeline(const std::filesystem::path& png,
     // One plot per kind, so that the key names the colours.
     out << "plot ";
     for (std::size_t k = 0; k < kKinds.size(); ++k) {
-      out << (k > 0 ? ", " : "") << "'" << table.string() << "' using (($3+$4)/2):($2 == " << k
+      out << (k > 0 ? ", " : "") << "'" << table.filename().string()
+          << "' using (($3+$4)/2):($2 == " << k
           << " ? $1 : NaN):(($4-$3)/2):(0.36) with boxxyerror lt " << k + 1 << " title '"
           << kKinds[k].name << "'";
     }

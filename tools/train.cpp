@@ -156,6 +156,9 @@ engine::StepStats timed_step(Run& run, std::int64_t step, RunOutcome& outcome) {
     throw;
   }
   if (timed) {
+    // A CUDA stream's spans are read back when it synchronizes; the step ends with the compute
+    // stream's, and this reads the copy streams' before the recording stops.
+    run.device.synchronize();
     base::timeline().stop();
     outcome.timeline_png =
         plot_timeline(run.options.timeline_path, base::timeline().spans(),

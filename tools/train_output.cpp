@@ -177,14 +177,14 @@ std::filesystem::path plot_losses(const std::filesystem::path& out_dir,
   {
     std::ofstream out(script, std::ios::trunc);
     out << "set terminal pngcairo size 900,560 noenhanced\n"
-        << "set output '" << png.string() << "'\n"
+        << "set output '" << png.filename().string() << "'\n"
         << "set title 'strata train: loss'\nset xlabel 'step'\nset ylabel 'loss (nats/token)'\n"
         << "set grid\nset key top right\nset datafile missing 'NaN'\n";
     if (entropy_floor > 0) {
       out << "floor = " << entropy_floor << "\n";
     }
-    out << "plot '" << table.string() << "' using 1:2 with lines lw 2 title 'train', '"
-        << table.string() << "' using 1:3 with linespoints pt 7 title 'validation'";
+    out << "plot '" << table.filename().string() << "' using 1:2 with lines lw 2 title 'train', '"
+        << table.filename().string() << "' using 1:3 with linespoints pt 7 title 'validation'";
     if (entropy_floor > 0) out << ", floor with lines dt 2 title 'entropy floor of the corpus'";
     out << "\n";
   }
@@ -193,7 +193,11 @@ std::filesystem::path plot_losses(const std::filesystem::path& out_dir,
 
 bool run_gnuplot(const std::filesystem::path& script, const std::filesystem::path& data,
                  std::string_view what) {
-  std::string command = fmt::format("gnuplot '{}' 2>/dev/null", script.string());
+  // In the script's folder: the scripts name their table and PNG relative to it.
+  const std::filesystem::path folder =
+      script.has_parent_path() ? script.parent_path() : std::filesystem::path(".");
+  std::string command = fmt::format("cd '{}' && gnuplot '{}' 2>/dev/null", folder.string(),
+                                    script.filename().string());
   if (std::system(command.c_str()) == 0) return true;
   base::logger("tools").warn(
       "gnuplot failed or is missing: {} are in {} but no PNG was drawn (install gnuplot-nox)", what,

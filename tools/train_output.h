@@ -67,13 +67,15 @@ class MetricsWriter {
 std::vector<LossPoint> earlier_losses(const std::filesystem::path& out_dir,
                                       std::int64_t up_to_step);
 
-// Writes the curves as <out>/loss.tsv and plots <out>/loss.png with gnuplot. Returns the PNG's
-// path, or "" with a warning logged when gnuplot is missing or fails.
+// Writes the curves as <out>/loss.tsv and plots <out>/loss.png with gnuplot, through
+// <out>/loss.gp, which names both files relative to <out> (a copy of the folder redraws the
+// PNG: `cd out && gnuplot loss.gp`). Returns the PNG's path, or "" with a warning logged when
+// gnuplot is missing or fails.
 std::filesystem::path plot_losses(const std::filesystem::path& out_dir,
                                   const std::vector<LossPoint>& points, double entropy_floor);
 
-// Runs gnuplot on `script`; false, with a warning naming `what` and where its `data` is, when
-// gnuplot is missing or fails.
+// Runs gnuplot on `script` in the script's folder; false, with a warning naming `what` and where
+// its `data` is, when gnuplot is missing or fails.
 bool run_gnuplot(const std::filesystem::path& script, const std::filesystem::path& data,
                  std::string_view what);
 

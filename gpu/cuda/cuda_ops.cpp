@@ -289,11 +289,12 @@ class CudaOps final : public Ops {
   }
 
  private:
-  // The stream's handle, with this device current on the calling thread (kernels launch on
-  // the current device).
-  cudaStream_t on(Stream& stream) {
+  // The stream's handle for one kernel, with this device current on the calling thread (kernels
+  // launch on the current device). It is the kernel's op on the stream's timeline row, so it is
+  // used only inside the launch's own expression (CudaStream::Traced).
+  CudaStream::Traced on(Stream& stream) {
     use_device(device_.index());
-    return as_cuda_stream(stream).handle();
+    return as_cuda_stream(stream).traced("kernel");
   }
 
   static void launched(cudaError_t status, const char* op) {
@@ -305,8 +306,9 @@ class CudaOps final : public Ops {
   void gemm(Stream& stream, cublasOperation_t op_a, cublasOperation_t op_b, i64 m, i64 n, i64 k,
             const float* alpha, const float* a, i64 lda, const float* b, i64 ldb, const float* beta,
             float* c, i64 ldc) {
-    cudaStream_t cuda_stream = on(stream);
+    // The lock comes before the timeline's op, as in scratch(), which may synchronize the stream.
     std::lock_guard lock(mutex_);
+    const CudaStream::Traced cuda_stream = on(stream);
     auto found = handles_.find(cuda_stream);
     if (found == handles_.end()) {
       cublasHandle_t handle = nullptr;

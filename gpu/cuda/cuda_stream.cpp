@@ -85,13 +85,15 @@ void CudaStream::copy(void* target, const void* source, std::int64_t bytes, Copy
   STRATA_ASSERT(!running_host_task());  // CUDA calls are not allowed in a host function
   STRATA_ASSERT(bytes >= 0);
   if (bytes == 0) return;
+  constexpr const char* kinds[] = {"copy h2d", "copy d2h", "copy d2d", "copy h2h"};
+  use_device(device_index_);
+  const CudaStreamTimeline::Op op(timeline_, stream_, kinds[static_cast<int>(kind)]);
   if (kind == CopyKind::host_to_host) {
     // cudaMemcpyAsync between host buffers runs on the calling thread at once, out of stream
     // order; a host task keeps it in order.
-    launch(
+    enqueue_task(
         [target, source, bytes] { std::memcpy(target, source, static_cast<std::size_t>(bytes)); });
   } else {
-    use_device(device_index_);
     check(cudaMemcpyAsync(target, source, static_cast<std::size_t>(bytes), to_cuda(kind), stream_),
           "cudaMemcpyAsync");
   }
@@ -103,15 +105,21 @@ void CudaStream::fill_zero(void* target, std::int64_t bytes) {
   STRATA_ASSERT(bytes >= 0);
   if (bytes == 0) return;
   use_device(device_index_);
+  const CudaStreamTimeline::Op op(timeline_, stream_, "fill");
   check(cudaMemsetAsync(target, 0, static_cast<std::size_t>(bytes), stream_), "cudaMemsetAsync");
 }
 
 void CudaStream::launch(HostTask task) {
   STRATA_ASSERT(!running_host_task());  // CUDA calls are not allowed in a host function
   STRATA_ASSERT(static_cast<bool>(task));
+  use_device(device_index_);
+  const CudaStreamTimeline::Op op(timeline_, stream_, "task");
+  enqueue_task(std::move(task));
+}
+
+void CudaStream::enqueue_task(HostTask task) {
   auto record =
       std::make_unique<TaskRecord>(TaskRecord{std::move(task), failures_, failures_->next_task()});
-  use_device(device_index_);
   check(cudaLaunchHostFunc(stream_, &run_task, record.get()), "cudaLaunchHostFunc");
   (void)record.release();  // run_task owns it now
 }
@@ -129,6 +137,8 @@ void CudaStream::record(Event& event) {
 void CudaStream::wait(const Event& event) {
   STRATA_ASSERT(!running_host_task());  // CUDA calls are not allowed in a host function
   use_device(device_index_);
+  // Drawn from the end of the work before it to the waited-for point: how long the stream stood.
+  const CudaStreamTimeline::Op op(timeline_, stream_, "wait");
   // An event never recorded is complete: CUDA makes this no wait, as the contract says.
   check(cudaStreamWaitEvent(stream_, as_cuda_event(event).handle(), 0), "cudaStreamWaitEvent");
 }
@@ -140,12 +150,15 @@ void CudaStream::synchronize() {
 std::exception_ptr CudaStream::drain() noexcept {
   STRATA_ASSERT(!running_host_task());  // CUDA calls are not allowed in a host function
   std::int64_t through = failures_->last_task();
+  // The timeline's spans enqueued so far have run once the synchronize returns: read them then.
+  const std::int64_t spans_through = timeline_.close();
   cudaError_t status = cudaStreamSynchronize(stream_);
   std::exception_ptr failure = failures_->take_through(through);
   if (status != cudaSuccess) {
     (void)cudaGetLastError();
     return std::make_exception_ptr(CudaError(status, "cudaStreamSynchronize"));
   }
+  timeline_.flush(spans_through);
   return failure;
 }
 

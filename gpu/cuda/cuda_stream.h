@@ -9,6 +9,7 @@
 #include <string>
 
 #include "gpu/cuda/cuda_event.h"
+#include "gpu/cuda/cuda_stream_timeline.h"
 #include "gpu/device.h"
 #include "gpu/stream.h"
 #include "gpu/transfer_counters.h"
@@ -41,8 +42,28 @@ class StreamRegistry {
 //
 // The CUDA driver may run the host tasks of all streams one at a time on one thread: a task must
 // never wait for another stream's task (or for the host to enqueue more work).
+//
+// While the process's timeline records, every op is timed by events (CudaStreamTimeline) and
+// drawn on the stream's row when the stream synchronizes, as the host backend draws its ops;
+// kernels, cuBLAS and NCCL calls enqueued on handle() directly are drawn when they go through
+// traced().
 class CudaStream final : public Stream {
  public:
+  // The stream's handle for one call that enqueues on it directly (a kernel launch, cuBLAS,
+  // NCCL), drawn on the timeline as one op of `kind`. It must live until the call has been
+  // enqueued, which it does as a temporary in the call's own expression, since a temporary lives
+  // to the end of its full-expression: `check(kernel(stream.traced("kernel"), ...), ...)`.
+  class Traced {
+   public:
+    Traced(CudaStream& stream, const char* kind)
+        : handle_(stream.stream_), op_(stream.timeline_, stream.stream_, kind) {}
+    operator cudaStream_t() const noexcept { return handle_; }
+
+   private:
+    cudaStream_t handle_;
+    CudaStreamTimeline::Op op_;
+  };
+
   // `registry` (may be null) hears of the stream while it lives.
   CudaStream(std::string name, int device_index, SharedTransferCounters& counters,
              StreamRegistry* registry);
@@ -64,8 +85,13 @@ class CudaStream final : public Stream {
 
   cudaStream_t handle() const noexcept { return stream_; }
   int device_index() const noexcept { return device_index_; }
+  // handle() for one call of `kind` ("kernel", "collective"), drawn on the timeline (above).
+  Traced traced(const char* kind) { return Traced(*this, kind); }
 
  private:
+  // cudaLaunchHostFunc of `task`, not drawn as an op of its own (host-to-host copies are tasks).
+  void enqueue_task(HostTask task);
+
   std::string name_;
   int device_index_;
   // Counted when a copy is enqueued, not when it has run (a host function after every copy would
@@ -74,6 +100,7 @@ class CudaStream final : public Stream {
   StreamRegistry* registry_;
   cudaStream_t stream_ = nullptr;
   std::shared_ptr<StreamFailures> failures_ = std::make_shared<StreamFailures>();
+  CudaStreamTimeline timeline_{name_, device_index_};
 };
 
 // `stream` as a CudaStream; aborts when it comes from another backend.

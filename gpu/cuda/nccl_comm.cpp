@@ -176,7 +176,11 @@ class NcclComm final : public Comm {
   }
 
  private:
-  static cudaStream_t handle(Stream& stream) { return as_cuda_stream(stream).handle(); }
+  // The stream for one collective, drawn on its timeline row (used inside the call's expression:
+  // CudaStream::Traced).
+  static CudaStream::Traced handle(Stream& stream) {
+    return as_cuda_stream(stream).traced("collective");
+  }
 
   World& world_;
   int device_index_;
