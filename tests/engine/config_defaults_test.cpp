@@ -231,7 +231,9 @@ TEST(ConfigDefaults, TheTableHasARowForEveryKey) {
     const json given = json::parse(table.given);
     const json flat = resolved(table.given).flatten();
     std::vector<std::string> missing;
-    for (const auto& [path, value] : flat.items()) {
+    for (const auto& item : flat.items()) {
+      // A copy, not a structured binding: clang 14 cannot capture a binding in the lambda below.
+      const std::string path = item.key();
       if (path.starts_with("/strata/")) continue;
       // Arrays flatten to one leaf per element; betas' row holds the whole array.
       if (path.starts_with("/optimizer/params/betas/")) continue;
