@@ -23,7 +23,7 @@
 # need that is not the C/C++ runtime or CUDA's, and Open MPI's runtime (mpirun, its plugins and
 # help files), relocated with OPAL_PREFIX. cuBLAS and NCCL come from the machine itself.
 #
-# GPU time is short (15 minutes a session, a machine start included), so every check has a time
+# GPU machines are often lent for a short time, a start included, so every check has a time
 # limit, the checks run most valuable first, and `run` starts none past its budget: a check gets
 # at most what is left of it, and those that did not fit are listed as not run, to be named with
 # --only in a second call. The host-backend suites are not run there: they run here, on every

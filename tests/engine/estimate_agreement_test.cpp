@@ -5,7 +5,6 @@
 
 #include <unistd.h>
 
-#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -22,6 +21,7 @@
 #include "gpu/process_group.h"
 #include "models/gpt/gpt.h"
 #include "models/model_plan.h"
+#include "tests/engine/swap_directory.h"
 #include "tests/engine/test_world.h"
 
 namespace strata::engine {
@@ -31,27 +31,7 @@ gpu::World& world() {
   return testing::test_world();
 }
 
-// A swap directory of this test, removed with everything under it.
-class SwapDirectory {
- public:
-  SwapDirectory() {
-    static std::atomic<int> counter{0};
-    path_ =
-        std::filesystem::temp_directory_path() /
-        ("strata-estimate-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    std::filesystem::create_directories(path_);
-  }
-  ~SwapDirectory() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  SwapDirectory(const SwapDirectory&) = delete;
-  SwapDirectory& operator=(const SwapDirectory&) = delete;
-  std::string string() const { return path_.string(); }
-
- private:
-  std::filesystem::path path_;
-};
+using testing::SwapDirectory;
 
 // A tiny GPT (2 blocks, d_model 64, micro-batch 2) in bf16 with AdamW;
 // `zero` is the zero_optimization section.

@@ -216,20 +216,8 @@ int pinned_refusal_in_this_process() {
   return device->pinned_bytes_in_use() == 0 ? 0 : 17;
 }
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool address_sanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool address_sanitizer = true;
-#else
-constexpr bool address_sanitizer = false;
-#endif
-#else
-constexpr bool address_sanitizer = false;
-#endif
-
 TEST(HostPinnedMemoryDeathTest, LockedMemoryLimitTooLowIsAUserError) {
-  if (address_sanitizer) {
+  if (testing::address_sanitizer) {
     GTEST_SKIP() << "AddressSanitizer replaces mlock with a no-op that always succeeds";
   }
   GTEST_FLAG_SET(death_test_style, "threadsafe");

@@ -14,6 +14,20 @@
 
 namespace strata::gpu::testing {
 
+// Whether this build runs under AddressSanitizer, whose mlock is a no-op that succeeds: the
+// kernel's refusals cannot be seen there.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool address_sanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool address_sanitizer = true;
+#else
+inline constexpr bool address_sanitizer = false;
+#endif
+#else
+inline constexpr bool address_sanitizer = false;
+#endif
+
 // Drops CAP_IPC_LOCK from every set that could give it back (effective, permitted, inheritable,
 // ambient, and the bounding set, from which root regains its capabilities at execve), then sets
 // RLIMIT_MEMLOCK, soft and hard, to `limit_bytes` (a hard limit already lower stays). Only system

@@ -22,18 +22,6 @@ using ::testing::HasSubstr;
 
 constexpr std::int64_t kMiB = 1 << 20;
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool address_sanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool address_sanitizer = true;
-#else
-constexpr bool address_sanitizer = false;
-#endif
-#else
-constexpr bool address_sanitizer = false;
-#endif
-
 // Whether the kernel locks `bytes` more for this process now.
 bool mlock_succeeds(std::int64_t bytes) {
   void* data = std::aligned_alloc(4096, static_cast<std::size_t>(bytes));
@@ -92,7 +80,8 @@ TEST(PinnedLimit, ThisProcessReadsItsRlimitAndItsEffectiveCapabilities) {
 
 // 1 MiB past RLIMIT_MEMLOCK: the limit allows it exactly when the kernel locks it.
 TEST(PinnedLimit, AgreesWithMlockPastTheRlimit) {
-  if (address_sanitizer) GTEST_SKIP() << "AddressSanitizer makes mlock a no-op that succeeds";
+  if (testing::address_sanitizer)
+    GTEST_SKIP() << "AddressSanitizer makes mlock a no-op that succeeds";
   const PinnedLimit limit = pinned_limit();
   if (!limit.rlimit_bytes || *limit.rlimit_bytes > 256 * kMiB)
     GTEST_SKIP() << "RLIMIT_MEMLOCK is " << limit.describe() << ": too large to lock past";
@@ -114,7 +103,8 @@ int limited_process_agrees_with_mlock() {
 }
 
 TEST(PinnedLimitDeathTest, WithoutCapIpcLockTheRlimitHoldsAndMlockAgrees) {
-  if (address_sanitizer) GTEST_SKIP() << "AddressSanitizer makes mlock a no-op that succeeds";
+  if (testing::address_sanitizer)
+    GTEST_SKIP() << "AddressSanitizer makes mlock a no-op that succeeds";
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(std::_Exit(limited_process_agrees_with_mlock()), ::testing::ExitedWithCode(0), "");
 }

@@ -4,11 +4,9 @@
 // under strata.require_pinned_memory.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
-#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -26,6 +24,7 @@
 #include "gpu/ops.h"
 #include "gpu/pinned_limit.h"
 #include "models/model_plan.h"
+#include "tests/engine/swap_directory.h"
 #include "tests/engine/test_world.h"
 
 namespace strata::engine {
@@ -35,26 +34,7 @@ using ::testing::HasSubstr;
 
 constexpr std::int64_t kMiB = 1 << 20;
 
-// A swap directory of this test, removed with everything under it.
-class SwapDirectory {
- public:
-  SwapDirectory() {
-    static std::atomic<int> counter{0};
-    path_ = std::filesystem::temp_directory_path() /
-            ("strata-pinning-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    std::filesystem::create_directories(path_);
-  }
-  ~SwapDirectory() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  SwapDirectory(const SwapDirectory&) = delete;
-  SwapDirectory& operator=(const SwapDirectory&) = delete;
-  std::string string() const { return path_.string(); }
-
- private:
-  std::filesystem::path path_;
-};
+using testing::SwapDirectory;
 
 // A stage-3 config of a small GPT with both offload sections on `device` (cpu or nvme under
 // `swap`); `pin` is written as both sections' pin_memory unless empty, `strata_extra` inside the
