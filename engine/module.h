@@ -7,6 +7,7 @@
 
 #include "base/assert.h"
 #include "engine/param_spec.h"
+#include "gpu/tensor.h"
 
 namespace strata::gpu {
 class Device;
@@ -16,22 +17,23 @@ class Stream;
 
 namespace strata::engine {
 
-// Device pointers to a module's parameter (or gradient) tensors, in the order the module
-// declared them, as the engine has laid them out in the module's flat buffer. Valid for the
-// duration of one forward or backward call.
+// Device tensors of a module's parameters (or gradients), in the order the module declared them,
+// as the engine has laid them out in the module's flat buffer. Parameters are in the compute type
+// (float32, or the bfloat16/float16 the config trains in); gradients are always float32. Valid for
+// the duration of one forward or backward call.
 class TensorViews {
  public:
   TensorViews() = default;
-  explicit TensorViews(std::span<float* const> tensors) : tensors_(tensors) {}
+  explicit TensorViews(std::span<const gpu::Tensor> tensors) : tensors_(tensors) {}
 
-  float* operator[](std::size_t index) const {
+  gpu::Tensor operator[](std::size_t index) const {
     STRATA_ASSERT(index < tensors_.size());
     return tensors_[index];
   }
   std::size_t size() const { return tensors_.size(); }
 
  private:
-  std::span<float* const> tensors_;
+  std::span<const gpu::Tensor> tensors_;
 };
 
 // What a module's forward and backward run with: the device, its compute stream and ops, and the

@@ -7,6 +7,7 @@
 #include "gpu/comm.h"  // DataType
 #include "gpu/device.h"
 #include "gpu/stream.h"
+#include "gpu/tensor.h"
 
 namespace strata::gpu {
 
@@ -23,67 +24,85 @@ struct OptimizerArrays {
   DataType copy_type = DataType::float32;
 };
 
-// The ops a GPT-2 style or Llama-family model needs, forward and backward, on device memory in fp32
-// (the compute type; bf16/fp16 storage is converted with `cast_*`). Every op is enqueued on
-// `stream` and returns at once, as a kernel launch does; pointers must stay valid until it has run.
+// The ops a GPT-2 style or Llama-family model needs, forward and backward, on device memory. Every
+// op is enqueued on `stream` and returns at once, as a kernel launch does; pointers must stay
+// valid until it has run.
+//
+// Weights and activations are Tensors: float32, or bfloat16/float16 (the compute type a config's
+// "bf16"/"fp16" section names), one type for all the Tensors of one call. A 16-bit op computes in
+// fp32 inside: it widens what it reads (exactly), computes as the fp32 op does and rounds what it
+// writes once, to nearest even; a product accumulates in fp32 (on CUDA the tensor cores'). The
+// float* arguments are fp32 whatever the compute type: the statistics norms save (mean, rstd), the
+// loss and its per-row terms (losses, lse, dlosses), RoPE's frequencies, and the parameter
+// gradients (dweight, dbias, dwte, dwpe), which accumulate across micro-batches in fp32.
 //
 // The math, the saved tensors and the conventions are those of gpu/host/kernels/*.h (the host
-// backend runs exactly those functions): backward ops ACCUMULATE into gradient outputs, except
-// cross_entropy_backward, which overwrites. Each backend supplies the same ops: the host backend
-// in gpu/host/host_ops.cpp, CUDA in gpu/cuda/.
+// backend runs exactly those functions, through that widen-compute-round for 16-bit Tensors):
+// backward ops ACCUMULATE into gradient outputs, except cross_entropy_backward, which overwrites.
+// Each backend supplies the same ops: the host backend in gpu/host/host_ops.cpp, CUDA in
+// gpu/cuda/, one file per op family.
 class Ops {
  public:
   virtual ~Ops() = default;
   Ops(const Ops&) = delete;
   Ops& operator=(const Ops&) = delete;
 
-  virtual void embedding_forward(Stream& stream, float* out, const std::int32_t* tokens,
-                                 const float* wte, const float* wpe, std::int64_t batch,
+  virtual void embedding_forward(Stream& stream, Tensor out, const std::int32_t* tokens,
+                                 ConstTensor wte, ConstTensor wpe, std::int64_t batch,
                                  std::int64_t seq_len, std::int64_t channels,
                                  std::int64_t vocab) = 0;
-  virtual void embedding_backward(Stream& stream, float* dwte, float* dwpe, const float* dout,
+  virtual void embedding_backward(Stream& stream, float* dwte, float* dwpe, ConstTensor dout,
                                   const std::int32_t* tokens, std::int64_t batch,
                                   std::int64_t seq_len, std::int64_t channels,
                                   std::int64_t vocab) = 0;
 
-  virtual void layer_norm_forward(Stream& stream, float* out, float* mean, float* rstd,
-                                  const float* inp, const float* weight, const float* bias,
+  virtual void layer_norm_forward(Stream& stream, Tensor out, float* mean, float* rstd,
+                                  ConstTensor inp, ConstTensor weight, ConstTensor bias,
                                   std::int64_t rows, std::int64_t channels) = 0;
-  virtual void layer_norm_backward(Stream& stream, float* dinp, float* dweight, float* dbias,
-                                   const float* dout, const float* inp, const float* weight,
+  virtual void layer_norm_backward(Stream& stream, Tensor dinp, float* dweight, float* dbias,
+                                   ConstTensor dout, ConstTensor inp, ConstTensor weight,
                                    const float* mean, const float* rstd, std::int64_t rows,
                                    std::int64_t channels) = 0;
 
-  virtual void matmul_forward(Stream& stream, float* out, const float* inp, const float* weight,
-                              const float* bias, std::int64_t rows, std::int64_t in_channels,
+  // out[rows, out] = inp[rows, in] @ weight[out, in]^T + bias (bias may be null). The backward
+  // adds dout @ weight into dinp and dout^T @ inp into dweight (fp32), and column sums of dout
+  // into dbias (fp32, may be null).
+  virtual void matmul_forward(Stream& stream, Tensor out, ConstTensor inp, ConstTensor weight,
+                              ConstTensor bias, std::int64_t rows, std::int64_t in_channels,
                               std::int64_t out_channels) = 0;
-  virtual void matmul_backward(Stream& stream, float* dinp, float* dweight, float* dbias,
-                               const float* dout, const float* inp, const float* weight,
+  // matmul_forward then gelu_forward as one op: `pre` receives the product plus bias (what
+  // gelu_backward reads), `out` its GELU, computed from the fp32 sum before `pre` is rounded. On
+  // CUDA the GELU runs in the product's epilogue, so the product is not read back.
+  virtual void matmul_gelu_forward(Stream& stream, Tensor out, Tensor pre, ConstTensor inp,
+                                   ConstTensor weight, ConstTensor bias, std::int64_t rows,
+                                   std::int64_t in_channels, std::int64_t out_channels) = 0;
+  virtual void matmul_backward(Stream& stream, Tensor dinp, float* dweight, float* dbias,
+                               ConstTensor dout, ConstTensor inp, ConstTensor weight,
                                std::int64_t rows, std::int64_t in_channels,
                                std::int64_t out_channels) = 0;
 
-  virtual void attention_forward(Stream& stream, float* out, float* att, const float* qkv,
+  virtual void attention_forward(Stream& stream, Tensor out, Tensor att, ConstTensor qkv,
                                  std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
                                  std::int64_t heads) = 0;
-  virtual void attention_backward(Stream& stream, float* dqkv, const float* dout, const float* qkv,
-                                  const float* att, std::int64_t batch, std::int64_t seq_len,
+  virtual void attention_backward(Stream& stream, Tensor dqkv, ConstTensor dout, ConstTensor qkv,
+                                  ConstTensor att, std::int64_t batch, std::int64_t seq_len,
                                   std::int64_t channels, std::int64_t heads) = 0;
 
-  virtual void gelu_forward(Stream& stream, float* out, const float* inp, std::int64_t n) = 0;
-  virtual void gelu_backward(Stream& stream, float* dinp, const float* inp, const float* dout,
+  virtual void gelu_forward(Stream& stream, Tensor out, ConstTensor inp, std::int64_t n) = 0;
+  virtual void gelu_backward(Stream& stream, Tensor dinp, ConstTensor inp, ConstTensor dout,
                              std::int64_t n) = 0;
 
-  virtual void residual_forward(Stream& stream, float* out, const float* a, const float* b,
+  virtual void residual_forward(Stream& stream, Tensor out, ConstTensor a, ConstTensor b,
                                 std::int64_t n) = 0;
-  virtual void residual_backward(Stream& stream, float* da, float* db, const float* dout,
+  virtual void residual_backward(Stream& stream, Tensor da, Tensor db, ConstTensor dout,
                                  std::int64_t n) = 0;
 
   // Mean loss into *loss_mean (one float of device memory).
   virtual void cross_entropy_forward(Stream& stream, float* losses, float* lse, float* loss_mean,
-                                     const float* logits, const std::int32_t* targets,
+                                     ConstTensor logits, const std::int32_t* targets,
                                      std::int64_t rows, std::int64_t vocab,
                                      std::int64_t vocab_padded) = 0;
-  virtual void cross_entropy_backward(Stream& stream, float* dlogits, const float* logits,
+  virtual void cross_entropy_backward(Stream& stream, Tensor dlogits, ConstTensor logits,
                                       const float* lse, const std::int32_t* targets,
                                       const float* dlosses, std::int64_t rows, std::int64_t vocab,
                                       std::int64_t vocab_padded) = 0;
@@ -91,26 +110,26 @@ class Ops {
   // The Llama family (gpu/host/kernels/{rms_norm,rope,swiglu,qkv_pack}.h). rope_* rotate in
   // place (forward) and apply the transpose in place to a gradient (backward, which overwrites);
   // `inv_freq` is device memory of head_dim / 2 floats.
-  virtual void rms_norm_forward(Stream& stream, float* out, float* rstd, const float* inp,
-                                const float* weight, double eps, std::int64_t rows,
+  virtual void rms_norm_forward(Stream& stream, Tensor out, float* rstd, ConstTensor inp,
+                                ConstTensor weight, double eps, std::int64_t rows,
                                 std::int64_t channels) = 0;
-  virtual void rms_norm_backward(Stream& stream, float* dinp, float* dweight, const float* dout,
-                                 const float* inp, const float* weight, const float* rstd,
+  virtual void rms_norm_backward(Stream& stream, Tensor dinp, float* dweight, ConstTensor dout,
+                                 ConstTensor inp, ConstTensor weight, const float* rstd,
                                  std::int64_t rows, std::int64_t channels) = 0;
-  virtual void rope_forward(Stream& stream, float* x, const float* inv_freq, std::int64_t batch,
+  virtual void rope_forward(Stream& stream, Tensor x, const float* inv_freq, std::int64_t batch,
                             std::int64_t seq_len, std::int64_t heads, std::int64_t head_dim,
                             std::int64_t row_stride) = 0;
-  virtual void rope_backward(Stream& stream, float* dx, const float* inv_freq, std::int64_t batch,
+  virtual void rope_backward(Stream& stream, Tensor dx, const float* inv_freq, std::int64_t batch,
                              std::int64_t seq_len, std::int64_t heads, std::int64_t head_dim,
                              std::int64_t row_stride) = 0;
-  virtual void swiglu_forward(Stream& stream, float* out, const float* gate, const float* up,
+  virtual void swiglu_forward(Stream& stream, Tensor out, ConstTensor gate, ConstTensor up,
                               std::int64_t n) = 0;
-  virtual void swiglu_backward(Stream& stream, float* dgate, float* dup, const float* dout,
-                               const float* gate, const float* up, std::int64_t n) = 0;
-  virtual void qkv_pack_forward(Stream& stream, float* qkv, const float* q, const float* k,
-                                const float* v, std::int64_t rows, std::int64_t heads,
+  virtual void swiglu_backward(Stream& stream, Tensor dgate, Tensor dup, ConstTensor dout,
+                               ConstTensor gate, ConstTensor up, std::int64_t n) = 0;
+  virtual void qkv_pack_forward(Stream& stream, Tensor qkv, ConstTensor q, ConstTensor k,
+                                ConstTensor v, std::int64_t rows, std::int64_t heads,
                                 std::int64_t kv_heads, std::int64_t head_dim) = 0;
-  virtual void qkv_pack_backward(Stream& stream, float* dq, float* dk, float* dv, const float* dqkv,
+  virtual void qkv_pack_backward(Stream& stream, Tensor dq, Tensor dk, Tensor dv, ConstTensor dqkv,
                                  std::int64_t rows, std::int64_t heads, std::int64_t kv_heads,
                                  std::int64_t head_dim) = 0;
 
@@ -154,7 +173,15 @@ class Ops {
   Ops() = default;
 };
 
+// How fp32 products run. With `tf32` (the config's "strata": {"allow_tf32": true}), CUDA's
+// fp32 products round their inputs to TF32 on the tensor cores, as PyTorch's
+// torch.backends.cuda.matmul.allow_tf32 does; off, they are fp32 throughout and agree with the
+// host's to fp32 rounding. 16-bit products are unaffected, and the host backend ignores it.
+struct OpsOptions {
+  bool tf32 = false;
+};
+
 // The ops of `device`'s backend. They must not outlive the device.
-std::unique_ptr<Ops> create_ops(Device& device);
+std::unique_ptr<Ops> create_ops(Device& device, OpsOptions options = {});
 
 }  // namespace strata::gpu
