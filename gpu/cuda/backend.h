@@ -28,7 +28,7 @@ std::unique_ptr<Device> open_cuda_device(const DeviceOptions& options,
 std::unique_ptr<Comm> create_nccl_comm(World& world, Device& device);
 
 // The CUDA kernels and cuBLAS products behind gpu::Ops, for a CUDA device.
-std::unique_ptr<Ops> create_cuda_ops(Device& device);
+std::unique_ptr<Ops> create_cuda_ops(Device& device, OpsOptions options);
 
 // gpu::plain_copy on a CUDA device: cudaMemcpyAsync on cudaStreamPerThread, then its
 // synchronization. Throws CudaError when the runtime fails.

@@ -75,24 +75,31 @@ class CudaOps final : public Ops {
     }
   }
 
-  void embedding_forward(Stream& s, float* out, const std::int32_t* tokens, const float* wte,
-                         const float* wpe, i64 b, i64 t, i64 c, i64 v) override {
+  void embedding_forward(Stream& s, Tensor out_t, const std::int32_t* tokens, ConstTensor wte_t, ConstTensor wpe_t, i64 b, i64 t, i64 c, i64 v) override {
+    float* out = out_t.f32();
+    const float* wte = wte_t.f32();
+    const float* wpe = wpe_t.f32();
     launched(kernels::embedding_forward(on(s), out, tokens, wte, wpe, b, t, c, v),
              "embedding_forward");
   }
-  void embedding_backward(Stream& s, float* dwte, float* dwpe, const float* dout,
-                          const std::int32_t* tokens, i64 b, i64 t, i64 c, i64 v) override {
+  void embedding_backward(Stream& s, float* dwte, float* dwpe, ConstTensor dout_t, const std::int32_t* tokens, i64 b, i64 t, i64 c, i64 v) override {
+    const float* dout = dout_t.f32();
     launched(kernels::embedding_backward(on(s), dwte, dwpe, dout, tokens, b, t, c, v),
              "embedding_backward");
   }
-  void layer_norm_forward(Stream& s, float* out, float* mean, float* rstd, const float* inp,
-                          const float* weight, const float* bias, i64 rows, i64 c) override {
+  void layer_norm_forward(Stream& s, Tensor out_t, float* mean, float* rstd, ConstTensor inp_t, ConstTensor weight_t, ConstTensor bias_t, i64 rows, i64 c) override {
+    float* out = out_t.f32();
+    const float* inp = inp_t.f32();
+    const float* weight = weight_t.f32();
+    const float* bias = bias_t.f32();
     launched(kernels::layer_norm_forward(on(s), out, mean, rstd, inp, weight, bias, rows, c),
              "layer_norm_forward");
   }
-  void layer_norm_backward(Stream& s, float* dinp, float* dweight, float* dbias, const float* dout,
-                           const float* inp, const float* weight, const float* mean,
-                           const float* rstd, i64 rows, i64 c) override {
+  void layer_norm_backward(Stream& s, Tensor dinp_t, float* dweight, float* dbias, ConstTensor dout_t, ConstTensor inp_t, ConstTensor weight_t, const float* mean, const float* rstd, i64 rows, i64 c) override {
+    float* dinp = dinp_t.f32();
+    const float* dout = dout_t.f32();
+    const float* inp = inp_t.f32();
+    const float* weight = weight_t.f32();
     launched(kernels::layer_norm_backward(on(s), dinp, dweight, dbias, dout, inp, weight, mean,
                                           rstd, rows, c),
              "layer_norm_backward");
@@ -101,8 +108,11 @@ class CudaOps final : public Ops {
   // out[rows, out] = inp[rows, in] @ weight[out, in]^T + bias. cuBLAS is column-major, so a
   // row-major matrix is its transpose: out^T (out x rows) = A^T @ B with A = weight seen as
   // (in x out) and B = inp seen as (in x rows).
-  void matmul_forward(Stream& s, float* out, const float* inp, const float* weight,
-                      const float* bias, i64 rows, i64 in, i64 out_channels) override {
+  void matmul_forward(Stream& s, Tensor out_t, ConstTensor inp_t, ConstTensor weight_t, ConstTensor bias_t, i64 rows, i64 in, i64 out_channels) override {
+    float* out = out_t.f32();
+    const float* inp = inp_t.f32();
+    const float* weight = weight_t.f32();
+    const float* bias = bias_t.f32();
     if (rows == 0 || out_channels == 0) return;
     const float one = 1.0f;
     const float zero = 0.0f;
@@ -114,9 +124,11 @@ class CudaOps final : public Ops {
   }
 
   // dinp += dout @ weight; dweight += dout^T @ inp; dbias += column sums of dout.
-  void matmul_backward(Stream& s, float* dinp, float* dweight, float* dbias, const float* dout,
-                       const float* inp, const float* weight, i64 rows, i64 in,
-                       i64 out_channels) override {
+  void matmul_backward(Stream& s, Tensor dinp_t, float* dweight, float* dbias, ConstTensor dout_t, ConstTensor inp_t, ConstTensor weight_t, i64 rows, i64 in, i64 out_channels) override {
+    float* dinp = dinp_t.f32();
+    const float* dout = dout_t.f32();
+    const float* inp = inp_t.f32();
+    const float* weight = weight_t.f32();
     if (rows == 0 || out_channels == 0 || in == 0) return;
     const float one = 1.0f;
     // Column-major: dinp^T (in x rows) += weight^T-as-stored (in x out) @ dout^T (out x rows).
@@ -131,84 +143,122 @@ class CudaOps final : public Ops {
     }
   }
 
-  void attention_forward(Stream& s, float* out, float* att, const float* qkv, i64 b, i64 t, i64 c,
-                         i64 heads) override {
+  // Until the bf16 kernels: the product, then the GELU kernel.
+  void matmul_gelu_forward(Stream& s, Tensor out, Tensor pre, ConstTensor inp, ConstTensor weight,
+                           ConstTensor bias, i64 rows, i64 in, i64 out_channels) override {
+    matmul_forward(s, pre, inp, weight, bias, rows, in, out_channels);
+    gelu_forward(s, out, pre, rows * out_channels);
+  }
+  void attention_forward(Stream& s, Tensor out_t, Tensor att_t, ConstTensor qkv_t, i64 b, i64 t, i64 c, i64 heads) override {
+    float* out = out_t.f32();
+    float* att = att_t.f32();
+    const float* qkv = qkv_t.f32();
     STRATA_ASSERT(heads > 0 && c % heads == 0);
     launched(kernels::attention_forward(on(s), out, att, qkv, b, t, c, heads), "attention_forward");
   }
-  void attention_backward(Stream& s, float* dqkv, const float* dout, const float* qkv,
-                          const float* att, i64 b, i64 t, i64 c, i64 heads) override {
+  void attention_backward(Stream& s, Tensor dqkv_t, ConstTensor dout_t, ConstTensor qkv_t, ConstTensor att_t, i64 b, i64 t, i64 c, i64 heads) override {
+    float* dqkv = dqkv_t.f32();
+    const float* dout = dout_t.f32();
+    const float* qkv = qkv_t.f32();
+    const float* att = att_t.f32();
     STRATA_ASSERT(heads > 0 && c % heads == 0);
     STRATA_ASSERT(c / heads <= kernels::attention_head_size_max);
     float* row_sums = scratch(s, b * heads * t);
     launched(kernels::attention_backward(on(s), dqkv, row_sums, dout, qkv, att, b, t, c, heads),
              "attention_backward");
   }
-  void gelu_forward(Stream& s, float* out, const float* inp, i64 n) override {
+  void gelu_forward(Stream& s, Tensor out_t, ConstTensor inp_t, i64 n) override {
+    float* out = out_t.f32();
+    const float* inp = inp_t.f32();
     launched(kernels::gelu_forward(on(s), out, inp, n), "gelu_forward");
   }
-  void gelu_backward(Stream& s, float* dinp, const float* inp, const float* dout, i64 n) override {
+  void gelu_backward(Stream& s, Tensor dinp_t, ConstTensor inp_t, ConstTensor dout_t, i64 n) override {
+    float* dinp = dinp_t.f32();
+    const float* inp = inp_t.f32();
+    const float* dout = dout_t.f32();
     launched(kernels::gelu_backward(on(s), dinp, inp, dout, n), "gelu_backward");
   }
-  void residual_forward(Stream& s, float* out, const float* a, const float* b, i64 n) override {
+  void residual_forward(Stream& s, Tensor out_t, ConstTensor a_t, ConstTensor b_t, i64 n) override {
+    float* out = out_t.f32();
+    const float* a = a_t.f32();
+    const float* b = b_t.f32();
     launched(kernels::residual_forward(on(s), out, a, b, n), "residual_forward");
   }
-  void residual_backward(Stream& s, float* da, float* db, const float* dout, i64 n) override {
+  void residual_backward(Stream& s, Tensor da_t, Tensor db_t, ConstTensor dout_t, i64 n) override {
+    float* da = da_t.f32();
+    float* db = db_t.f32();
+    const float* dout = dout_t.f32();
     launched(kernels::residual_backward(on(s), da, db, dout, n), "residual_backward");
   }
-  void rms_norm_forward(Stream& s, float* out, float* rstd, const float* inp, const float* weight,
-                        double eps, i64 rows, i64 c) override {
+  void rms_norm_forward(Stream& s, Tensor out_t, float* rstd, ConstTensor inp_t, ConstTensor weight_t, double eps, i64 rows, i64 c) override {
+    float* out = out_t.f32();
+    const float* inp = inp_t.f32();
+    const float* weight = weight_t.f32();
     launched(kernels::rms_norm_forward(on(s), out, rstd, inp, weight, eps, rows, c),
              "rms_norm_forward");
   }
-  void rms_norm_backward(Stream& s, float* dinp, float* dweight, const float* dout,
-                         const float* inp, const float* weight, const float* rstd, i64 rows,
-                         i64 c) override {
+  void rms_norm_backward(Stream& s, Tensor dinp_t, float* dweight, ConstTensor dout_t, ConstTensor inp_t, ConstTensor weight_t, const float* rstd, i64 rows, i64 c) override {
+    float* dinp = dinp_t.f32();
+    const float* dout = dout_t.f32();
+    const float* inp = inp_t.f32();
+    const float* weight = weight_t.f32();
     launched(kernels::rms_norm_backward(on(s), dinp, dweight, dout, inp, weight, rstd, rows, c),
              "rms_norm_backward");
   }
-  void rope_forward(Stream& s, float* x, const float* inv_freq, i64 b, i64 t, i64 heads,
-                    i64 head_dim, i64 row_stride) override {
+  void rope_forward(Stream& s, Tensor x_t, const float* inv_freq, i64 b, i64 t, i64 heads, i64 head_dim, i64 row_stride) override {
+    float* x = x_t.f32();
     STRATA_ASSERT(head_dim % 2 == 0 && row_stride >= heads * head_dim);
     launched(kernels::rope_forward(on(s), x, inv_freq, b, t, heads, head_dim, row_stride),
              "rope_forward");
   }
-  void rope_backward(Stream& s, float* dx, const float* inv_freq, i64 b, i64 t, i64 heads,
-                     i64 head_dim, i64 row_stride) override {
+  void rope_backward(Stream& s, Tensor dx_t, const float* inv_freq, i64 b, i64 t, i64 heads, i64 head_dim, i64 row_stride) override {
+    float* dx = dx_t.f32();
     STRATA_ASSERT(head_dim % 2 == 0 && row_stride >= heads * head_dim);
     launched(kernels::rope_backward(on(s), dx, inv_freq, b, t, heads, head_dim, row_stride),
              "rope_backward");
   }
-  void swiglu_forward(Stream& s, float* out, const float* gate, const float* up, i64 n) override {
+  void swiglu_forward(Stream& s, Tensor out_t, ConstTensor gate_t, ConstTensor up_t, i64 n) override {
+    float* out = out_t.f32();
+    const float* gate = gate_t.f32();
+    const float* up = up_t.f32();
     launched(kernels::swiglu_forward(on(s), out, gate, up, n), "swiglu_forward");
   }
-  void swiglu_backward(Stream& s, float* dgate, float* dup, const float* dout, const float* gate,
-                       const float* up, i64 n) override {
+  void swiglu_backward(Stream& s, Tensor dgate_t, Tensor dup_t, ConstTensor dout_t, ConstTensor gate_t, ConstTensor up_t, i64 n) override {
+    float* dgate = dgate_t.f32();
+    float* dup = dup_t.f32();
+    const float* dout = dout_t.f32();
+    const float* gate = gate_t.f32();
+    const float* up = up_t.f32();
     launched(kernels::swiglu_backward(on(s), dgate, dup, dout, gate, up, n), "swiglu_backward");
   }
-  void qkv_pack_forward(Stream& s, float* qkv, const float* q, const float* k, const float* v,
-                        i64 rows, i64 heads, i64 kv_heads, i64 head_dim) override {
+  void qkv_pack_forward(Stream& s, Tensor qkv_t, ConstTensor q_t, ConstTensor k_t, ConstTensor v_t, i64 rows, i64 heads, i64 kv_heads, i64 head_dim) override {
+    float* qkv = qkv_t.f32();
+    const float* q = q_t.f32();
+    const float* k = k_t.f32();
+    const float* v = v_t.f32();
     STRATA_ASSERT(kv_heads > 0 && heads % kv_heads == 0);
     launched(kernels::qkv_pack_forward(on(s), qkv, q, k, v, rows, heads, kv_heads, head_dim),
              "qkv_pack_forward");
   }
-  void qkv_pack_backward(Stream& s, float* dq, float* dk, float* dv, const float* dqkv, i64 rows,
-                         i64 heads, i64 kv_heads, i64 head_dim) override {
+  void qkv_pack_backward(Stream& s, Tensor dq_t, Tensor dk_t, Tensor dv_t, ConstTensor dqkv_t, i64 rows, i64 heads, i64 kv_heads, i64 head_dim) override {
+    float* dq = dq_t.f32();
+    float* dk = dk_t.f32();
+    float* dv = dv_t.f32();
+    const float* dqkv = dqkv_t.f32();
     STRATA_ASSERT(kv_heads > 0 && heads % kv_heads == 0);
     launched(kernels::qkv_pack_backward(on(s), dq, dk, dv, dqkv, rows, heads, kv_heads, head_dim),
              "qkv_pack_backward");
   }
-  void cross_entropy_forward(Stream& s, float* losses, float* lse, float* loss_mean,
-                             const float* logits, const std::int32_t* targets, i64 rows, i64 v,
-                             i64 vp) override {
+  void cross_entropy_forward(Stream& s, float* losses, float* lse, float* loss_mean, ConstTensor logits_t, const std::int32_t* targets, i64 rows, i64 v, i64 vp) override {
+    const float* logits = logits_t.f32();
     STRATA_ASSERT(v > 0 && v <= vp);
     launched(
         kernels::cross_entropy_forward(on(s), losses, lse, loss_mean, logits, targets, rows, v, vp),
         "cross_entropy_forward");
   }
-  void cross_entropy_backward(Stream& s, float* dlogits, const float* logits, const float* lse,
-                              const std::int32_t* targets, const float* dlosses, i64 rows, i64 v,
-                              i64 vp) override {
+  void cross_entropy_backward(Stream& s, Tensor dlogits_t, ConstTensor logits_t, const float* lse, const std::int32_t* targets, const float* dlosses, i64 rows, i64 v, i64 vp) override {
+    float* dlogits = dlogits_t.f32();
+    const float* logits = logits_t.f32();
     STRATA_ASSERT(v > 0 && v <= vp);
     launched(
         kernels::cross_entropy_backward(on(s), dlogits, logits, lse, targets, dlosses, rows, v, vp),
@@ -230,8 +280,7 @@ class CudaOps final : public Ops {
         STRATA_ASSERT(false && "cast_to_float takes floating-point types only");
     }
   }
-  void cast_from_float(Stream& s, void* target, DataType type, const float* source,
-                       i64 n) override {
+  void cast_from_float(Stream& s, void* target, DataType type, const float* source, i64 n) override {
     auto* half = static_cast<std::uint16_t*>(target);
     switch (type) {
       case DataType::float32:
@@ -256,8 +305,7 @@ class CudaOps final : public Ops {
 
   // The constants are cpu_adam's, computed here on the host exactly as cpu_adam::step computes
   // them; the kernel runs cpu_adam's update rules (optimizer_kernels.h).
-  void adam_step(Stream& s, const cpu_adam::AdamConfig& config, i64 step, float grad_scale,
-                 const OptimizerArrays& a, i64 n) override {
+  void adam_step(Stream& s, const cpu_adam::AdamConfig& config, i64 step, float grad_scale, const OptimizerArrays& a, i64 n) override {
     cpu_adam::validate(config);
     STRATA_ASSERT(step >= 1);
     STRATA_ASSERT(a.exp_avg != nullptr && a.exp_avg_sq != nullptr);
@@ -265,8 +313,7 @@ class CudaOps final : public Ops {
                                 to_pointers(a), to_param_copy(a.copy_type), n),
              "adam_step");
   }
-  void adagrad_step(Stream& s, const cpu_adam::AdagradConfig& config, i64 step, float grad_scale,
-                    const OptimizerArrays& a, i64 n) override {
+  void adagrad_step(Stream& s, const cpu_adam::AdagradConfig& config, i64 step, float grad_scale, const OptimizerArrays& a, i64 n) override {
     cpu_adam::validate(config);
     STRATA_ASSERT(step >= 1);
     STRATA_ASSERT(a.exp_avg_sq != nullptr);
@@ -274,8 +321,7 @@ class CudaOps final : public Ops {
                                    to_pointers(a), to_param_copy(a.copy_type), n),
              "adagrad_step");
   }
-  void lion_step(Stream& s, const cpu_adam::LionConfig& config, i64 step, float grad_scale,
-                 const OptimizerArrays& a, i64 n) override {
+  void lion_step(Stream& s, const cpu_adam::LionConfig& config, i64 step, float grad_scale, const OptimizerArrays& a, i64 n) override {
     cpu_adam::validate(config);
     STRATA_ASSERT(step >= 1);
     STRATA_ASSERT(a.exp_avg != nullptr);
@@ -358,7 +404,7 @@ class CudaOps final : public Ops {
 
 }  // namespace
 
-std::unique_ptr<Ops> create_cuda_ops(Device& device) {
+std::unique_ptr<Ops> create_cuda_ops(Device& device, OpsOptions /*options*/) {
   return std::make_unique<CudaOps>(as_cuda_device(device));
 }
 
