@@ -46,7 +46,8 @@ inline std::vector<double> to_double(const std::vector<float>& values) {
 
 // max |actual - expected| / max |expected|: the error relative to the tensor's scale, which stays
 // meaningful where single elements are near zero (llm.c's validate_result uses a similar mix of
-// absolute and relative error).
+// absolute and relative error). A NaN in either makes it NaN, so no `error < tolerance` passes:
+// std::max would drop a NaN difference (NaN compares false), letting an unwritten output through.
 template <typename A, typename E>
 double scaled_error(const std::vector<A>& actual, const std::vector<E>& expected) {
   EXPECT_EQ(actual.size(), expected.size());
@@ -55,6 +56,7 @@ double scaled_error(const std::vector<A>& actual, const std::vector<E>& expected
   for (std::size_t i = 0; i < actual.size() && i < expected.size(); ++i) {
     const double difference =
         std::abs(static_cast<double>(actual[i]) - static_cast<double>(expected[i]));
+    if (std::isnan(difference)) return difference;
     max_difference = std::max(max_difference, difference);
     max_expected = std::max(max_expected, std::abs(static_cast<double>(expected[i])));
   }
