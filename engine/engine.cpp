@@ -50,7 +50,9 @@ void to_storage(ParamCopy copy, std::span<const float> values, std::byte* out) {
                                       : cpu_adam::to_fp16(values[i]).bits;
 }
 
-gpu::DataType compute_type(const Config& config) { return to_data_type(storage_type(config)); }
+gpu::DataType compute_type(const Config& config) {
+  return to_data_type(storage_type(config));
+}
 
 gpu::DataType to_data_type(ParamCopy copy) {
   switch (copy) {

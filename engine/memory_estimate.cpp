@@ -364,10 +364,10 @@ void add_device_step_peak(RowBuilder& builder, const EstimateInputs& inputs, con
   const char* rule =
       choice.stage == 3 ? "gathered at the step's peak" : "stages 0-2 keep every module gathered";
   if (!peak.gathered_modules.empty()) {
-    builder.add("gathered_params", Tier::gpu, inputs.storage_bytes * peak.gathered_elements,
-                fmt::format("{} x padded of {} ({}; {} elements)", inputs.storage_bytes,
-                            module_list(peak.gathered_modules), rule,
-                            grouped(peak.gathered_elements)));
+    builder.add(
+        "gathered_params", Tier::gpu, inputs.storage_bytes * peak.gathered_elements,
+        fmt::format("{} x padded of {} ({}; {} elements)", inputs.storage_bytes,
+                    module_list(peak.gathered_modules), rule, grouped(peak.gathered_elements)));
   }
   if (!peak.gradient_modules.empty()) {
     builder.add("module_gradients_fp32", Tier::gpu, kFloat * peak.gradient_elements,

@@ -108,7 +108,7 @@ class GradReducer final : public GradSource {
 
  private:
   struct Buffer {
-    gpu::DeviceBuffer grads;  // fp32, padded_numel
+    gpu::DeviceBuffer grads;           // fp32, padded_numel
     std::vector<gpu::Tensor> tensors;  // fp32
   };
   bool keeps_full_buffers() const { return options_.stage <= 1; }

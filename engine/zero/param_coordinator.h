@@ -39,10 +39,11 @@ struct CoordinatorCounters {
 
 // The parameter coordinator (docs/architecture.md, "One training step", 1 and 2): before a
 // module runs, its shard is fetched from the parameter tier and all-gathered across ranks, in the
-// storage type the ops compute in (fp32, bf16 or fp16); after, the gathered copy is released unless persistent or reused
-// soon. The first training step records the order modules are acquired in (the trace); later
-// steps prefetch the NVMe reads of the modules next in the trace while earlier ones compute. A
-// step whose order departs from the trace stops prefetching, and the next step records anew.
+// storage type the ops compute in (fp32, bf16 or fp16); after, the gathered copy is released unless
+// persistent or reused soon. The first training step records the order modules are acquired in (the
+// trace); later steps prefetch the NVMe reads of the modules next in the trace while earlier ones
+// compute. A step whose order departs from the trace stops prefetching, and the next step records
+// anew.
 //
 // All device work goes on `stream` in order; not thread-safe.
 class ParamCoordinator {

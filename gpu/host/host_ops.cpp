@@ -2,8 +2,8 @@
 // stream, so it runs on the stream's worker thread in stream order, as a kernel would on a GPU.
 #include <algorithm>
 #include <memory>
-#include <vector>
 #include <span>
+#include <vector>
 
 #include "base/assert.h"
 #include "cpu_adam/half.h"

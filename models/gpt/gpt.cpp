@@ -26,7 +26,8 @@ void Gpt::allocate_activations(gpu::Device& device, bool activation_checkpointin
                                gpu::DataType compute) {
   checkpointing_ = activation_checkpointing;
   activations_pointer_ = nullptr;
-  activations_ = std::make_unique<GptActivations>(device, shape_, activation_checkpointing, compute);
+  activations_ =
+      std::make_unique<GptActivations>(device, shape_, activation_checkpointing, compute);
   activations_pointer_ = activations_.get();
 }
 

@@ -17,20 +17,20 @@ namespace strata::models {
 // ActivationTensors, per layer). Without checkpointing each block has its own; with it, all
 // blocks share one set, refilled by recomputing the forward before each backward.
 struct BlockActivations {
-  gpu::Tensor ln1;              // (rows, C)
-  float* ln1_mean = nullptr;   // (rows)
-  float* ln1_rstd = nullptr;   // (rows)
-  gpu::Tensor qkv;              // (rows, 3C)
-  gpu::Tensor atty;             // (rows, C)
-  gpu::Tensor att;              // (batch, heads, T, T)
-  gpu::Tensor attproj;          // (rows, C)
-  gpu::Tensor residual2;        // (rows, C)
-  gpu::Tensor ln2;              // (rows, C)
-  float* ln2_mean = nullptr;   // (rows)
-  float* ln2_rstd = nullptr;   // (rows)
-  gpu::Tensor fch;              // (rows, 4C)
-  gpu::Tensor fch_gelu;         // (rows, 4C)
-  gpu::Tensor fcproj;           // (rows, C)
+  gpu::Tensor ln1;            // (rows, C)
+  float* ln1_mean = nullptr;  // (rows)
+  float* ln1_rstd = nullptr;  // (rows)
+  gpu::Tensor qkv;            // (rows, 3C)
+  gpu::Tensor atty;           // (rows, C)
+  gpu::Tensor att;            // (batch, heads, T, T)
+  gpu::Tensor attproj;        // (rows, C)
+  gpu::Tensor residual2;      // (rows, C)
+  gpu::Tensor ln2;            // (rows, C)
+  float* ln2_mean = nullptr;  // (rows)
+  float* ln2_rstd = nullptr;  // (rows)
+  gpu::Tensor fch;            // (rows, 4C)
+  gpu::Tensor fch_gelu;       // (rows, 4C)
+  gpu::Tensor fcproj;         // (rows, C)
 };
 
 // Gradients of a block's internal activations: one set shared by every block, zeroed at the
@@ -57,22 +57,22 @@ class GptActivations {
   static std::int64_t bytes_needed(const GptShape& shape, bool checkpointing,
                                    gpu::DataType compute);
 
-  std::int32_t* tokens = nullptr;   // (rows)
-  std::int32_t* targets = nullptr;  // (rows)
+  std::int32_t* tokens = nullptr;     // (rows)
+  std::int32_t* targets = nullptr;    // (rows)
   std::vector<gpu::Tensor> residual;  // n_layer + 1 streams of (rows, C): the block inputs/outputs
   std::vector<BlockActivations> blocks;  // n_layer, or 1 shared when checkpointing
   BlockGradients block_grads;
-  gpu::Tensor dresidual[2];  // ping-pong gradients of the residual stream
-  gpu::Tensor lnf;  // (rows, C)
-  float* lnf_mean = nullptr;                 // (rows)
-  float* lnf_rstd = nullptr;                 // (rows)
-  gpu::Tensor dlnf;                     // (rows, C)
-  gpu::Tensor logits;  // (rows, V)
-  gpu::Tensor dlogits;                  // (rows, V)
-  float* losses = nullptr;                   // (rows)
-  float* lse = nullptr;                      // (rows)
-  float* dlosses = nullptr;                  // (rows)
-  float* loss = nullptr;                     // (1)
+  gpu::Tensor dresidual[2];   // ping-pong gradients of the residual stream
+  gpu::Tensor lnf;            // (rows, C)
+  float* lnf_mean = nullptr;  // (rows)
+  float* lnf_rstd = nullptr;  // (rows)
+  gpu::Tensor dlnf;           // (rows, C)
+  gpu::Tensor logits;         // (rows, V)
+  gpu::Tensor dlogits;        // (rows, V)
+  float* losses = nullptr;    // (rows)
+  float* lse = nullptr;       // (rows)
+  float* dlosses = nullptr;   // (rows)
+  float* loss = nullptr;      // (1)
 
   BlockActivations& block(std::int64_t layer);
 

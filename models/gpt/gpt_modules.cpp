@@ -67,8 +67,7 @@ void GptEmbedding::backward(StepContext& context, const TensorViews& /*params*/,
   const GptShape& s = *state_.shape;
   GptActivations& acts = **state_.acts;
   context.ops.embedding_backward(context.stream, grads[0].f32(), grads[1].f32(), acts.dresidual[0],
-                                 acts.tokens,
-                                 s.batch, s.seq_len, s.d_model, s.vocab);
+                                 acts.tokens, s.batch, s.seq_len, s.d_model, s.vocab);
 }
 
 std::vector<ParamSpec> GptBlock::parameters() const {
@@ -142,20 +141,21 @@ void GptBlock::backward(StepContext& context, const TensorViews& w,
   zero(context, g.dfch_gelu, rows * 4 * c);
 
   ops.residual_backward(stream, g.dresidual2, g.dfcproj, dout, rows * c);
-  ops.matmul_backward(stream, g.dfch_gelu, dw[fcproj_w].f32(), dw[fcproj_b].f32(), g.dfcproj, a.fch_gelu,
-                      w[fcproj_w], rows, 4 * c, c);
+  ops.matmul_backward(stream, g.dfch_gelu, dw[fcproj_w].f32(), dw[fcproj_b].f32(), g.dfcproj,
+                      a.fch_gelu, w[fcproj_w], rows, 4 * c, c);
   ops.gelu_backward(stream, g.dfch, a.fch, g.dfch_gelu, rows * 4 * c);
-  ops.matmul_backward(stream, g.dln2, dw[fc_w].f32(), dw[fc_b].f32(), g.dfch, a.ln2, w[fc_w], rows, c, 4 * c);
-  ops.layer_norm_backward(stream, g.dresidual2, dw[ln2_w].f32(), dw[ln2_b].f32(), g.dln2, a.residual2, w[ln2_w],
-                          a.ln2_mean, a.ln2_rstd, rows, c);
+  ops.matmul_backward(stream, g.dln2, dw[fc_w].f32(), dw[fc_b].f32(), g.dfch, a.ln2, w[fc_w], rows,
+                      c, 4 * c);
+  ops.layer_norm_backward(stream, g.dresidual2, dw[ln2_w].f32(), dw[ln2_b].f32(), g.dln2,
+                          a.residual2, w[ln2_w], a.ln2_mean, a.ln2_rstd, rows, c);
   ops.residual_backward(stream, dx, g.dattproj, g.dresidual2, rows * c);
-  ops.matmul_backward(stream, g.datty, dw[proj_w].f32(), dw[proj_b].f32(), g.dattproj, a.atty, w[proj_w], rows,
-                      c, c);
+  ops.matmul_backward(stream, g.datty, dw[proj_w].f32(), dw[proj_b].f32(), g.dattproj, a.atty,
+                      w[proj_w], rows, c, c);
   ops.attention_backward(stream, g.dqkv, g.datty, a.qkv, a.att, s.batch, s.seq_len, c, s.n_head);
-  ops.matmul_backward(stream, g.dln1, dw[qkv_w].f32(), dw[qkv_b].f32(), g.dqkv, a.ln1, w[qkv_w], rows, c,
-                      3 * c);
-  ops.layer_norm_backward(stream, dx, dw[ln1_w].f32(), dw[ln1_b].f32(), g.dln1, x, w[ln1_w], a.ln1_mean,
-                          a.ln1_rstd, rows, c);
+  ops.matmul_backward(stream, g.dln1, dw[qkv_w].f32(), dw[qkv_b].f32(), g.dqkv, a.ln1, w[qkv_w],
+                      rows, c, 3 * c);
+  ops.layer_norm_backward(stream, dx, dw[ln1_w].f32(), dw[ln1_b].f32(), g.dln1, x, w[ln1_w],
+                          a.ln1_mean, a.ln1_rstd, rows, c);
 }
 
 std::vector<ParamSpec> GptHead::parameters() const {
@@ -192,10 +192,10 @@ void GptHead::backward(StepContext& context, const TensorViews& params,
                              acts.dlosses, rows, s.vocab, s.vocab);
   zero(context, acts.dlnf, rows * c);
   zero(context, dx, rows * c);
-  ops.matmul_backward(stream, acts.dlnf, borrowed_grads[0][0].f32(), nullptr, acts.dlogits, acts.lnf,
-                      borrowed[0][0], rows, c, s.vocab);
-  ops.layer_norm_backward(stream, dx, grads[0].f32(), grads[1].f32(), acts.dlnf, acts.residual.back(),
-                          params[0], acts.lnf_mean, acts.lnf_rstd, rows, c);
+  ops.matmul_backward(stream, acts.dlnf, borrowed_grads[0][0].f32(), nullptr, acts.dlogits,
+                      acts.lnf, borrowed[0][0], rows, c, s.vocab);
+  ops.layer_norm_backward(stream, dx, grads[0].f32(), grads[1].f32(), acts.dlnf,
+                          acts.residual.back(), params[0], acts.lnf_mean, acts.lnf_rstd, rows, c);
 }
 
 }  // namespace strata::models

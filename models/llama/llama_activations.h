@@ -16,22 +16,22 @@ namespace strata::models {
 // What one Llama block computes in forward and reads again in backward. Without checkpointing
 // each block has its own; with it, all blocks share one set, refilled by recomputing.
 struct LlamaBlockActivations {
-  gpu::Tensor ln1;        // (rows, C)
-  float* ln1_rstd = nullptr;   // (rows)
-  gpu::Tensor q;          // (rows, H x D)
-  gpu::Tensor k;          // (rows, Hkv x D)
-  gpu::Tensor v;          // (rows, Hkv x D)
-  gpu::Tensor qkv;        // (rows, 3 x H x D): packed, k and v repeated, q and k rotated
-  gpu::Tensor att;        // (batch, H, T, T)
-  gpu::Tensor atty;       // (rows, H x D)
-  gpu::Tensor attproj;    // (rows, C)
-  gpu::Tensor residual2;  // (rows, C)
-  gpu::Tensor ln2;        // (rows, C)
-  float* ln2_rstd = nullptr;   // (rows)
-  gpu::Tensor gate;       // (rows, F)
-  gpu::Tensor up;         // (rows, F)
-  gpu::Tensor act;        // (rows, F): silu(gate) * up
-  gpu::Tensor mlp;        // (rows, C)
+  gpu::Tensor ln1;            // (rows, C)
+  float* ln1_rstd = nullptr;  // (rows)
+  gpu::Tensor q;              // (rows, H x D)
+  gpu::Tensor k;              // (rows, Hkv x D)
+  gpu::Tensor v;              // (rows, Hkv x D)
+  gpu::Tensor qkv;            // (rows, 3 x H x D): packed, k and v repeated, q and k rotated
+  gpu::Tensor att;            // (batch, H, T, T)
+  gpu::Tensor atty;           // (rows, H x D)
+  gpu::Tensor attproj;        // (rows, C)
+  gpu::Tensor residual2;      // (rows, C)
+  gpu::Tensor ln2;            // (rows, C)
+  float* ln2_rstd = nullptr;  // (rows)
+  gpu::Tensor gate;           // (rows, F)
+  gpu::Tensor up;             // (rows, F)
+  gpu::Tensor act;            // (rows, F): silu(gate) * up
+  gpu::Tensor mlp;            // (rows, C)
 };
 
 // Gradients of a block's internal activations, one set shared by every block.
@@ -61,18 +61,18 @@ class LlamaActivations {
   static std::int64_t bytes_needed(const LlamaShape& shape, bool checkpointing,
                                    gpu::DataType compute);
 
-  std::int32_t* tokens = nullptr;   // (rows)
-  std::int32_t* targets = nullptr;  // (rows)
-  float* inv_freq = nullptr;        // (head_dim / 2), the rotary frequencies on the device
+  std::int32_t* tokens = nullptr;     // (rows)
+  std::int32_t* targets = nullptr;    // (rows)
+  float* inv_freq = nullptr;          // (head_dim / 2), the rotary frequencies on the device
   std::vector<gpu::Tensor> residual;  // n_layer + 1 streams of (rows, C)
   std::vector<LlamaBlockActivations> blocks;  // n_layer, or 1 shared when checkpointing
   LlamaBlockGradients block_grads;
   gpu::Tensor dresidual[2];
-  gpu::Tensor norm;       // (rows, C): the final RMSNorm
+  gpu::Tensor norm;            // (rows, C): the final RMSNorm
   float* norm_rstd = nullptr;  // (rows)
-  gpu::Tensor dnorm;      // (rows, C)
-  gpu::Tensor logits;     // (rows, V)
-  gpu::Tensor dlogits;    // (rows, V)
+  gpu::Tensor dnorm;           // (rows, C)
+  gpu::Tensor logits;          // (rows, V)
+  gpu::Tensor dlogits;         // (rows, V)
   float* losses = nullptr;     // (rows)
   float* lse = nullptr;        // (rows)
   float* dlosses = nullptr;    // (rows)

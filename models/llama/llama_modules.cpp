@@ -52,8 +52,8 @@ void LlamaEmbedding::backward(StepContext& context, const TensorViews& /*params*
                               std::span<const TensorViews> /*borrowed_grads*/) {
   const LlamaShape& s = *state_.shape;
   LlamaActivations& acts = **state_.acts;
-  context.ops.embedding_backward(context.stream, grads[0].f32(), nullptr, acts.dresidual[0], acts.tokens,
-                                 s.batch, s.seq_len, s.d_model, s.vocab);
+  context.ops.embedding_backward(context.stream, grads[0].f32(), nullptr, acts.dresidual[0],
+                                 acts.tokens, s.batch, s.seq_len, s.d_model, s.vocab);
 }
 
 LlamaBlock::Slots LlamaBlock::slots() const {
@@ -159,23 +159,26 @@ void LlamaBlock::backward(StepContext& context, const TensorViews& w,
     zero(context, buffer, rows * f);
 
   ops.residual_backward(stream, g.dresidual2, g.dmlp, dout, rows * c);
-  ops.matmul_backward(stream, g.dact, dw[at.down].f32(), nullptr, g.dmlp, a.act, w[at.down], rows, f, c);
+  ops.matmul_backward(stream, g.dact, dw[at.down].f32(), nullptr, g.dmlp, a.act, w[at.down], rows,
+                      f, c);
   ops.swiglu_backward(stream, g.dgate, g.dup, g.dact, a.gate, a.up, rows * f);
   ops.matmul_backward(stream, g.dln2, dw[at.up].f32(), nullptr, g.dup, a.ln2, w[at.up], rows, c, f);
-  ops.matmul_backward(stream, g.dln2, dw[at.gate].f32(), nullptr, g.dgate, a.ln2, w[at.gate], rows, c, f);
+  ops.matmul_backward(stream, g.dln2, dw[at.gate].f32(), nullptr, g.dgate, a.ln2, w[at.gate], rows,
+                      c, f);
   ops.rms_norm_backward(stream, g.dresidual2, dw[at.ln2].f32(), g.dln2, a.residual2, w[at.ln2],
                         a.ln2_rstd, rows, c);
   ops.residual_backward(stream, dx, g.dattproj, g.dresidual2, rows * c);
-  ops.matmul_backward(stream, g.datty, dw[at.o].f32(), nullptr, g.dattproj, a.atty, w[at.o], rows, q, c);
+  ops.matmul_backward(stream, g.datty, dw[at.o].f32(), nullptr, g.dattproj, a.atty, w[at.o], rows,
+                      q, c);
   ops.attention_backward(stream, g.dqkv, g.datty, a.qkv, a.att, s.batch, s.seq_len, q, s.n_head);
   ops.rope_backward(stream, g.dqkv, acts.inv_freq, s.batch, s.seq_len, 2 * s.n_head, d, 3 * q);
   ops.qkv_pack_backward(stream, g.dq, g.dk, g.dv, g.dqkv, rows, s.n_head, s.n_kv_head, d);
-  ops.matmul_backward(stream, g.dln1, dw[at.q].f32(), biased ? dw[at.q_bias].f32() : nullptr, g.dq, a.ln1,
-                      w[at.q], rows, c, q);
-  ops.matmul_backward(stream, g.dln1, dw[at.k].f32(), biased ? dw[at.k_bias].f32() : nullptr, g.dk, a.ln1,
-                      w[at.k], rows, c, kv);
-  ops.matmul_backward(stream, g.dln1, dw[at.v].f32(), biased ? dw[at.v_bias].f32() : nullptr, g.dv, a.ln1,
-                      w[at.v], rows, c, kv);
+  ops.matmul_backward(stream, g.dln1, dw[at.q].f32(), biased ? dw[at.q_bias].f32() : nullptr, g.dq,
+                      a.ln1, w[at.q], rows, c, q);
+  ops.matmul_backward(stream, g.dln1, dw[at.k].f32(), biased ? dw[at.k_bias].f32() : nullptr, g.dk,
+                      a.ln1, w[at.k], rows, c, kv);
+  ops.matmul_backward(stream, g.dln1, dw[at.v].f32(), biased ? dw[at.v_bias].f32() : nullptr, g.dv,
+                      a.ln1, w[at.v], rows, c, kv);
   ops.rms_norm_backward(stream, dx, dw[at.ln1].f32(), g.dln1, x, w[at.ln1], a.ln1_rstd, rows, c);
 }
 

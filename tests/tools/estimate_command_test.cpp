@@ -139,9 +139,9 @@ TEST(EstimateCommand, ModelShapeAndSizesComeFromTheConfig) {
   EXPECT_EQ(term_bytes(*z3_nn, "param_shards"),
             4 * z3_nn->at("partition_numel").get<std::int64_t>());
   // The model's own activation count for a micro-batch of 2, not checkpointed by this config.
-  EXPECT_EQ(term_bytes(*z3_nn, "activations"),
-            models::GptActivations::bytes_needed({2, 4, 64, 32, 256, 2}, false,
-                                                 gpu::DataType::float32));
+  EXPECT_EQ(
+      term_bytes(*z3_nn, "activations"),
+      models::GptActivations::bytes_needed({2, 4, 64, 32, 256, 2}, false, gpu::DataType::float32));
   // strata.device_memory_budget (1 MiB) is the GPU this tiny model still exceeds
   EXPECT_EQ(z3_nn->at("fits"), false);
 }
@@ -210,8 +210,8 @@ TEST(EstimateCommand, ActivationsAreCountedInTheComputeType) {
   std::string model = R"("strata": {"model": {"n_layer": 3, "n_head": 4, "d_model": 64,
                                               "seq_len": 32, "vocab": 256}})";
   std::filesystem::path bf16 = dir.write(
-      "bf16.json", R"({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, )" +
-                       model + "}");
+      "bf16.json",
+      R"({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, )" + model + "}");
   models::GptShape shape{3, 4, 64, 32, 256, 1};
   const std::int64_t fp32_bytes =
       models::GptActivations::bytes_needed(shape, false, gpu::DataType::float32);

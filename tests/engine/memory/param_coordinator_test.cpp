@@ -93,7 +93,8 @@ struct Fixture {
     const auto* values = static_cast<const cpu_adam::bf16*>(tensors[0].data);
     const ModuleSlice& slice = layout.module(m);
     for (std::int64_t i = 0; i < layout.tensors(m)[0].numel; ++i)
-      ASSERT_EQ(cpu_adam::to_float(values[i]), static_cast<float>((slice.partition_offset + i) % 256))
+      ASSERT_EQ(cpu_adam::to_float(values[i]),
+                static_cast<float>((slice.partition_offset + i) % 256))
           << "module " << m << " element " << i;
     coordinator->release(m);
   }
