@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "gpu/cuda/half_casts.cuh"
+#include "base/half_bits.h"
 #include "gpu/cuda/kernel_common.cuh"
 #include "gpu/cuda/kernels.h"
 #include "gpu/detail/elementwise.h"
@@ -446,22 +446,22 @@ __global__ void cross_entropy_backward_kernel(float* dlogits, const float* logit
 
 __global__ void bf16_to_fp32_kernel(float* target, const std::uint16_t* source, i64 n) {
   for (i64 i = global_index(); i < n; i += global_stride())
-    target[i] = bf16_to_float(source[i]);
+    target[i] = bf16_bits_to_float(source[i]);
 }
 
 __global__ void fp16_to_fp32_kernel(float* target, const std::uint16_t* source, i64 n) {
   for (i64 i = global_index(); i < n; i += global_stride())
-    target[i] = fp16_to_float(source[i]);
+    target[i] = fp16_bits_to_float(source[i]);
 }
 
 __global__ void fp32_to_bf16_kernel(std::uint16_t* target, const float* source, i64 n) {
   for (i64 i = global_index(); i < n; i += global_stride())
-    target[i] = float_to_bf16(source[i]);
+    target[i] = float_to_bf16_bits(source[i]);
 }
 
 __global__ void fp32_to_fp16_kernel(std::uint16_t* target, const float* source, i64 n) {
   for (i64 i = global_index(); i < n; i += global_stride())
-    target[i] = float_to_fp16(source[i]);
+    target[i] = float_to_fp16_bits(source[i]);
 }
 
 __global__ void fill_kernel(float* target, float value, i64 n) {
