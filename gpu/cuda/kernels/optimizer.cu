@@ -1,6 +1,6 @@
 // The GPU optimizer: cpu_adam's update rules (cpu_adam/detail/update_rules.h) instantiated with
 // the GPU's arithmetic (cpu_adam/detail/fused_lane.h), one fused pass over a flat partition; and
-// the gradient norm, a deterministic two-pass sum of squares in double. See optimizer_kernels.h.
+// the gradient norm, a deterministic two-pass sum of squares in double. See optimizer.h.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -8,8 +8,8 @@
 #include "base/half_bits.h"
 #include "cpu_adam/detail/fused_lane.h"
 #include "cpu_adam/detail/update_rules.h"
-#include "gpu/cuda/kernel_common.cuh"
-#include "gpu/cuda/optimizer_kernels.h"
+#include "gpu/cuda/kernels/common.cuh"
+#include "gpu/cuda/kernels/optimizer.h"
 
 namespace strata::gpu::cuda::kernels {
 namespace {
