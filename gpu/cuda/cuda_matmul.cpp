@@ -296,10 +296,9 @@ struct CudaMatmul::Impl {
     }
     run(stream, plain, "matmul_forward");
     const auto* product = static_cast<const float*>(plain.d);
-    with_element(type, [&](auto element) {
-      using T = typename decltype(element)::type;
-      launched(kernels::finish_product<T>(kernel_stream(stream, device.index()), typed<T>(out),
-                                          typed<T>(pre), product, typed<T>(bias), p.n, p.m),
+    with_element(type, [&](auto e) {
+      launched(kernels::finish_product(kernel_stream(stream, device.index()), as(e, out),
+                                       as(e, pre), product, as(e, bias), p.n, p.m),
                "matmul_forward epilogue");
     });
   }
@@ -393,10 +392,9 @@ void CudaMatmul::backward(Stream& stream, Tensor dinp, float* dweight, float* db
   impl_->run(stream, weights, "matmul_backward dweight");
 
   if (dbias == nullptr) return;
-  with_element(type, [&](auto element) {
-    using T = typename decltype(element)::type;
-    launched(kernels::column_sums_accumulate<T>(kernel_stream(stream, impl_->device.index()), dbias,
-                                                typed<T>(dout), rows, out_channels),
+  with_element(type, [&](auto e) {
+    launched(kernels::column_sums_accumulate(kernel_stream(stream, impl_->device.index()), dbias,
+                                             as(e, dout), rows, out_channels),
              "matmul_backward dbias");
   });
 }

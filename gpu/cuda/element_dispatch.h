@@ -42,12 +42,13 @@ inline DataType common_type(std::initializer_list<ConstTensor> tensors) {
   return first != nullptr ? first->type : DataType::float32;
 }
 
+// The Tensor as a pointer to the element type of `element` (from with_element).
 template <class T>
-T* typed(Tensor tensor) {
+T* as(Element<T> /*element*/, Tensor tensor) {
   return static_cast<T*>(tensor.data);
 }
 template <class T>
-const T* typed(ConstTensor tensor) {
+const T* as(Element<T> /*element*/, ConstTensor tensor) {
   return static_cast<const T*>(tensor.data);
 }
 
