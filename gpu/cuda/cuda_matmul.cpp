@@ -32,10 +32,38 @@ constexpr std::uint32_t alignment_max_bytes = 256;
 // CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD).
 constexpr i64 gelu_input_ld_multiple = 8;
 
+// The status's name as cublas_api.h spells it. cuBLASLt has no cublasGetStatusName of its own;
+// that one is libcublas's, which strata does not link.
+const char* status_name(cublasStatus_t status) {
+  switch (status) {
+    case CUBLAS_STATUS_SUCCESS:
+      return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED:
+      return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED:
+      return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE:
+      return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH:
+      return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_MAPPING_ERROR:
+      return "CUBLAS_STATUS_MAPPING_ERROR";
+    case CUBLAS_STATUS_EXECUTION_FAILED:
+      return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR:
+      return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+      return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case CUBLAS_STATUS_LICENSE_ERROR:
+      return "CUBLAS_STATUS_LICENSE_ERROR";
+  }
+  return "an unknown cuBLAS status";
+}
+
 void check_cublas(cublasStatus_t status, const char* call) {
   if (status == CUBLAS_STATUS_SUCCESS) return;
-  throw std::runtime_error(std::string(call) + " failed: " + cublasGetStatusString(status) + " (" +
-                           cublasGetStatusName(status) + ")");
+  throw std::runtime_error(std::string(call) + " failed: " + status_name(status) + " (" +
+                           std::to_string(static_cast<int>(status)) + ")");
 }
 
 // The largest power of two, at most 256, that divides the address: the alignment cuBLASLt may
@@ -249,7 +277,7 @@ struct CudaMatmul::Impl {
     products.clear();
     const cublasStatus_t status = cublasLtDestroy(handle);
     if (status != CUBLAS_STATUS_SUCCESS) {
-      base::logger("gpu").error("cublasLtDestroy failed: {}", cublasGetStatusString(status));
+      base::logger("gpu").error("cublasLtDestroy failed: {}", status_name(status));
     }
   }
 
