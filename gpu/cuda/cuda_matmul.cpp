@@ -10,6 +10,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "base/assert.h"
 #include "base/log.h"
@@ -229,8 +230,11 @@ class Plan {
                                               &found);
     }
     cublasLtMatmulPreferenceDestroy(preference);
-    // NOT_SUPPORTED is the heuristic's answer for "no algorithm", as is an empty result.
+    // NOT_SUPPORTED is the heuristic's answer for "no algorithm", as is an empty result. With an
+    // epilogue, INVALID_VALUE is taken as the same answer (an attribute the epilogue cannot take
+    // from this product), since the product can still run without it; without one it is a bug.
     if (status == CUBLAS_STATUS_NOT_SUPPORTED) return;
+    if (status == CUBLAS_STATUS_INVALID_VALUE && p.epilogue != CUBLASLT_EPILOGUE_DEFAULT) return;
     check_cublas(status, "cublasLtMatmulAlgoGetHeuristic");
     usable_ = found > 0;
     algo_ = result.algo;
