@@ -50,6 +50,8 @@ void to_storage(ParamCopy copy, std::span<const float> values, std::byte* out) {
                                       : cpu_adam::to_fp16(values[i]).bits;
 }
 
+gpu::DataType compute_type(const Config& config) { return to_data_type(storage_type(config)); }
+
 gpu::DataType to_data_type(ParamCopy copy) {
   switch (copy) {
     case ParamCopy::bf16:
@@ -254,8 +256,10 @@ void Engine::State::build() {
   coordinator = std::make_unique<zero::ParamCoordinator>(
       runtime.ops, runtime.comm, stream(), layout, *tier, memory, module_names(model), gather);
 
-  model.allocate_activations(device, config.activation_checkpointing.partition_activations ||
-                                         config.activation_checkpointing.number_checkpoints > 0);
+  model.allocate_activations(device,
+                             config.activation_checkpointing.partition_activations ||
+                                 config.activation_checkpointing.number_checkpoints > 0,
+                             storage);
   const std::int64_t accumulation = config.batch.gradient_accumulation_steps;
   losses = device.allocate(accumulation * kFloat, "losses");
   losses_host = device.allocate_pinned(accumulation * kFloat);

@@ -120,17 +120,15 @@ struct Choice {
 
 // Device memory that comes and goes during a step, at its highest point.
 struct StepPeak {
-  std::int64_t gathered_elements = 0;  // fp32 gathered parameters live
+  std::int64_t gathered_elements = 0;  // gathered parameters live, in the storage type
   std::vector<int> gathered_modules;
-  std::int64_t widening_elements = 0;  // the storage-type buffer of the module being gathered
-  int widening_module = -1;
   std::int64_t gradient_elements = 0;  // fp32 module gradient buffers (stages 2-3)
   std::vector<int> gradient_modules;
   std::int64_t shard_elements = 0;   // the reduce-scatter's output shard (W > 1, stages 2-3)
   std::int64_t bucket_elements = 0;  // the packed bucket of a module over reduce_bucket_size
   std::int64_t bytes(std::int64_t storage_bytes) const {
-    return kFloat * (gathered_elements + gradient_elements + shard_elements + bucket_elements) +
-           storage_bytes * widening_elements;
+    return storage_bytes * gathered_elements +
+           kFloat * (gradient_elements + shard_elements + bucket_elements);
   }
 };
 
@@ -221,13 +219,7 @@ class StepWalk {
     make_room(padded);
     gathered_[static_cast<std::size_t>(m)] = true;
     live_.gathered_elements += padded;
-    if (inputs_.storage_bytes != kFloat) {
-      live_.widening_elements = padded;
-      live_.widening_module = m;
-    }
     note();
-    live_.widening_elements = 0;
-    live_.widening_module = -1;
   }
 
   void make_room(std::int64_t elements) {
@@ -372,15 +364,10 @@ void add_device_step_peak(RowBuilder& builder, const EstimateInputs& inputs, con
   const char* rule =
       choice.stage == 3 ? "gathered at the step's peak" : "stages 0-2 keep every module gathered";
   if (!peak.gathered_modules.empty()) {
-    builder.add(
-        "gathered_params_fp32", Tier::gpu, kFloat * peak.gathered_elements,
-        fmt::format("4 x padded of {} ({}; {} elements)", module_list(peak.gathered_modules), rule,
-                    grouped(peak.gathered_elements)));
-  }
-  if (peak.widening_module >= 0) {
-    builder.add("widening_buffer", Tier::gpu, inputs.storage_bytes * peak.widening_elements,
-                fmt::format("{} x padded(m{}) (the {}-byte gather of the module being widened)",
-                            inputs.storage_bytes, peak.widening_module, inputs.storage_bytes));
+    builder.add("gathered_params", Tier::gpu, inputs.storage_bytes * peak.gathered_elements,
+                fmt::format("{} x padded of {} ({}; {} elements)", inputs.storage_bytes,
+                            module_list(peak.gathered_modules), rule,
+                            grouped(peak.gathered_elements)));
   }
   if (!peak.gradient_modules.empty()) {
     builder.add("module_gradients_fp32", Tier::gpu, kFloat * peak.gradient_elements,

@@ -45,8 +45,8 @@ struct EstimateInputs {
   std::int64_t gpus_per_node = 1;
   std::int64_t nodes = 1;
 
-  // The engine's working copy of the parameters (the tier's shards and the gathered buffers
-  // before widening): 2 bytes with bf16 or fp16 enabled, 4 without.
+  // The engine's working copy of the parameters (the tier's shards and the gathered modules the
+  // ops compute with): 2 bytes with bf16 or fp16 enabled, 4 without.
   std::int64_t storage_bytes = 2;
   // fp32 optimizer states besides the master weights: 2 for Adam/AdamW, 1 for Adagrad and Lion.
   std::int64_t optimizer_moments = 2;

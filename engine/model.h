@@ -27,17 +27,27 @@ class WeightSource {
 
 // A model as the engine sees it: an ordered list of modules (run forward in this order, backward
 // in reverse) plus the activation memory that flows between them, which the model owns.
+struct Config;
+
+// The type a model computes in and stores its activations in, as the config says: bfloat16 or
+// float16 when that section is enabled (the parameters' storage type too), else float32.
+gpu::DataType compute_type(const Config& config);
+
 class Model {
  public:
   virtual ~Model() = default;
 
   virtual std::span<Module* const> modules() = 0;
 
-  // Allocates activation memory on `device` for one micro-batch. With checkpointing, each
-  // module keeps only its input and recomputes the rest in backward (the losses are identical).
-  virtual void allocate_activations(gpu::Device& device, bool activation_checkpointing) = 0;
+  // Allocates activation memory on `device` for one micro-batch, the activations stored in
+  // `compute`, the type the model computes in (float32, or the bfloat16/float16 its parameters
+  // are stored in). With checkpointing, each module keeps only its input and recomputes the rest
+  // in backward (the losses are identical).
+  virtual void allocate_activations(gpu::Device& device, bool activation_checkpointing,
+                                    gpu::DataType compute) = 0;
   // Activation bytes that allocate_activations takes, for the memory estimate.
-  virtual std::int64_t activation_bytes(bool activation_checkpointing) const = 0;
+  virtual std::int64_t activation_bytes(bool activation_checkpointing,
+                                        gpu::DataType compute) const = 0;
 
   // Copies one micro-batch of inputs and targets (host memory, tokens_per_micro_batch() each)
   // to the device on `stream`. The host spans must stay valid until the copy has run.

@@ -29,6 +29,9 @@
 # --only in a second call. The host-backend suites are not run there: they run here, on every
 # build. In order, never stopping at a failure:
 #   machine           nvidia-smi, `strata report` (GPU, driver, CUDA, NCCL, PCIe, NUMA)
+#   bench_gemm_bf16   the 1.3B GPT's products in bf16 through strata's ops (`strata bench gemm
+#                     --device cuda`) beside plain torch.matmul on the same shapes
+#                     (scripts/torch_matmul_peer.py): gemm_bf16.tsv
 #   gpu_device_tests  the device, stream, event and timeline tests on CUDA (strata_gpu_tests)
 #   cuda_tests        every CUDA op against the host op, at toy and at the models' shapes, the
 #                     optimizer kernels, the timeline rows (strata_gpu_cuda_tests)
@@ -209,6 +212,21 @@ EOF
 }
 export -f zero_config
 
+# The bf16 products of `config`'s GPT through strata's ops on the GPU and through plain
+# torch.matmul on the same shapes, each on its own (the peer computes the shapes from the config,
+# so it runs even where strata fails), then side by side: strata.json, torch.json and
+# gemm_bf16.tsv (shape, m, n, k, direction, TFLOP/s of each, ratio) into the current folder.
+# gemm_bf16 STRATA PEER_SCRIPT CONFIG.
+gemm_bf16() {
+  local strata=$1 peer=$2 config=$3 failed=0
+  "$strata" bench gemm --device cuda --dtype bfloat16 --config "$config" --json >strata.json ||
+    failed=1
+  python3 "$peer" torch --config "$config" --dtype bfloat16 --out torch.json >/dev/null || failed=1
+  ((failed == 0)) || return 1
+  python3 "$peer" compare strata.json torch.json --tsv gemm_bf16.tsv
+}
+export -f gemm_bf16
+
 plan_checks() {
   local out=$1
   local b=$2  # the unpacked bundle
@@ -216,6 +234,9 @@ plan_checks() {
   local peer="python3 $root/scripts/torch_peer.py"
   local big=$root/configs/gpt_1p3b_in_gpu.json
   add_check machine 30 "nvidia-smi; $b/bin/strata report; $b/bin/strata report --json > $logs/report.json"
+  # Second: the figure the GPU work is judged by, in well under a minute, before any suite that
+  # may run to its limit.
+  add_check bench_gemm_bf16 75 "mkdir -p $logs/gemm_bf16 && cd $logs/gemm_bf16 && gemm_bf16 $b/bin/strata $root/scripts/torch_matmul_peer.py $big"
   add_check gpu_device_tests 120 "$b/bin/strata_gpu_tests --gtest_filter='*cuda*' --gtest_output=json:$logs/gpu_device_tests.json"
   add_check cuda_tests 240 "$b/bin/strata_gpu_cuda_tests --gtest_output=json:$logs/cuda_tests.json"
   add_check gpt_1p3b 180 "mkdir -p $logs/gpt_1p3b && cd $logs/gpt_1p3b && $b/bin/strata train --config $big --steps 6 --eval-every 1000 --metrics metrics.jsonl --out . --timeline timeline.png --timeline-step 2 && $peer strata --config $big --metrics metrics.jsonl --skip 2"

@@ -202,7 +202,8 @@ EstimatePlan make_plan(const EstimateOptions& options) {
     model_plan.from_pretrained.clear();
     const std::unique_ptr<engine::Model> model = models::build_model(model_plan);
     engine::set_model(plan.inputs, engine::declare(*model));
-    plan.inputs.activation_bytes = model->activation_bytes(plan.inputs.activation_checkpointing);
+    plan.inputs.activation_bytes = model->activation_bytes(plan.inputs.activation_checkpointing,
+                                                           engine::compute_type(*config));
   }
   choose_gpu_capacity(options, config, inventory, plan);
   choose_host_capacity(config, plan);

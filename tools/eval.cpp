@@ -125,7 +125,8 @@ int run_eval(const EvalOptions& options) {
   device_options.memory_budget_bytes = config.strata.device_memory_budget;
   device_options.cuda_device_index = world.local_rank();
   std::unique_ptr<gpu::Device> device = gpu::open_device(device_options);
-  std::unique_ptr<gpu::Ops> ops = gpu::create_ops(*device);
+  std::unique_ptr<gpu::Ops> ops =
+      gpu::create_ops(*device, gpu::OpsOptions{.tf32 = config.strata.allow_tf32});
   std::unique_ptr<gpu::Comm> comm = gpu::create_comm(world, *device);
   std::unique_ptr<engine::Model> model = models::build_model(plan);
   engine::Runtime runtime{*device, *ops, *comm};

@@ -285,7 +285,8 @@ int train_on(gpu::World& world, const TrainOptions& options) {
   device_options.memory_budget_bytes = config.strata.device_memory_budget;
   device_options.cuda_device_index = world.local_rank();  // one GPU per rank on a node
   const std::unique_ptr<gpu::Device> device = gpu::open_device(device_options);
-  const std::unique_ptr<gpu::Ops> ops = gpu::create_ops(*device);
+  const std::unique_ptr<gpu::Ops> ops =
+      gpu::create_ops(*device, gpu::OpsOptions{.tf32 = config.strata.allow_tf32});
   const std::unique_ptr<gpu::Comm> comm = gpu::create_comm(world, *device);
   // The model holds device memory (its activations), so it goes before the device does.
   const std::unique_ptr<engine::Model> model = models::build_model(plan);

@@ -263,6 +263,10 @@ struct StrataConfig {
   // pin_memory that cannot be had (more than this process may lock) refuses the run instead of
   // training unpinned with a warning.
   bool require_pinned_memory = false;
+  // fp32 products (a config without bf16 or fp16) may round their inputs to TF32 on CUDA's tensor
+  // cores, as PyTorch's torch.backends.cuda.matmul.allow_tf32 lets them: about 8x the fp32 rate
+  // at 10 mantissa bits. Off, fp32 configs compute in fp32 throughout.
+  bool allow_tf32 = false;
   // What a training script passes to the Hugging Face Trainer (per_device_train_batch_size,
   // learning_rate) and Accelerate leaves to the script: they fill train_micro_batch_size_per_gpu
   // and optimizer.params.lr (and the schedule's warmup_max_lr) where those are "auto" or, for an

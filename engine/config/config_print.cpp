@@ -174,6 +174,7 @@ json strata_json(const StrataConfig& strata, const CheckpointConfig& checkpoint)
       {"device_memory_budget", strata.device_memory_budget},
       {"overlap_optimizer", strata.overlap_optimizer},
       {"require_pinned_memory", strata.require_pinned_memory},
+      {"allow_tf32", strata.allow_tf32},
       {"job_name", strata.job_name},
       {"micro_batch_size",
        strata.micro_batch_size ? json(*strata.micro_batch_size) : json(nullptr)},

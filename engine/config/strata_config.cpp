@@ -233,6 +233,7 @@ void read_strata(JsonReader& top, StrataConfig& out, CheckpointConfig& checkpoin
   read_budget(strata, out.device_memory_budget);
   strata.read("overlap_optimizer", out.overlap_optimizer);
   strata.read("require_pinned_memory", out.require_pinned_memory);
+  strata.read("allow_tf32", out.allow_tf32);
   strata.read("micro_batch_size", out.micro_batch_size, IntRange{1, std::int64_t{1} << 40});
   read_optional_real(strata, "lr", RealRange{0, 1e300}, out.lr);
   strata.read("warmup_steps", out.warmup_steps, IntRange{0, INT64_MAX});

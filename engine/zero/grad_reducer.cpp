@@ -192,7 +192,7 @@ void GradReducer::begin_step() {
   }
 }
 
-std::span<float* const> GradReducer::grads(int module) {
+std::span<const gpu::Tensor> GradReducer::grads(int module) {
   Buffer& buffer = buffers_[static_cast<std::size_t>(module)];
   if (!buffer.grads) make(module);
   return buffer.tensors;

@@ -83,7 +83,7 @@ class GradReducer final : public GradSource {
   void begin_step();
   // Module `module`'s gradient tensors for this micro-batch's backward (zeroed when first made);
   // a module whose gradients another module also writes (a tied head) is made by the first.
-  std::span<float* const> grads(int module);
+  std::span<const gpu::Tensor> grads(int module);
   // Module `module`'s backward of micro-batch `micro` is done (every module that writes its
   // gradients has run): reduces what is due.
   void module_done(int module, bool last_micro);
@@ -109,7 +109,7 @@ class GradReducer final : public GradSource {
  private:
   struct Buffer {
     gpu::DeviceBuffer grads;  // fp32, padded_numel
-    std::vector<float*> tensors;
+    std::vector<gpu::Tensor> tensors;  // fp32
   };
   bool keeps_full_buffers() const { return options_.stage <= 1; }
   void make(int module);

@@ -50,7 +50,7 @@ void ParamCoordinator::end_step() {
   mode_ = TraceMode::off;
 }
 
-std::span<float* const> ParamCoordinator::acquire(int module) {
+std::span<const gpu::Tensor> ParamCoordinator::acquire(int module) {
   if (mode_ == TraceMode::record) {
     trace_.push_back(module);
   } else if (mode_ == TraceMode::follow) {
@@ -148,54 +148,34 @@ void ParamCoordinator::gather(int module) {
   const bool sharded = layout_.world_size() > 1;
   const int rank = sharded ? comm_.rank() : 0;
   const std::int64_t element = gpu::size_bytes(options_.storage);
-  const bool widen = options_.storage != gpu::DataType::float32;
-  // The tier's copy into the module's memory runs on the copy stream: it waits for that memory's
-  // earlier use on this stream, when it is reused. The 16-bit buffer comes first: the previous
-  // module's was released on the way, so it is reused and leaves nothing pending that would make
-  // the fp32 buffer wait.
-  gpu::DeviceBuffer narrow;
-  std::shared_ptr<gpu::Event> narrow_released;
-  if (widen) {
-    narrow = memory_.allocate(stream_, slice.padded_numel * element,
-                              name + " gathered 16-bit parameters", &narrow_released);
-  }
+  // The module stays in the storage type: the ops compute in it (gpu/ops.h), so nothing is
+  // widened. The tier's copy into the module's memory runs on the copy stream and waits for that
+  // memory's earlier use on this stream, when it is reused.
   std::shared_ptr<gpu::Event> params_released;
   const std::byte* source = tier_.device_shard(module);
-  std::byte* full = nullptr;
+  entry.params = memory_.allocate(stream_, slice.padded_numel * element,
+                                  name + " gathered parameters", &params_released);
+  std::byte* full = entry.params.as<std::byte>();
   try {
-    entry.params = memory_.allocate(stream_, slice.padded_numel * 4, name + " gathered parameters",
-                                    &params_released);
-    full = widen ? narrow.as<std::byte>() : entry.params.as<std::byte>();
     std::byte* own = full + rank * slice.shard_numel * element;
     if (source == nullptr) {
-      tier_.fetch(module, stream_, own, widen ? narrow_released.get() : params_released.get());
+      tier_.fetch(module, stream_, own, params_released.get());
       source = own;
     }
   } catch (...) {
     // A reused buffer may still be read by work queued before it: it goes back in stream order.
-    memory_.release(stream_, std::move(narrow));
     memory_.release(stream_, std::move(entry.params));
     throw;
   }
-  const std::byte* whole = full;  // the whole module in the storage type
   if (sharded) {
     comm_.all_gather(stream_, source, full, slice.shard_numel, options_.storage);
   } else if (source != full) {
-    if (widen) {
-      whole = source;  // widened straight from the tier below
-    } else {
-      stream_.copy(full, source, slice.padded_numel * element, gpu::CopyKind::device_to_device);
-    }
-  }
-  if (widen) {
-    ops_.cast_to_float(stream_, entry.params.as<float>(), whole, options_.storage,
-                       slice.padded_numel);
-    memory_.release(stream_, std::move(narrow));
+    stream_.copy(full, source, slice.padded_numel * element, gpu::CopyKind::device_to_device);
   }
 
   entry.tensors.clear();
   for (const TensorSlot& slot : layout_.tensors(module))
-    entry.tensors.push_back(entry.params.as<float>() + slot.offset);
+    entry.tensors.push_back(gpu::Tensor(full, options_.storage).at(slot.offset));
   ++counters_.gathers;
   counters_.gathered_elements += slice.padded_numel;
   counters_.live_elements += slice.padded_numel;

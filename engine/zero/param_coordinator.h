@@ -38,8 +38,8 @@ struct CoordinatorCounters {
 };
 
 // The parameter coordinator (docs/architecture.md, "One training step", 1 and 2): before a
-// module runs, its shard is fetched from the parameter tier, all-gathered across ranks, and widened
-// to the fp32 the kernels read; after, the gathered copy is released unless persistent or reused
+// module runs, its shard is fetched from the parameter tier and all-gathered across ranks, in the
+// storage type the ops compute in (fp32, bf16 or fp16); after, the gathered copy is released unless persistent or reused
 // soon. The first training step records the order modules are acquired in (the trace); later
 // steps prefetch the NVMe reads of the modules next in the trace while earlier ones compute. A
 // step whose order departs from the trace stops prefetching, and the next step records anew.
@@ -60,9 +60,9 @@ class ParamCoordinator {
   // Ends a training step: a recording trace becomes the one to follow.
   void end_step();
 
-  // Makes module `module`'s fp32 parameters live on the device (gathered in stream order) and
-  // returns the tensor pointers into them; counts one user until release().
-  std::span<float* const> acquire(int module);
+  // Makes module `module`'s parameters live on the device in the storage type (gathered in
+  // stream order) and returns its tensors; counts one user until release().
+  std::span<const gpu::Tensor> acquire(int module);
   void release(int module);
   // The parameters changed (an optimizer step): every gathered copy is stale and is dropped.
   void invalidate();
@@ -71,8 +71,8 @@ class ParamCoordinator {
 
  private:
   struct Gathered {
-    gpu::DeviceBuffer params;  // fp32, padded_numel
-    std::vector<float*> tensors;
+    gpu::DeviceBuffer params;  // the storage type, padded_numel
+    std::vector<gpu::Tensor> tensors;
     int users = 0;
   };
   void gather(int module);

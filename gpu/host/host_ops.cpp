@@ -1,12 +1,15 @@
 // The host backend's ops: each one enqueues the matching gpu/host/kernels function on the
 // stream, so it runs on the stream's worker thread in stream order, as a kernel would on a GPU.
+#include <algorithm>
 #include <memory>
+#include <vector>
 #include <span>
 
 #include "base/assert.h"
 #include "cpu_adam/half.h"
 #include "cpu_adam/optimizer.h"
 #include "gpu/detail/elementwise.h"
+#include "gpu/host/fp32_views.h"
 #include "gpu/host/kernels/attention.h"
 #include "gpu/host/kernels/cast.h"
 #include "gpu/host/kernels/cross_entropy.h"
@@ -81,104 +84,258 @@ struct HostOptimizerStep {
   }
 };
 
+// The elements RoPE's strided rows span: `x` may point into the middle of a fused QKV row, so
+// the extent stops at the last row's last head rather than at a whole last row.
+i64 rope_extent(i64 rows, i64 heads, i64 head_dim, i64 row_stride) {
+  return rows == 0 ? 0 : (rows - 1) * row_stride + heads * head_dim;
+}
+
+using In = host::Fp32Input;
+using Out = host::Fp32Output;
+constexpr Out::Start fresh = Out::Start::uninitialized;
+constexpr Out::Start current = Out::Start::current_values;
+
+// Each op widens its 16-bit Tensors, runs the fp32 kernel and rounds what it wrote
+// (gpu/host/fp32_views.h); on fp32 Tensors it is the kernel alone.
 class HostOps final : public Ops {
  public:
-  void embedding_forward(Stream& s, float* out, const std::int32_t* tokens, const float* wte,
-                         const float* wpe, i64 b, i64 t, i64 c, i64 v) override {
-    s.launch([=] { k::embedding_forward<float>(out, tokens, wte, wpe, b, t, c, v); });
+  void embedding_forward(Stream& s, Tensor out, const std::int32_t* tokens, ConstTensor wte,
+                         ConstTensor wpe, i64 b, i64 t, i64 c, i64 v) override {
+    host::common_type({out, wte, wpe});
+    s.launch([=] {
+      In table(wte, v * c), positions(wpe, t * c);
+      Out y(out, b * t * c, fresh);
+      k::embedding_forward<float>(y.get(), tokens, table.get(), positions.get(), b, t, c, v);
+      y.store();
+    });
   }
-  void embedding_backward(Stream& s, float* dwte, float* dwpe, const float* dout,
+  void embedding_backward(Stream& s, float* dwte, float* dwpe, ConstTensor dout,
                           const std::int32_t* tokens, i64 b, i64 t, i64 c, i64 v) override {
-    s.launch([=] { k::embedding_backward<float>(dwte, dwpe, dout, tokens, b, t, c, v); });
+    s.launch([=] {
+      In dy(dout, b * t * c);
+      k::embedding_backward<float>(dwte, dwpe, dy.get(), tokens, b, t, c, v);
+    });
   }
-  void layer_norm_forward(Stream& s, float* out, float* mean, float* rstd, const float* inp,
-                          const float* weight, const float* bias, i64 rows, i64 c) override {
-    s.launch([=] { k::layer_norm_forward<float>(out, mean, rstd, inp, weight, bias, rows, c); });
+  void layer_norm_forward(Stream& s, Tensor out, float* mean, float* rstd, ConstTensor inp,
+                          ConstTensor weight, ConstTensor bias, i64 rows, i64 c) override {
+    host::common_type({out, inp, weight, bias});
+    s.launch([=] {
+      In x(inp, rows * c), w(weight, c), bb(bias, c);
+      Out y(out, rows * c, fresh);
+      k::layer_norm_forward<float>(y.get(), mean, rstd, x.get(), w.get(), bb.get(), rows, c);
+      y.store();
+    });
   }
-  void layer_norm_backward(Stream& s, float* dinp, float* dweight, float* dbias, const float* dout,
-                           const float* inp, const float* weight, const float* mean,
+  void layer_norm_backward(Stream& s, Tensor dinp, float* dweight, float* dbias, ConstTensor dout,
+                           ConstTensor inp, ConstTensor weight, const float* mean,
                            const float* rstd, i64 rows, i64 c) override {
+    host::common_type({dinp, dout, inp, weight});
     s.launch([=] {
-      k::layer_norm_backward<float>(dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, c);
+      In dy(dout, rows * c), x(inp, rows * c), w(weight, c);
+      Out dx(dinp, rows * c, current);
+      k::layer_norm_backward<float>(dx.get(), dweight, dbias, dy.get(), x.get(), w.get(), mean,
+                                    rstd, rows, c);
+      dx.store();
     });
   }
-  void matmul_forward(Stream& s, float* out, const float* inp, const float* weight,
-                      const float* bias, i64 rows, i64 in, i64 out_channels) override {
-    s.launch([=] { k::matmul_forward<float>(out, inp, weight, bias, rows, in, out_channels); });
+  void matmul_forward(Stream& s, Tensor out, ConstTensor inp, ConstTensor weight, ConstTensor bias,
+                      i64 rows, i64 in, i64 out_channels) override {
+    host::common_type({out, inp, weight, bias});
+    s.launch([=] {
+      In x(inp, rows * in), w(weight, out_channels * in), bb(bias, out_channels);
+      Out y(out, rows * out_channels, fresh);
+      k::matmul_forward<float>(y.get(), x.get(), w.get(), bb.get(), rows, in, out_channels);
+      y.store();
+    });
   }
-  void matmul_backward(Stream& s, float* dinp, float* dweight, float* dbias, const float* dout,
-                       const float* inp, const float* weight, i64 rows, i64 in,
+  void matmul_gelu_forward(Stream& s, Tensor out, Tensor pre, ConstTensor inp, ConstTensor weight,
+                           ConstTensor bias, i64 rows, i64 in, i64 out_channels) override {
+    host::common_type({out, pre, inp, weight, bias});
+    s.launch([=] {
+      const i64 n = rows * out_channels;
+      In x(inp, rows * in), w(weight, out_channels * in), bb(bias, out_channels);
+      // The GELU reads the product before it is rounded into `pre`, as cuBLASLt's epilogue does.
+      std::vector<float> sum(static_cast<std::size_t>(n));
+      k::matmul_forward<float>(sum.data(), x.get(), w.get(), bb.get(), rows, in, out_channels);
+      Out y(out, n, fresh), p(pre, n, fresh);
+      k::gelu_forward<float>(y.get(), sum.data(), n);
+      std::copy(sum.begin(), sum.end(), p.get());
+      y.store();
+      p.store();
+    });
+  }
+  void matmul_backward(Stream& s, Tensor dinp, float* dweight, float* dbias, ConstTensor dout,
+                       ConstTensor inp, ConstTensor weight, i64 rows, i64 in,
                        i64 out_channels) override {
+    host::common_type({dinp, dout, inp, weight});
     s.launch([=] {
-      k::matmul_backward<float>(dinp, dweight, dbias, dout, inp, weight, rows, in, out_channels);
+      In dy(dout, rows * out_channels), x(inp, rows * in), w(weight, out_channels * in);
+      Out dx(dinp, rows * in, current);
+      k::matmul_backward<float>(dx.get(), dweight, dbias, dy.get(), x.get(), w.get(), rows, in,
+                                out_channels);
+      dx.store();
     });
   }
-  void attention_forward(Stream& s, float* out, float* att, const float* qkv, i64 b, i64 t, i64 c,
+  void attention_forward(Stream& s, Tensor out, Tensor att, ConstTensor qkv, i64 b, i64 t, i64 c,
                          i64 heads) override {
-    s.launch([=] { k::attention_forward<float>(out, att, qkv, b, t, c, heads); });
+    host::common_type({out, att, qkv});
+    s.launch([=] {
+      In x(qkv, b * t * 3 * c);
+      Out y(out, b * t * c, fresh), a(att, b * heads * t * t, fresh);
+      k::attention_forward<float>(y.get(), a.get(), x.get(), b, t, c, heads);
+      y.store();
+      a.store();
+    });
   }
-  void attention_backward(Stream& s, float* dqkv, const float* dout, const float* qkv,
-                          const float* att, i64 b, i64 t, i64 c, i64 heads) override {
-    s.launch([=] { k::attention_backward<float>(dqkv, dout, qkv, att, b, t, c, heads); });
+  void attention_backward(Stream& s, Tensor dqkv, ConstTensor dout, ConstTensor qkv,
+                          ConstTensor att, i64 b, i64 t, i64 c, i64 heads) override {
+    host::common_type({dqkv, dout, qkv, att});
+    s.launch([=] {
+      In dy(dout, b * t * c), x(qkv, b * t * 3 * c), a(att, b * heads * t * t);
+      Out dx(dqkv, b * t * 3 * c, current);
+      k::attention_backward<float>(dx.get(), dy.get(), x.get(), a.get(), b, t, c, heads);
+      dx.store();
+    });
   }
-  void gelu_forward(Stream& s, float* out, const float* inp, i64 n) override {
-    s.launch([=] { k::gelu_forward<float>(out, inp, n); });
+  void gelu_forward(Stream& s, Tensor out, ConstTensor inp, i64 n) override {
+    host::common_type({out, inp});
+    s.launch([=] {
+      In x(inp, n);
+      Out y(out, n, fresh);
+      k::gelu_forward<float>(y.get(), x.get(), n);
+      y.store();
+    });
   }
-  void gelu_backward(Stream& s, float* dinp, const float* inp, const float* dout, i64 n) override {
-    s.launch([=] { k::gelu_backward<float>(dinp, inp, dout, n); });
+  void gelu_backward(Stream& s, Tensor dinp, ConstTensor inp, ConstTensor dout, i64 n) override {
+    host::common_type({dinp, inp, dout});
+    s.launch([=] {
+      In x(inp, n), dy(dout, n);
+      Out dx(dinp, n, current);
+      k::gelu_backward<float>(dx.get(), x.get(), dy.get(), n);
+      dx.store();
+    });
   }
-  void residual_forward(Stream& s, float* out, const float* a, const float* b, i64 n) override {
-    s.launch([=] { k::residual_forward<float>(out, a, b, n); });
+  void residual_forward(Stream& s, Tensor out, ConstTensor a, ConstTensor b, i64 n) override {
+    host::common_type({out, a, b});
+    s.launch([=] {
+      In x(a, n), y(b, n);
+      Out sum(out, n, fresh);
+      k::residual_forward<float>(sum.get(), x.get(), y.get(), n);
+      sum.store();
+    });
   }
-  void residual_backward(Stream& s, float* da, float* db, const float* dout, i64 n) override {
-    s.launch([=] { k::residual_backward<float>(da, db, dout, n); });
+  void residual_backward(Stream& s, Tensor da, Tensor db, ConstTensor dout, i64 n) override {
+    host::common_type({da, db, dout});
+    s.launch([=] {
+      In dy(dout, n);
+      Out dx(da, n, current), dz(db, n, current);
+      k::residual_backward<float>(dx.get(), dz.get(), dy.get(), n);
+      dx.store();
+      dz.store();
+    });
   }
   void cross_entropy_forward(Stream& s, float* losses, float* lse, float* loss_mean,
-                             const float* logits, const std::int32_t* targets, i64 rows, i64 v,
+                             ConstTensor logits, const std::int32_t* targets, i64 rows, i64 v,
                              i64 vp) override {
     s.launch([=] {
-      k::cross_entropy_forward<float>(losses, lse, loss_mean, logits, targets, rows, v, vp);
+      In z(logits, rows * vp);
+      k::cross_entropy_forward<float>(losses, lse, loss_mean, z.get(), targets, rows, v, vp);
     });
   }
-  void cross_entropy_backward(Stream& s, float* dlogits, const float* logits, const float* lse,
+  void cross_entropy_backward(Stream& s, Tensor dlogits, ConstTensor logits, const float* lse,
                               const std::int32_t* targets, const float* dlosses, i64 rows, i64 v,
                               i64 vp) override {
+    host::common_type({dlogits, logits});
     s.launch([=] {
-      k::cross_entropy_backward<float>(dlogits, logits, lse, targets, dlosses, rows, v, vp);
+      In z(logits, rows * vp);
+      Out dz(dlogits, rows * vp, fresh);
+      k::cross_entropy_backward<float>(dz.get(), z.get(), lse, targets, dlosses, rows, v, vp);
+      dz.store();
     });
   }
-  void rms_norm_forward(Stream& s, float* out, float* rstd, const float* inp, const float* weight,
+  void rms_norm_forward(Stream& s, Tensor out, float* rstd, ConstTensor inp, ConstTensor weight,
                         double eps, i64 rows, i64 c) override {
-    s.launch([=] { k::rms_norm_forward<float>(out, rstd, inp, weight, eps, rows, c); });
+    host::common_type({out, inp, weight});
+    s.launch([=] {
+      In x(inp, rows * c), w(weight, c);
+      Out y(out, rows * c, fresh);
+      k::rms_norm_forward<float>(y.get(), rstd, x.get(), w.get(), eps, rows, c);
+      y.store();
+    });
   }
-  void rms_norm_backward(Stream& s, float* dinp, float* dweight, const float* dout,
-                         const float* inp, const float* weight, const float* rstd, i64 rows,
-                         i64 c) override {
-    s.launch([=] { k::rms_norm_backward<float>(dinp, dweight, dout, inp, weight, rstd, rows, c); });
+  void rms_norm_backward(Stream& s, Tensor dinp, float* dweight, ConstTensor dout, ConstTensor inp,
+                         ConstTensor weight, const float* rstd, i64 rows, i64 c) override {
+    host::common_type({dinp, dout, inp, weight});
+    s.launch([=] {
+      In dy(dout, rows * c), x(inp, rows * c), w(weight, c);
+      Out dx(dinp, rows * c, current);
+      k::rms_norm_backward<float>(dx.get(), dweight, dy.get(), x.get(), w.get(), rstd, rows, c);
+      dx.store();
+    });
   }
-  void rope_forward(Stream& s, float* x, const float* inv_freq, i64 b, i64 t, i64 heads,
+  // RoPE rotates in place: the whole strided buffer is widened, rotated and rounded back, which
+  // leaves the elements it does not rotate as they were (a 16-bit value survives the round trip).
+  void rope_forward(Stream& s, Tensor x, const float* inv_freq, i64 b, i64 t, i64 heads,
                     i64 head_dim, i64 row_stride) override {
-    s.launch([=] { k::rope_forward<float>(x, inv_freq, b, t, heads, head_dim, row_stride); });
+    s.launch([=] {
+      Out y(x, rope_extent(b * t, heads, head_dim, row_stride), current);
+      k::rope_forward<float>(y.get(), inv_freq, b, t, heads, head_dim, row_stride);
+      y.store();
+    });
   }
-  void rope_backward(Stream& s, float* dx, const float* inv_freq, i64 b, i64 t, i64 heads,
+  void rope_backward(Stream& s, Tensor dx, const float* inv_freq, i64 b, i64 t, i64 heads,
                      i64 head_dim, i64 row_stride) override {
-    s.launch([=] { k::rope_backward<float>(dx, inv_freq, b, t, heads, head_dim, row_stride); });
+    s.launch([=] {
+      Out dy(dx, rope_extent(b * t, heads, head_dim, row_stride), current);
+      k::rope_backward<float>(dy.get(), inv_freq, b, t, heads, head_dim, row_stride);
+      dy.store();
+    });
   }
-  void swiglu_forward(Stream& s, float* out, const float* gate, const float* up, i64 n) override {
-    s.launch([=] { k::swiglu_forward<float>(out, gate, up, n); });
+  void swiglu_forward(Stream& s, Tensor out, ConstTensor gate, ConstTensor up, i64 n) override {
+    host::common_type({out, gate, up});
+    s.launch([=] {
+      In g(gate, n), u(up, n);
+      Out y(out, n, fresh);
+      k::swiglu_forward<float>(y.get(), g.get(), u.get(), n);
+      y.store();
+    });
   }
-  void swiglu_backward(Stream& s, float* dgate, float* dup, const float* dout, const float* gate,
-                       const float* up, i64 n) override {
-    s.launch([=] { k::swiglu_backward<float>(dgate, dup, dout, gate, up, n); });
+  void swiglu_backward(Stream& s, Tensor dgate, Tensor dup, ConstTensor dout, ConstTensor gate,
+                       ConstTensor up, i64 n) override {
+    host::common_type({dgate, dup, dout, gate, up});
+    s.launch([=] {
+      In dy(dout, n), g(gate, n), u(up, n);
+      Out dg(dgate, n, current), du(dup, n, current);
+      k::swiglu_backward<float>(dg.get(), du.get(), dy.get(), g.get(), u.get(), n);
+      dg.store();
+      du.store();
+    });
   }
-  void qkv_pack_forward(Stream& s, float* qkv, const float* q, const float* kk, const float* v,
+  void qkv_pack_forward(Stream& s, Tensor qkv, ConstTensor q, ConstTensor kk, ConstTensor v,
                         i64 rows, i64 heads, i64 kv_heads, i64 head_dim) override {
-    s.launch([=] { k::qkv_pack_forward<float>(qkv, q, kk, v, rows, heads, kv_heads, head_dim); });
+    host::common_type({qkv, q, kk, v});
+    s.launch([=] {
+      const i64 kv = rows * kv_heads * head_dim;
+      In xq(q, rows * heads * head_dim), xk(kk, kv), xv(v, kv);
+      Out y(qkv, rows * 3 * heads * head_dim, fresh);
+      k::qkv_pack_forward<float>(y.get(), xq.get(), xk.get(), xv.get(), rows, heads, kv_heads,
+                                 head_dim);
+      y.store();
+    });
   }
-  void qkv_pack_backward(Stream& s, float* dq, float* dk, float* dv, const float* dqkv, i64 rows,
+  void qkv_pack_backward(Stream& s, Tensor dq, Tensor dk, Tensor dv, ConstTensor dqkv, i64 rows,
                          i64 heads, i64 kv_heads, i64 head_dim) override {
-    s.launch(
-        [=] { k::qkv_pack_backward<float>(dq, dk, dv, dqkv, rows, heads, kv_heads, head_dim); });
+    host::common_type({dq, dk, dv, dqkv});
+    s.launch([=] {
+      const i64 kv = rows * kv_heads * head_dim;
+      In dy(dqkv, rows * 3 * heads * head_dim);
+      Out gq(dq, rows * heads * head_dim, current), gk(dk, kv, current), gv(dv, kv, current);
+      k::qkv_pack_backward<float>(gq.get(), gk.get(), gv.get(), dy.get(), rows, heads, kv_heads,
+                                  head_dim);
+      gq.store();
+      gk.store();
+      gv.store();
+    });
   }
   void cast_to_float(Stream& s, float* target, const void* source, DataType type, i64 n) override {
     auto* half = static_cast<const std::uint16_t*>(source);
@@ -249,9 +406,11 @@ class HostOps final : public Ops {
 
 }  // namespace
 
-std::unique_ptr<Ops> create_ops(Device& device) {
+std::unique_ptr<Ops> create_ops(Device& device, OpsOptions options) {
 #ifdef STRATA_HAVE_CUDA
-  if (device.kind() == DeviceKind::cuda) return cuda::create_cuda_ops(device);
+  if (device.kind() == DeviceKind::cuda) return cuda::create_cuda_ops(device, options);
+#else
+  static_cast<void>(options);
 #endif
   STRATA_ASSERT(device.kind() == DeviceKind::host);
   return std::make_unique<HostOps>();

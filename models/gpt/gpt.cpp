@@ -22,15 +22,16 @@ Gpt::Gpt(const GptShape& shape) : shape_(shape) {
 
 Gpt::~Gpt() = default;
 
-void Gpt::allocate_activations(gpu::Device& device, bool activation_checkpointing) {
+void Gpt::allocate_activations(gpu::Device& device, bool activation_checkpointing,
+                               gpu::DataType compute) {
   checkpointing_ = activation_checkpointing;
   activations_pointer_ = nullptr;
-  activations_ = std::make_unique<GptActivations>(device, shape_, activation_checkpointing);
+  activations_ = std::make_unique<GptActivations>(device, shape_, activation_checkpointing, compute);
   activations_pointer_ = activations_.get();
 }
 
-std::int64_t Gpt::activation_bytes(bool activation_checkpointing) const {
-  return GptActivations::bytes_needed(shape_, activation_checkpointing);
+std::int64_t Gpt::activation_bytes(bool activation_checkpointing, gpu::DataType compute) const {
+  return GptActivations::bytes_needed(shape_, activation_checkpointing, compute);
 }
 
 void Gpt::load_batch(gpu::Stream& stream, std::span<const std::int32_t> inputs,

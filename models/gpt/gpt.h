@@ -20,8 +20,10 @@ class Gpt final : public engine::Model {
   const GptShape& shape() const { return shape_; }
 
   std::span<engine::Module* const> modules() override { return module_pointers_; }
-  void allocate_activations(gpu::Device& device, bool activation_checkpointing) override;
-  std::int64_t activation_bytes(bool activation_checkpointing) const override;
+  void allocate_activations(gpu::Device& device, bool activation_checkpointing,
+                            gpu::DataType compute) override;
+  std::int64_t activation_bytes(bool activation_checkpointing,
+                                gpu::DataType compute) const override;
   void load_batch(gpu::Stream& stream, std::span<const std::int32_t> inputs,
                   std::span<const std::int32_t> targets) override;
   const float* loss() const override;

@@ -29,8 +29,8 @@ enum BlockParam : std::size_t {
   fcproj_b
 };
 
-void zero(StepContext& context, float* data, std::int64_t count) {
-  context.stream.fill_zero(data, count * static_cast<std::int64_t>(sizeof(float)));
+void zero(StepContext& context, gpu::Tensor tensor, std::int64_t count) {
+  context.stream.fill_zero(tensor.data, count * tensor.element_bytes());
 }
 
 ParamSpec weight(std::string name, std::vector<std::int64_t> shape, float std_dev) {
@@ -66,7 +66,8 @@ void GptEmbedding::backward(StepContext& context, const TensorViews& /*params*/,
                             std::span<const TensorViews> /*borrowed_grads*/) {
   const GptShape& s = *state_.shape;
   GptActivations& acts = **state_.acts;
-  context.ops.embedding_backward(context.stream, grads[0], grads[1], acts.dresidual[0], acts.tokens,
+  context.ops.embedding_backward(context.stream, grads[0].f32(), grads[1].f32(), acts.dresidual[0],
+                                 acts.tokens,
                                  s.batch, s.seq_len, s.d_model, s.vocab);
 }
 
@@ -97,8 +98,8 @@ void GptBlock::run_forward(StepContext& context, const TensorViews& w, BlockActi
   gpu::Ops& ops = context.ops;
   gpu::Stream& stream = context.stream;
   std::int64_t rows = s.rows(), c = s.d_model;
-  const float* x = acts.residual[static_cast<std::size_t>(layer_)];
-  float* out = acts.residual[static_cast<std::size_t>(layer_ + 1)];
+  const gpu::Tensor x = acts.residual[static_cast<std::size_t>(layer_)];
+  const gpu::Tensor out = acts.residual[static_cast<std::size_t>(layer_ + 1)];
   ops.layer_norm_forward(stream, a.ln1, a.ln1_mean, a.ln1_rstd, x, w[ln1_w], w[ln1_b], rows, c);
   ops.matmul_forward(stream, a.qkv, a.ln1, w[qkv_w], w[qkv_b], rows, c, 3 * c);
   ops.attention_forward(stream, a.atty, a.att, a.qkv, s.batch, s.seq_len, c, s.n_head);
@@ -106,8 +107,7 @@ void GptBlock::run_forward(StepContext& context, const TensorViews& w, BlockActi
   ops.residual_forward(stream, a.residual2, x, a.attproj, rows * c);
   ops.layer_norm_forward(stream, a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, w[ln2_w], w[ln2_b],
                          rows, c);
-  ops.matmul_forward(stream, a.fch, a.ln2, w[fc_w], w[fc_b], rows, c, 4 * c);
-  ops.gelu_forward(stream, a.fch_gelu, a.fch, rows * 4 * c);
+  ops.matmul_gelu_forward(stream, a.fch_gelu, a.fch, a.ln2, w[fc_w], w[fc_b], rows, c, 4 * c);
   ops.matmul_forward(stream, a.fcproj, a.fch_gelu, w[fcproj_w], w[fcproj_b], rows, 4 * c, c);
   ops.residual_forward(stream, out, a.residual2, a.fcproj, rows * c);
 }
@@ -130,11 +130,11 @@ void GptBlock::backward(StepContext& context, const TensorViews& w,
   gpu::Stream& stream = context.stream;
   BlockGradients& g = acts.block_grads;
   std::int64_t rows = s.rows(), c = s.d_model;
-  const float* x = acts.residual[static_cast<std::size_t>(layer_)];
-  const float* dout = acts.dresidual[(layer_ + 1) % 2];
-  float* dx = acts.dresidual[layer_ % 2];
+  const gpu::Tensor x = acts.residual[static_cast<std::size_t>(layer_)];
+  const gpu::Tensor dout = acts.dresidual[(layer_ + 1) % 2];
+  const gpu::Tensor dx = acts.dresidual[layer_ % 2];
   // The backward kernels accumulate, and these buffers still hold the previous block's values.
-  for (float* buffer : {g.dln1, g.datty, g.dattproj, g.dresidual2, g.dln2, g.dfcproj, dx}) {
+  for (gpu::Tensor buffer : {g.dln1, g.datty, g.dattproj, g.dresidual2, g.dln2, g.dfcproj, dx}) {
     zero(context, buffer, rows * c);
   }
   zero(context, g.dqkv, rows * 3 * c);
@@ -142,19 +142,19 @@ void GptBlock::backward(StepContext& context, const TensorViews& w,
   zero(context, g.dfch_gelu, rows * 4 * c);
 
   ops.residual_backward(stream, g.dresidual2, g.dfcproj, dout, rows * c);
-  ops.matmul_backward(stream, g.dfch_gelu, dw[fcproj_w], dw[fcproj_b], g.dfcproj, a.fch_gelu,
+  ops.matmul_backward(stream, g.dfch_gelu, dw[fcproj_w].f32(), dw[fcproj_b].f32(), g.dfcproj, a.fch_gelu,
                       w[fcproj_w], rows, 4 * c, c);
   ops.gelu_backward(stream, g.dfch, a.fch, g.dfch_gelu, rows * 4 * c);
-  ops.matmul_backward(stream, g.dln2, dw[fc_w], dw[fc_b], g.dfch, a.ln2, w[fc_w], rows, c, 4 * c);
-  ops.layer_norm_backward(stream, g.dresidual2, dw[ln2_w], dw[ln2_b], g.dln2, a.residual2, w[ln2_w],
+  ops.matmul_backward(stream, g.dln2, dw[fc_w].f32(), dw[fc_b].f32(), g.dfch, a.ln2, w[fc_w], rows, c, 4 * c);
+  ops.layer_norm_backward(stream, g.dresidual2, dw[ln2_w].f32(), dw[ln2_b].f32(), g.dln2, a.residual2, w[ln2_w],
                           a.ln2_mean, a.ln2_rstd, rows, c);
   ops.residual_backward(stream, dx, g.dattproj, g.dresidual2, rows * c);
-  ops.matmul_backward(stream, g.datty, dw[proj_w], dw[proj_b], g.dattproj, a.atty, w[proj_w], rows,
+  ops.matmul_backward(stream, g.datty, dw[proj_w].f32(), dw[proj_b].f32(), g.dattproj, a.atty, w[proj_w], rows,
                       c, c);
   ops.attention_backward(stream, g.dqkv, g.datty, a.qkv, a.att, s.batch, s.seq_len, c, s.n_head);
-  ops.matmul_backward(stream, g.dln1, dw[qkv_w], dw[qkv_b], g.dqkv, a.ln1, w[qkv_w], rows, c,
+  ops.matmul_backward(stream, g.dln1, dw[qkv_w].f32(), dw[qkv_b].f32(), g.dqkv, a.ln1, w[qkv_w], rows, c,
                       3 * c);
-  ops.layer_norm_backward(stream, dx, dw[ln1_w], dw[ln1_b], g.dln1, x, w[ln1_w], a.ln1_mean,
+  ops.layer_norm_backward(stream, dx, dw[ln1_w].f32(), dw[ln1_b].f32(), g.dln1, x, w[ln1_w], a.ln1_mean,
                           a.ln1_rstd, rows, c);
 }
 
@@ -169,7 +169,7 @@ void GptHead::forward(StepContext& context, const TensorViews& params,
   GptActivations& acts = **state_.acts;
   gpu::Ops& ops = context.ops;
   std::int64_t rows = s.rows(), c = s.d_model;
-  const float* wte = borrowed[0][0];
+  const gpu::Tensor wte = borrowed[0][0];
   ops.layer_norm_forward(context.stream, acts.lnf, acts.lnf_mean, acts.lnf_rstd,
                          acts.residual.back(), params[0], params[1], rows, c);
   ops.matmul_forward(context.stream, acts.logits, acts.lnf, wte, nullptr, rows, c, s.vocab);
@@ -185,16 +185,16 @@ void GptHead::backward(StepContext& context, const TensorViews& params,
   gpu::Ops& ops = context.ops;
   gpu::Stream& stream = context.stream;
   std::int64_t rows = s.rows(), c = s.d_model;
-  float* dx = acts.dresidual[s.n_layer % 2];
+  const gpu::Tensor dx = acts.dresidual[s.n_layer % 2];
   // d(objective)/d(losses[row]) = loss_gradient / rows, since the loss is the mean over rows.
   ops.fill(stream, acts.dlosses, context.loss_gradient / static_cast<float>(rows), rows);
   ops.cross_entropy_backward(stream, acts.dlogits, acts.logits, acts.lse, acts.targets,
                              acts.dlosses, rows, s.vocab, s.vocab);
   zero(context, acts.dlnf, rows * c);
   zero(context, dx, rows * c);
-  ops.matmul_backward(stream, acts.dlnf, borrowed_grads[0][0], nullptr, acts.dlogits, acts.lnf,
+  ops.matmul_backward(stream, acts.dlnf, borrowed_grads[0][0].f32(), nullptr, acts.dlogits, acts.lnf,
                       borrowed[0][0], rows, c, s.vocab);
-  ops.layer_norm_backward(stream, dx, grads[0], grads[1], acts.dlnf, acts.residual.back(),
+  ops.layer_norm_backward(stream, dx, grads[0].f32(), grads[1].f32(), acts.dlnf, acts.residual.back(),
                           params[0], acts.lnf_mean, acts.lnf_rstd, rows, c);
 }
 

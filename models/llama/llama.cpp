@@ -22,15 +22,16 @@ Llama::Llama(const LlamaShape& shape) : shape_(shape) {
 
 Llama::~Llama() = default;
 
-void Llama::allocate_activations(gpu::Device& device, bool activation_checkpointing) {
+void Llama::allocate_activations(gpu::Device& device, bool activation_checkpointing,
+                                 gpu::DataType compute) {
   checkpointing_ = activation_checkpointing;
   activations_pointer_ = nullptr;
-  activations_ = std::make_unique<LlamaActivations>(device, shape_, activation_checkpointing);
+  activations_ = std::make_unique<LlamaActivations>(device, shape_, activation_checkpointing, compute);
   activations_pointer_ = activations_.get();
 }
 
-std::int64_t Llama::activation_bytes(bool activation_checkpointing) const {
-  return LlamaActivations::bytes_needed(shape_, activation_checkpointing);
+std::int64_t Llama::activation_bytes(bool activation_checkpointing, gpu::DataType compute) const {
+  return LlamaActivations::bytes_needed(shape_, activation_checkpointing, compute);
 }
 
 void Llama::load_batch(gpu::Stream& stream, std::span<const std::int32_t> inputs,

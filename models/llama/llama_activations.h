@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "gpu/device_buffer.h"
+#include "gpu/tensor.h"
 #include "models/llama/llama_shape.h"
 
 namespace strata::gpu {
@@ -15,59 +16,63 @@ namespace strata::models {
 // What one Llama block computes in forward and reads again in backward. Without checkpointing
 // each block has its own; with it, all blocks share one set, refilled by recomputing.
 struct LlamaBlockActivations {
-  float* ln1 = nullptr;        // (rows, C)
+  gpu::Tensor ln1;        // (rows, C)
   float* ln1_rstd = nullptr;   // (rows)
-  float* q = nullptr;          // (rows, H x D)
-  float* k = nullptr;          // (rows, Hkv x D)
-  float* v = nullptr;          // (rows, Hkv x D)
-  float* qkv = nullptr;        // (rows, 3 x H x D): packed, k and v repeated, q and k rotated
-  float* att = nullptr;        // (batch, H, T, T)
-  float* atty = nullptr;       // (rows, H x D)
-  float* attproj = nullptr;    // (rows, C)
-  float* residual2 = nullptr;  // (rows, C)
-  float* ln2 = nullptr;        // (rows, C)
+  gpu::Tensor q;          // (rows, H x D)
+  gpu::Tensor k;          // (rows, Hkv x D)
+  gpu::Tensor v;          // (rows, Hkv x D)
+  gpu::Tensor qkv;        // (rows, 3 x H x D): packed, k and v repeated, q and k rotated
+  gpu::Tensor att;        // (batch, H, T, T)
+  gpu::Tensor atty;       // (rows, H x D)
+  gpu::Tensor attproj;    // (rows, C)
+  gpu::Tensor residual2;  // (rows, C)
+  gpu::Tensor ln2;        // (rows, C)
   float* ln2_rstd = nullptr;   // (rows)
-  float* gate = nullptr;       // (rows, F)
-  float* up = nullptr;         // (rows, F)
-  float* act = nullptr;        // (rows, F): silu(gate) * up
-  float* mlp = nullptr;        // (rows, C)
+  gpu::Tensor gate;       // (rows, F)
+  gpu::Tensor up;         // (rows, F)
+  gpu::Tensor act;        // (rows, F): silu(gate) * up
+  gpu::Tensor mlp;        // (rows, C)
 };
 
 // Gradients of a block's internal activations, one set shared by every block.
 struct LlamaBlockGradients {
-  float* dln1 = nullptr;
-  float* dq = nullptr;
-  float* dk = nullptr;
-  float* dv = nullptr;
-  float* dqkv = nullptr;
-  float* datty = nullptr;
-  float* dattproj = nullptr;
-  float* dresidual2 = nullptr;
-  float* dln2 = nullptr;
-  float* dgate = nullptr;
-  float* dup = nullptr;
-  float* dact = nullptr;
-  float* dmlp = nullptr;
+  gpu::Tensor dln1;
+  gpu::Tensor dq;
+  gpu::Tensor dk;
+  gpu::Tensor dv;
+  gpu::Tensor dqkv;
+  gpu::Tensor datty;
+  gpu::Tensor dattproj;
+  gpu::Tensor dresidual2;
+  gpu::Tensor dln2;
+  gpu::Tensor dgate;
+  gpu::Tensor dup;
+  gpu::Tensor dact;
+  gpu::Tensor dmlp;
 };
 
 // All activation memory of a Llama, carved out of one device allocation.
 class LlamaActivations {
  public:
-  LlamaActivations(gpu::Device& device, const LlamaShape& shape, bool checkpointing);
-  static std::int64_t bytes_needed(const LlamaShape& shape, bool checkpointing);
+  // Activations and their gradients are stored in `compute` (float32, bfloat16 or float16); the
+  // norms' statistics, the rotary frequencies and the loss terms are fp32 whatever it is.
+  LlamaActivations(gpu::Device& device, const LlamaShape& shape, bool checkpointing,
+                   gpu::DataType compute);
+  static std::int64_t bytes_needed(const LlamaShape& shape, bool checkpointing,
+                                   gpu::DataType compute);
 
   std::int32_t* tokens = nullptr;   // (rows)
   std::int32_t* targets = nullptr;  // (rows)
   float* inv_freq = nullptr;        // (head_dim / 2), the rotary frequencies on the device
-  std::vector<float*> residual;     // n_layer + 1 streams of (rows, C)
+  std::vector<gpu::Tensor> residual;  // n_layer + 1 streams of (rows, C)
   std::vector<LlamaBlockActivations> blocks;  // n_layer, or 1 shared when checkpointing
   LlamaBlockGradients block_grads;
-  float* dresidual[2] = {nullptr, nullptr};
-  float* norm = nullptr;       // (rows, C): the final RMSNorm
+  gpu::Tensor dresidual[2];
+  gpu::Tensor norm;       // (rows, C): the final RMSNorm
   float* norm_rstd = nullptr;  // (rows)
-  float* dnorm = nullptr;      // (rows, C)
-  float* logits = nullptr;     // (rows, V)
-  float* dlogits = nullptr;    // (rows, V)
+  gpu::Tensor dnorm;      // (rows, C)
+  gpu::Tensor logits;     // (rows, V)
+  gpu::Tensor dlogits;    // (rows, V)
   float* losses = nullptr;     // (rows)
   float* lse = nullptr;        // (rows)
   float* dlosses = nullptr;    // (rows)

@@ -15,8 +15,8 @@ using engine::ParamSpec;
 using engine::StepContext;
 using engine::TensorViews;
 
-void zero(StepContext& context, float* data, std::int64_t count) {
-  context.stream.fill_zero(data, count * static_cast<std::int64_t>(sizeof(float)));
+void zero(StepContext& context, gpu::Tensor tensor, std::int64_t count) {
+  context.stream.fill_zero(tensor.data, count * tensor.element_bytes());
 }
 
 ParamSpec weight(std::string name, std::vector<std::int64_t> shape) {
@@ -52,7 +52,7 @@ void LlamaEmbedding::backward(StepContext& context, const TensorViews& /*params*
                               std::span<const TensorViews> /*borrowed_grads*/) {
   const LlamaShape& s = *state_.shape;
   LlamaActivations& acts = **state_.acts;
-  context.ops.embedding_backward(context.stream, grads[0], nullptr, acts.dresidual[0], acts.tokens,
+  context.ops.embedding_backward(context.stream, grads[0].f32(), nullptr, acts.dresidual[0], acts.tokens,
                                  s.batch, s.seq_len, s.d_model, s.vocab);
 }
 
@@ -103,8 +103,8 @@ void LlamaBlock::run_forward(StepContext& context, const TensorViews& w, LlamaBl
   const std::int64_t rows = s.rows(), c = s.d_model, f = s.d_ff, d = s.head_dim();
   const std::int64_t q = s.n_head * d, kv = s.n_kv_head * d;
   const bool biased = s.qkv_bias;
-  const float* x = acts.residual[static_cast<std::size_t>(layer_)];
-  float* out = acts.residual[static_cast<std::size_t>(layer_ + 1)];
+  const gpu::Tensor x = acts.residual[static_cast<std::size_t>(layer_)];
+  const gpu::Tensor out = acts.residual[static_cast<std::size_t>(layer_ + 1)];
   ops.rms_norm_forward(stream, a.ln1, a.ln1_rstd, x, w[at.ln1], s.rms_norm_eps, rows, c);
   ops.matmul_forward(stream, a.q, a.ln1, w[at.q], biased ? w[at.q_bias] : nullptr, rows, c, q);
   ops.matmul_forward(stream, a.k, a.ln1, w[at.k], biased ? w[at.k_bias] : nullptr, rows, c, kv);
@@ -144,39 +144,39 @@ void LlamaBlock::backward(StepContext& context, const TensorViews& w,
   const std::int64_t rows = s.rows(), c = s.d_model, f = s.d_ff, d = s.head_dim();
   const std::int64_t q = s.n_head * d, kv = s.n_kv_head * d;
   const bool biased = s.qkv_bias;
-  const float* x = acts.residual[static_cast<std::size_t>(layer_)];
-  const float* dout = acts.dresidual[(layer_ + 1) % 2];
-  float* dx = acts.dresidual[layer_ % 2];
+  const gpu::Tensor x = acts.residual[static_cast<std::size_t>(layer_)];
+  const gpu::Tensor dout = acts.dresidual[(layer_ + 1) % 2];
+  const gpu::Tensor dx = acts.dresidual[layer_ % 2];
   // The backward kernels accumulate, and these buffers still hold the previous block's values.
-  for (float* buffer : {g.dln1, g.dattproj, g.dresidual2, g.dln2, g.dmlp, dx})
+  for (gpu::Tensor buffer : {g.dln1, g.dattproj, g.dresidual2, g.dln2, g.dmlp, dx})
     zero(context, buffer, rows * c);
-  for (float* buffer : {g.dq, g.datty})
+  for (gpu::Tensor buffer : {g.dq, g.datty})
     zero(context, buffer, rows * q);
   zero(context, g.dk, rows * kv);
   zero(context, g.dv, rows * kv);
   zero(context, g.dqkv, rows * 3 * q);
-  for (float* buffer : {g.dgate, g.dup, g.dact})
+  for (gpu::Tensor buffer : {g.dgate, g.dup, g.dact})
     zero(context, buffer, rows * f);
 
   ops.residual_backward(stream, g.dresidual2, g.dmlp, dout, rows * c);
-  ops.matmul_backward(stream, g.dact, dw[at.down], nullptr, g.dmlp, a.act, w[at.down], rows, f, c);
+  ops.matmul_backward(stream, g.dact, dw[at.down].f32(), nullptr, g.dmlp, a.act, w[at.down], rows, f, c);
   ops.swiglu_backward(stream, g.dgate, g.dup, g.dact, a.gate, a.up, rows * f);
-  ops.matmul_backward(stream, g.dln2, dw[at.up], nullptr, g.dup, a.ln2, w[at.up], rows, c, f);
-  ops.matmul_backward(stream, g.dln2, dw[at.gate], nullptr, g.dgate, a.ln2, w[at.gate], rows, c, f);
-  ops.rms_norm_backward(stream, g.dresidual2, dw[at.ln2], g.dln2, a.residual2, w[at.ln2],
+  ops.matmul_backward(stream, g.dln2, dw[at.up].f32(), nullptr, g.dup, a.ln2, w[at.up], rows, c, f);
+  ops.matmul_backward(stream, g.dln2, dw[at.gate].f32(), nullptr, g.dgate, a.ln2, w[at.gate], rows, c, f);
+  ops.rms_norm_backward(stream, g.dresidual2, dw[at.ln2].f32(), g.dln2, a.residual2, w[at.ln2],
                         a.ln2_rstd, rows, c);
   ops.residual_backward(stream, dx, g.dattproj, g.dresidual2, rows * c);
-  ops.matmul_backward(stream, g.datty, dw[at.o], nullptr, g.dattproj, a.atty, w[at.o], rows, q, c);
+  ops.matmul_backward(stream, g.datty, dw[at.o].f32(), nullptr, g.dattproj, a.atty, w[at.o], rows, q, c);
   ops.attention_backward(stream, g.dqkv, g.datty, a.qkv, a.att, s.batch, s.seq_len, q, s.n_head);
   ops.rope_backward(stream, g.dqkv, acts.inv_freq, s.batch, s.seq_len, 2 * s.n_head, d, 3 * q);
   ops.qkv_pack_backward(stream, g.dq, g.dk, g.dv, g.dqkv, rows, s.n_head, s.n_kv_head, d);
-  ops.matmul_backward(stream, g.dln1, dw[at.q], biased ? dw[at.q_bias] : nullptr, g.dq, a.ln1,
+  ops.matmul_backward(stream, g.dln1, dw[at.q].f32(), biased ? dw[at.q_bias].f32() : nullptr, g.dq, a.ln1,
                       w[at.q], rows, c, q);
-  ops.matmul_backward(stream, g.dln1, dw[at.k], biased ? dw[at.k_bias] : nullptr, g.dk, a.ln1,
+  ops.matmul_backward(stream, g.dln1, dw[at.k].f32(), biased ? dw[at.k_bias].f32() : nullptr, g.dk, a.ln1,
                       w[at.k], rows, c, kv);
-  ops.matmul_backward(stream, g.dln1, dw[at.v], biased ? dw[at.v_bias] : nullptr, g.dv, a.ln1,
+  ops.matmul_backward(stream, g.dln1, dw[at.v].f32(), biased ? dw[at.v_bias].f32() : nullptr, g.dv, a.ln1,
                       w[at.v], rows, c, kv);
-  ops.rms_norm_backward(stream, dx, dw[at.ln1], g.dln1, x, w[at.ln1], a.ln1_rstd, rows, c);
+  ops.rms_norm_backward(stream, dx, dw[at.ln1].f32(), g.dln1, x, w[at.ln1], a.ln1_rstd, rows, c);
 }
 
 std::vector<ParamSpec> LlamaHead::parameters() const {
@@ -197,7 +197,7 @@ void LlamaHead::forward(StepContext& context, const TensorViews& params,
   LlamaActivations& acts = **state_.acts;
   gpu::Ops& ops = context.ops;
   const std::int64_t rows = s.rows(), c = s.d_model;
-  const float* head = s.tied_head ? borrowed[0][0] : params[1];
+  const gpu::Tensor head = s.tied_head ? borrowed[0][0] : params[1];
   ops.rms_norm_forward(context.stream, acts.norm, acts.norm_rstd, acts.residual.back(), params[0],
                        s.rms_norm_eps, rows, c);
   ops.matmul_forward(context.stream, acts.logits, acts.norm, head, nullptr, rows, c, s.vocab);
@@ -213,9 +213,9 @@ void LlamaHead::backward(StepContext& context, const TensorViews& params,
   gpu::Ops& ops = context.ops;
   gpu::Stream& stream = context.stream;
   const std::int64_t rows = s.rows(), c = s.d_model;
-  const float* head = s.tied_head ? borrowed[0][0] : params[1];
-  float* dhead = s.tied_head ? borrowed_grads[0][0] : grads[1];
-  float* dx = acts.dresidual[s.n_layer % 2];
+  const gpu::Tensor head = s.tied_head ? borrowed[0][0] : params[1];
+  float* dhead = s.tied_head ? borrowed_grads[0][0].f32() : grads[1].f32();
+  const gpu::Tensor dx = acts.dresidual[s.n_layer % 2];
   // d(objective)/d(losses[row]) = loss_gradient / rows, since the loss is the mean over rows.
   ops.fill(stream, acts.dlosses, context.loss_gradient / static_cast<float>(rows), rows);
   ops.cross_entropy_backward(stream, acts.dlogits, acts.logits, acts.lse, acts.targets,
@@ -224,7 +224,7 @@ void LlamaHead::backward(StepContext& context, const TensorViews& params,
   zero(context, dx, rows * c);
   ops.matmul_backward(stream, acts.dnorm, dhead, nullptr, acts.dlogits, acts.norm, head, rows, c,
                       s.vocab);
-  ops.rms_norm_backward(stream, dx, grads[0], acts.dnorm, acts.residual.back(), params[0],
+  ops.rms_norm_backward(stream, dx, grads[0].f32(), acts.dnorm, acts.residual.back(), params[0],
                         acts.norm_rstd, rows, c);
 }
 

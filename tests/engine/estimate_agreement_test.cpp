@@ -135,7 +135,8 @@ void expect_estimate_agrees(const Config& config, std::int64_t margin_percent = 
   const EstimateRow row =
       estimate_for(config, model_of(config)->activation_bytes(
                                config.activation_checkpointing.partition_activations ||
-                               config.activation_checkpointing.number_checkpoints.value_or(0) > 0));
+                               config.activation_checkpointing.number_checkpoints.value_or(0) > 0,
+                           compute_type(config)));
   Measured measured;
   try {
     measured = run_engine(config, row.per_gpu_bytes + row.per_gpu_bytes * margin_percent / 100);
@@ -218,7 +219,7 @@ TEST(EstimateAgreement, Stage3OnNvmeIsExactToTheByte) {
 TEST(EstimateAgreement, OnePoolHoldsEverySwapBuffer) {
   SwapDirectory swap;
   const Config config = tiny_config(everything_on_nvme(swap, R"("sub_group_size": 20000, )"));
-  const EstimateRow row = estimate_for(config, model_of(config)->activation_bytes(false));
+  const EstimateRow row = estimate_for(config, model_of(config)->activation_bytes(false, compute_type(config)));
   std::int64_t buffers = 0;
   int terms = 0;
   for (const MemoryTerm& term : row.terms) {
@@ -254,7 +255,7 @@ TEST(EstimateAgreement, AnOverlappedStepTheGradientsCannotChangeKeepsNoWindow) {
   config.strata.overlap_optimizer = true;
   config.gradient_clipping = 0;
   config.bf16.check_grad_overflow = false;
-  const EstimateRow row = estimate_for(config, model_of(config)->activation_bytes(false));
+  const EstimateRow row = estimate_for(config, model_of(config)->activation_bytes(false, compute_type(config)));
   for (const MemoryTerm& term : row.terms)
     EXPECT_NE(term.name, "optimizer_rollback_window") << describe(row);
   expect_estimate_agrees(config, /*margin_percent=*/0);
@@ -310,7 +311,7 @@ std::vector<DepthRun> everything_on_nvme_at_two_depths(const SwapDirectory& swap
   for (std::int64_t layers : {2, 6}) {
     Config config = tiny_config(zero);
     config.strata.model.n_layer = layers;
-    const EstimateRow row = estimate_for(config, model_of(config)->activation_bytes(false));
+    const EstimateRow row = estimate_for(config, model_of(config)->activation_bytes(false, compute_type(config)));
     runs.push_back({row, run_engine(config, row.per_gpu_bytes)});
   }
   return runs;
@@ -396,7 +397,7 @@ TEST(EstimateAgreement, AStepWithRoomForItsArenaAllocatesNothingAndNeverWaits) {
                         "offload_optimizer": {"device": "cpu", "pin_memory": false}})"),
                                   std::string(R"({"stage": 0})")}) {
     const Config config = tiny_config(zero);
-    const EstimateRow row = estimate_for(config, model_of(config)->activation_bytes(false));
+    const EstimateRow row = estimate_for(config, model_of(config)->activation_bytes(false, compute_type(config)));
     EstimateInputs inputs = estimate_inputs_from_config(config, 0, 0, world().world_size(), 1);
     set_model(inputs, declare(*model_of(config)));
     const StepDeviceMemory step =

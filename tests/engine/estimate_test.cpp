@@ -79,14 +79,13 @@ TEST(EstimateRows, Stage3NoOffloadByHand) {
   EXPECT_EQ(term_bytes(row, "losses_and_grad_norm"), 4 + 8);
   // The second step follows the trace: every module is reused within stage3_max_reuse_distance
   // (1e9) of its forward, so all stay gathered until their backward; the peak is module 7's
-  // backward, modules 0-7 gathered (module 8 was released after its backward) and module 7's
-  // gradient buffer.
-  EXPECT_EQ(term_bytes(row, "gathered_params_fp32"), 4 * 8 * kPadded);
-  EXPECT_NE(find_term(row, "gathered_params_fp32")->formula.find("modules 0-7"), std::string::npos);
+  // backward, modules 0-7 gathered in bf16, the type the ops compute in (module 8 was released
+  // after its backward), and module 7's fp32 gradient buffer.
+  EXPECT_EQ(term_bytes(row, "gathered_params"), 2 * 8 * kPadded);
+  EXPECT_NE(find_term(row, "gathered_params")->formula.find("modules 0-7"), std::string::npos);
   EXPECT_EQ(term_bytes(row, "module_gradients_fp32"), 4 * kPadded);
-  EXPECT_EQ(find_term(row, "widening_buffer"), nullptr);
   EXPECT_EQ(find_term(row, "gradient_shard_fp32"), nullptr);
-  EXPECT_EQ(row.per_gpu_bytes, 18 * kPart + 12 + 4 * 9 * kPadded);
+  EXPECT_EQ(row.per_gpu_bytes, 18 * kPart + 12 + 2 * 8 * kPadded + 4 * kPadded);
   // The losses' and the norm's pinned pages
   EXPECT_EQ(row.per_node_cpu_bytes, 4 * 8192);
   EXPECT_EQ(row.pinned_bytes_per_rank, 8192);
@@ -98,11 +97,9 @@ TEST(EstimateRows, Stage3WithoutReuseHoldsOneModuleAndItsGradients) {
   EstimateInputs inputs = small_inputs();
   inputs.stage3_max_reuse_distance = 0;
   EstimateRow row = estimate_row(inputs, 3, none, none);
-  // A module's backward: its gathered parameters and its gradient buffer (the forward's gather,
-  // 4 + 2 bytes per element with the bf16 buffer being widened, is smaller).
-  EXPECT_EQ(term_bytes(row, "gathered_params_fp32"), 4 * kPadded);
+  // A module's backward: its gathered bf16 parameters and its fp32 gradient buffer.
+  EXPECT_EQ(term_bytes(row, "gathered_params"), 2 * kPadded);
   EXPECT_EQ(term_bytes(row, "module_gradients_fp32"), 4 * kPadded);
-  EXPECT_EQ(find_term(row, "widening_buffer"), nullptr);
 }
 
 TEST(EstimateRows, Stage2KeepsEverythingGatheredAndPacksBigBuckets) {
@@ -110,7 +107,7 @@ TEST(EstimateRows, Stage2KeepsEverythingGatheredAndPacksBigBuckets) {
   inputs.reduce_bucket_size = 1000;  // 250 elements per rank: every module is packed
   EstimateRow row = estimate_row(inputs, 2, none, none);
   // Module 7's reduction: all modules gathered, its gradients, its shard and the bucket.
-  EXPECT_EQ(term_bytes(row, "gathered_params_fp32"), 4 * (8 * kPadded + kLastPadded));
+  EXPECT_EQ(term_bytes(row, "gathered_params"), 2 * (8 * kPadded + kLastPadded));
   EXPECT_EQ(term_bytes(row, "module_gradients_fp32"), 4 * kPadded);
   EXPECT_EQ(term_bytes(row, "gradient_shard_fp32"), 4 * kPadded / 4);
   EXPECT_EQ(term_bytes(row, "gradient_bucket_fp32"), 4 * 1000);
@@ -123,18 +120,17 @@ TEST(EstimateRows, Stage0IsUnshardedWhateverTheWorld) {
   const std::int64_t part = 8 * 1'001'472 + 192'512;
   EXPECT_EQ(row.partition_numel, part);
   EXPECT_EQ(term_bytes(row, "gradient_buffers_fp32"), 4 * part);
-  // The peak is module 7's gather: modules 0-7 in fp32 and its bf16 buffer being widened.
-  EXPECT_EQ(term_bytes(row, "gathered_params_fp32"), 4 * 8 * 1'001'472);
-  EXPECT_EQ(term_bytes(row, "widening_buffer"), 2 * 1'001'472);
-  EXPECT_EQ(row.per_gpu_bytes, (2 + 4 + 12 + 4) * part + 12 + 4 * 8 * 1'001'472 + 2 * 1'001'472);
+  // The peak is the last module's gather: every module gathered, in bf16.
+  EXPECT_EQ(term_bytes(row, "gathered_params"), 2 * part);
+  EXPECT_EQ(row.per_gpu_bytes, (2 + 4 + 12 + 4) * part + 12 + 2 * part);
 }
 
-TEST(EstimateRows, Fp32StorageHasNoWideningBuffer) {
+TEST(EstimateRows, Fp32StorageGathersInFp32) {
   EstimateInputs inputs = small_inputs();
   inputs.storage_bytes = 4;
   EstimateRow row = estimate_row(inputs, 1, none, none);
   EXPECT_EQ(term_bytes(row, "param_shards"), 4 * kPart);
-  EXPECT_EQ(find_term(row, "widening_buffer"), nullptr);
+  EXPECT_EQ(term_bytes(row, "gathered_params"), 4 * (8 * kPadded + kLastPadded));
   EXPECT_EQ(term_bytes(row, "gradient_buffers_fp32"), 4 * (8 * kPadded + kLastPadded));
 }
 
@@ -142,7 +138,7 @@ TEST(EstimateRows, Stage3EverythingOnNvmeByHand) {
   EstimateInputs inputs = small_inputs();
   inputs.max_in_cpu = 0;
   EstimateRow row = estimate_row(inputs, 3, nvme, nvme);
-  EXPECT_EQ(row.per_gpu_bytes, 12 + 4 * 9 * kPadded);
+  EXPECT_EQ(row.per_gpu_bytes, 12 + 2 * 8 * kPadded + 4 * kPadded);  // the step's peak, as above
   EXPECT_EQ(term_bytes(row, "param_staging"), 2 * kPart);
   // Pools: 5 x the largest bf16 shard (503,808 bytes, a 4 KiB multiple); 4 x the one sub-group's
   // [master | exp_avg | exp_avg_sq] extent, 3 x 8,257,536 bytes.
@@ -227,7 +223,7 @@ TEST(EstimateRows, ModelShapeUsesTheEnginesFlatLayout) {
   EXPECT_EQ(term_bytes(row, "param_shards"), 2 * 38'912);
   // The block's backward: the block and the persistent head gathered; the block's gradients and
   // the embedding's, made at the head's backward (the head borrows wte) and reduced at its own.
-  EXPECT_EQ(term_bytes(row, "gathered_params_fp32"), 4 * (53'248 + 4'096));
+  EXPECT_EQ(term_bytes(row, "gathered_params"), 2 * (53'248 + 4'096));
   EXPECT_EQ(term_bytes(row, "module_gradients_fp32"), 4 * (20'480 + 53'248));
   EXPECT_NE(find_term(row, "module_gradients_fp32")->formula.find("modules 0-1"),
             std::string::npos);
@@ -241,8 +237,8 @@ TEST(EstimateRows, MaxLiveParametersEvictsKeptModules) {
   inputs.stage3_max_live_parameters = 3 * kPadded;
   EstimateRow row = estimate_row(inputs, 3, none, none);
   // Modules kept for reuse are dropped to make room: at most three live at once.
-  EXPECT_LE(term_bytes(row, "gathered_params_fp32"), 4 * 3 * kPadded);
-  EXPECT_GE(term_bytes(row, "gathered_params_fp32"), 4 * 2 * kPadded);
+  EXPECT_LE(term_bytes(row, "gathered_params"), 2 * 3 * kPadded);
+  EXPECT_GE(term_bytes(row, "gathered_params"), 2 * 2 * kPadded);
 }
 
 TEST(EstimateInputsFromConfig, ReadsTheSections) {

@@ -29,7 +29,7 @@ struct GradientHarness {
   std::vector<std::vector<engine::ParamSpec>> specs;
   std::unique_ptr<engine::zero::FlatLayout> layout;
   std::vector<gpu::DeviceBuffer> params, grads;
-  std::vector<std::vector<float*>> param_ptrs, grad_ptrs;
+  std::vector<std::vector<gpu::Tensor>> param_ptrs, grad_ptrs;
   std::vector<std::int32_t> tokens, targets;
 
   GradientHarness(std::unique_ptr<engine::Model> model_in, std::int32_t vocab)
@@ -58,7 +58,7 @@ struct GradientHarness {
         grad_ptrs.back().push_back(grads.back().as<float>() + slots[t].offset);
       }
     }
-    model.allocate_activations(*device, false);
+    model.allocate_activations(*device, false, gpu::DataType::float32);
     std::mt19937 rng(5);
     for (std::int64_t i = 0; i < model.tokens_per_micro_batch(); ++i) {
       tokens.push_back(static_cast<std::int32_t>(rng() % static_cast<unsigned>(vocab)));
@@ -66,7 +66,7 @@ struct GradientHarness {
     }
   }
 
-  std::vector<engine::TensorViews> borrowed(int m, std::vector<std::vector<float*>>& from) {
+  std::vector<engine::TensorViews> borrowed(int m, std::vector<std::vector<gpu::Tensor>>& from) {
     std::vector<engine::TensorViews> views;
     for (int lender : model.modules()[static_cast<std::size_t>(m)]->borrowed_modules()) {
       views.emplace_back(from[static_cast<std::size_t>(lender)]);

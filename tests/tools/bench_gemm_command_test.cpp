@@ -1,5 +1,7 @@
 // `strata bench gemm --json`, run as a user runs it: one row per linear layer of the model (or the
-// one product asked for), each with OpenBLAS's and strata's figures, and the square bound.
+// one product asked for), each with OpenBLAS's and strata's figures, and the square bound; the
+// products in 16 bits through the device's ops; a device or type it cannot run refused with the
+// fix.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -9,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu/device_query.h"
 #include "tests/tools/run_strata.h"
 
 namespace strata::tools::testing {
@@ -74,6 +77,69 @@ TEST(BenchGemmCommand, ModelShapesOneRowPerLinearLayer) {
   EXPECT_GT(out.at("op_vs_sgemm").get<double>(), 0);
   EXPECT_EQ(out.at("square"), 64);
   EXPECT_GT(out.at("square_sgemm_gflops").get<double>(), 0);
+  // Unless asked otherwise, the host device's fp32 ops.
+  EXPECT_EQ(out.at("backend"), "host");
+  EXPECT_EQ(out.at("dtype"), "float32");
+  // The engine runs the MLP's up-projection with its GELU as one op: that row times it too.
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    EXPECT_EQ(shapes[i].contains("op_gelu_forward_gflops"), names[i] == "mlp_fc") << names[i];
+    EXPECT_EQ(shapes[i].at("large"), false) << names[i];
+  }
+  EXPECT_GT(shapes[2].at("op_gelu_forward_gflops").get<double>(), 0);
+}
+
+TEST(BenchGemmCommand, SixteenBitProductsOnTheHostDeviceBesideFp32Sgemm) {
+  TempDir dir;
+  std::filesystem::path config = dir.write("config.json", kConfig);
+  for (const char* dtype : {"bfloat16", "float16"}) {
+    nlohmann::json out = bench_gemm(
+        {"--threads", "2", "--config", config.string(), "--device", "host", "--dtype", dtype});
+    EXPECT_EQ(out.at("backend"), "host");
+    EXPECT_EQ(out.at("dtype"), dtype);
+    EXPECT_FALSE(out.at("device").get<std::string>().empty());
+    const nlohmann::json& shapes = out.at("shapes");
+    ASSERT_EQ(shapes.size(), 5u);
+    for (const nlohmann::json& row : shapes)
+      expect_positive_figures(row);
+    EXPECT_GT(shapes[2].at("op_gelu_forward_gflops").get<double>(), 0);
+    EXPECT_GT(out.at("op_vs_sgemm").get<double>(), 0);
+    // The GPU's targets are not the host's.
+    EXPECT_FALSE(out.contains("target_vs_peer")) << out.dump();
+  }
+}
+
+TEST(BenchGemmCommand, AnUnknownDtypeIsRefusedWithTheFix) {
+  RunResult result = run_strata({"bench", "gemm", "--dtype", "float8", "--json"});
+  EXPECT_EQ(result.exit_status, 2);
+  EXPECT_THAT(result.err, HasSubstr("--dtype float8 is not float32, bfloat16 or float16"));
+  EXPECT_THAT(result.err, HasSubstr("fix: give --dtype bfloat16"));
+  EXPECT_TRUE(result.out.empty()) << result.out;
+}
+
+TEST(BenchGemmCommand, AnUnknownDeviceIsRefusedWithTheFix) {
+  RunResult result = run_strata({"bench", "gemm", "--device", "gpu", "--json"});
+  EXPECT_EQ(result.exit_status, 2);
+  EXPECT_THAT(result.err, HasSubstr("--device gpu is not host or cuda"));
+  EXPECT_THAT(result.err, HasSubstr("fix: give --device cuda"));
+  EXPECT_TRUE(result.out.empty()) << result.out;
+}
+
+// Without the CUDA backend, or without a GPU it can run on, --device cuda is refused before
+// anything is measured (never measured on the host device in its place).
+TEST(BenchGemmCommand, CudaWithoutAUsableGpuIsRefusedWithTheFix) {
+  const gpu::GpuInventory inventory = gpu::query_gpus();
+  if (!inventory.gpus.empty() && inventory.probe_kernel_ran)
+    GTEST_SKIP() << "this machine has a usable GPU: " << inventory.gpus.front().name;
+  RunResult result = run_strata(
+      {"bench", "gemm", "--device", "cuda", "--dtype", "bfloat16", "--json", "--repeats", "1"});
+  EXPECT_EQ(result.exit_status, 2);
+  EXPECT_THAT(result.err, HasSubstr("--device cuda"));
+  const char* cause = !inventory.cuda_built    ? "built without the CUDA backend"
+                      : inventory.gpus.empty() ? "found no GPU"
+                                               : "did not run a test kernel";
+  EXPECT_THAT(result.err, HasSubstr(cause));
+  EXPECT_THAT(result.err, HasSubstr("--device host"));
+  EXPECT_TRUE(result.out.empty()) << result.out;
 }
 
 TEST(BenchGemmCommand, OneProductFromMNK) {

@@ -81,7 +81,7 @@ struct Fixture {
     reducer->begin_step();
     gpu::Stream& stream = device->compute_stream();
     for (int m = layout.module_count(); m-- > 0;) {
-      float* grads = reducer->grads(m)[0];
+      float* grads = reducer->grads(m)[0].f32();
       const std::int64_t numel = layout.tensors(m)[0].numel;
       stream.launch([grads, numel, m] {
         for (std::int64_t i = 0; i < numel; ++i)

@@ -1,5 +1,5 @@
 // The parameter coordinator over each parameter tier, one rank: gathered values are the tier's
-// shards widened to fp32, release follows persistence / reuse distance / max_live_parameters,
+// shards in the storage type, release follows persistence / reuse distance / max_live_parameters,
 // and a step that departs from the recorded module order is followed by a new recording, never
 // a hang or an assert.
 #include "engine/zero/param_coordinator.h"
@@ -85,13 +85,15 @@ struct Fixture {
     memory.drain();
   }
 
-  // The fp32 values module `m` was gathered into match its shard.
+  // Module `m` is gathered in the storage type (bf16), and its values match its shard.
   void expect_values(int m) {
-    std::span<float* const> tensors = coordinator->acquire(m);
+    std::span<const gpu::Tensor> tensors = coordinator->acquire(m);
     device_->compute_stream().synchronize();
+    ASSERT_EQ(tensors[0].type, gpu::DataType::bfloat16);
+    const auto* values = static_cast<const cpu_adam::bf16*>(tensors[0].data);
     const ModuleSlice& slice = layout.module(m);
     for (std::int64_t i = 0; i < layout.tensors(m)[0].numel; ++i)
-      ASSERT_EQ(tensors[0][i], static_cast<float>((slice.partition_offset + i) % 256))
+      ASSERT_EQ(cpu_adam::to_float(values[i]), static_cast<float>((slice.partition_offset + i) % 256))
           << "module " << m << " element " << i;
     coordinator->release(m);
   }
@@ -116,7 +118,7 @@ CoordinatorOptions stage3() {
   return options;
 }
 
-TEST(ParamCoordinator, GathersTheTierShardsWidenedOnEveryTier) {
+TEST(ParamCoordinator, GathersTheTierShardsInTheStorageTypeOnEveryTier) {
   for (OffloadDevice device : {OffloadDevice::none, OffloadDevice::cpu, OffloadDevice::nvme}) {
     SCOPED_TRACE(to_string(device));
     Fixture f(device, stage3());
@@ -142,14 +144,14 @@ TEST(ParamCoordinator, APassOfRepeatedModulesRunsAheadOfTheDeviceWithTheRightVal
     SCOPED_TRACE(to_string(device));
     Fixture f(device, stage3(), {}, specs);
     const std::vector<int> order = {0, 1, 2, 3, 4, 5, 5, 4, 3, 2, 1, 0};
-    std::vector<std::vector<float>> seen(order.size(), std::vector<float>(5000));
+    std::vector<std::vector<cpu_adam::bf16>> seen(order.size(), std::vector<cpu_adam::bf16>(5000));
     std::int64_t fresh_after_first = 0;
     for (int step = 0; step < 2; ++step) {
       f.coordinator->begin_pass(true);
       for (std::size_t i = 0; i < order.size(); ++i) {
         const int m = order[i];
-        std::span<float* const> tensors = f.coordinator->acquire(m);
-        f.device_->compute_stream().copy(seen[i].data(), tensors[0], 5000 * 4,
+        std::span<const gpu::Tensor> tensors = f.coordinator->acquire(m);
+        f.device_->compute_stream().copy(seen[i].data(), tensors[0].data, 5000 * 2,
                                          gpu::CopyKind::device_to_host);
         f.coordinator->release(m);
       }
@@ -159,7 +161,7 @@ TEST(ParamCoordinator, APassOfRepeatedModulesRunsAheadOfTheDeviceWithTheRightVal
       for (std::size_t i = 0; i < order.size(); ++i) {
         const ModuleSlice& slice = f.layout.module(order[i]);
         for (std::int64_t e = 0; e < 5000; e += 499)
-          ASSERT_EQ(seen[i][static_cast<std::size_t>(e)],
+          ASSERT_EQ(cpu_adam::to_float(seen[i][static_cast<std::size_t>(e)]),
                     static_cast<float>((slice.partition_offset + e) % 256))
               << "step " << step << " use " << i << " (module " << order[i] << ") element " << e;
       }
@@ -320,8 +322,8 @@ TEST(ParamCoordinator, KeptModulesMakeRoomWhenTheBudgetHasNone) {
   std::int64_t elements = 0;
   for (int m = 0; m < layout.module_count(); ++m)
     elements += layout.module(m).padded_numel;
-  // Every module in fp32 fits, but not beside the 16-bit buffer the last one is gathered through.
-  Fixture f(OffloadDevice::cpu, options, {}, modules(), elements * 4);
+  // Room for three quarters of the modules (gathered in bf16, 2 bytes an element), not all four.
+  Fixture f(OffloadDevice::cpu, options, {}, modules(), elements * 2 * 3 / 4);
   for (int step = 0; step < 3; ++step) {
     f.coordinator->begin_pass(true);
     for (int m : {0, 1, 2, 3, 3, 2, 1, 0})

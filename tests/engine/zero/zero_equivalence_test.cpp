@@ -10,13 +10,16 @@
 // same kernels; only the gradient accumulation order may differ), 1e-4 across ranks (the reference
 // sums a batch's gradients in one matmul, the ranks in world_size partial sums).
 //
-// Why lr 1e-3: a last-bit difference in a gradient moves an fp32 master weight by a last bit,
-// and now and then that flips the bf16 weight the kernels see by a whole bf16 step (2^-8
-// relative), so two runs that sum in different orders drift apart at a rate that grows with the
-// learning rate. Measured with stage 0 itself, 4 ranks against one (the first test below): at lr
-// 3e-3 the losses are 3.3e-4 apart by step 29; at lr 1e-3 they stay within 5e-6 and the final
-// weights within 3e-5 x max |p| (2 and 4 ranks), while the loss still falls from 5.53 to 4.11.
-// Each comparison records its worst errors as test properties (--gtest_output=xml:FILE).
+// The compute type: bf16 on one rank, fp32 across ranks. A last-bit difference in a gradient
+// moves an fp32 master weight by a last bit, and now and then that flips a bf16 value the kernels
+// see by a whole bf16 step (2^-8 relative). On one rank every run sums in the same order, so that
+// never happens. Across ranks it does, and with bf16 activations each flip spreads through every
+// activation it feeds: measured at 4 ranks, the runs drift to 1.3e-3 apart by step 30 and Adam
+// moves weights whose gradients are mostly rounding noise to 8e-3 apart, so a tolerance loose
+// enough for that would no longer tell a ZeRO error from noise. In fp32 the drift stays at fp32's
+// scale: lr 1e-3 keeps the losses within 5e-6 and the final weights within 3e-5 x max |p| (2 and 4
+// ranks), while the loss still falls from 5.53 to 4.11. Each comparison records its worst errors
+// as test properties (--gtest_output=xml:FILE).
 
 #include <gtest/gtest.h>
 
@@ -46,9 +49,17 @@ double tolerance() {
   return world_size() == 1 ? 1e-5 : 1e-4;
 }
 
+// The shared config in the compute type of this job's runs (above: bf16 on one rank, fp32 across
+// ranks).
+nlohmann::json job_config(std::int64_t micro_batch, std::int64_t accumulation = 1) {
+  nlohmann::json config = base_config(micro_batch, accumulation);
+  if (world_size() > 1) config["bf16"]["enabled"] = false;
+  return config;
+}
+
 // (a): stage 0, nothing offloaded, one rank, with the rows of the whole job in each micro-batch.
 nlohmann::json reference_config(std::int64_t accumulation = 1) {
-  return base_config(kMicroBatch * world_size(), accumulation);
+  return job_config(kMicroBatch * world_size(), accumulation);
 }
 
 // The ZeRO settings of these runs: small buckets and sub-groups, so that a step has several of
@@ -65,7 +76,7 @@ nlohmann::json zero_section(int stage) {
 
 nlohmann::json config_for(int stage, const std::string& param_device,
                           const std::string& optimizer_device, const std::string& nvme_path = "") {
-  return with_zero(base_config(kMicroBatch), zero_section(stage), param_device, optimizer_device,
+  return with_zero(job_config(kMicroBatch), zero_section(stage), param_device, optimizer_device,
                    nvme_path);
 }
 
@@ -163,7 +174,7 @@ TEST(ZeroEquivalence, Stage3NvmeKnobsChangeTrafficNotResults) {
 // and one nvme_path for every rank, in which each rank keeps its own directory.
 TEST(ZeroEquivalence, Stage3OnNvmeWithDefaultsAndOneNvmePathForAllRanksMatchesStage0) {
   TempDirectory swap(/*shared=*/true);
-  nlohmann::json config = base_config(kMicroBatch);
+  nlohmann::json config = job_config(kMicroBatch);
   nlohmann::json offload = {
       {"device", "nvme"}, {"nvme_path", swap.string()}, {"pin_memory", false}};
   config["zero_optimization"] = {
@@ -224,7 +235,10 @@ TEST(ZeroEquivalence, Stage3Fp16WithLossScalingMatchesStage0) {
     EXPECT_EQ(run.steps[i].loss_scale, expected.steps[i].loss_scale) << "step " << i + 1;
   }
   expect_losses_near(run, expected, tolerance());
-  expect_params_near(run, expected, tolerance());
+  // The kernels compute in fp16 here on every world size, so across ranks a parameter whose
+  // gradient is mostly rounding noise takes Adam steps of its own (measured: up to 3.4e-3 x max
+  // |p| apart at 2 ranks, while every loss stays within 1e-4); the losses hold the run to stage 0.
+  expect_params_near(run, expected, world_size() == 1 ? tolerance() : 5e-3);
 }
 
 // evaluate() runs the modules forward only, an order that differs from the trace the coordinator
