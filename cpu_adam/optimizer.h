@@ -105,7 +105,7 @@ void step(const LionConfig& config, std::int64_t step, StateSpan<P> p, std::span
           StateSpan<S> m, std::span<H> p_out, float grad_scale);
 
 // The GPU optimizer's twin: the same steps over fp32 arrays, computed as the CUDA kernel
-// (gpu/cuda/optimizer_kernels.cu) computes them, one element at a time with a fused multiply-add
+// (gpu/cuda/kernels/optimizer.cu) computes them, one element at a time with a fused multiply-add
 // wherever the SIMD kernels use one and a correctly rounded division and square root
 // (detail/fused_lane.h). It gives the kernel's bits on any x86-64 CPU, so the GPU's arithmetic is
 // tested against step() where there is no GPU (docs/cpu_adam.md states the bound), and the kernel

@@ -3,7 +3,7 @@
 // The arithmetic of the GPU optimizer, one element at a time: a fused multiply-add wherever the
 // update rules (update_rules.h) ask for one, as the AVX2 and AVX-512 kernels do, and a correctly
 // rounded division and square root. nvcc instantiates the update rules with it in
-// gpu/cuda/optimizer_kernels.cu, and the CPU runs the same instantiation as the GPU optimizer's
+// gpu/cuda/kernels/optimizer.cu, and the CPU runs the same instantiation as the GPU optimizer's
 // twin (fused_lane_kernels(), cpu_adam/optimizer.h's gpu_twin_step), so a test on a machine
 // without a GPU checks the arithmetic the GPU runs, and on a GPU the two agree bit for bit.
 //

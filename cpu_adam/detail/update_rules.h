@@ -2,7 +2,7 @@
 
 // The optimizers' update rules, written once over an arithmetic description `I` (see
 // kernel_impl.h for what I provides): the CPU kernels instantiate them with their SIMD levels
-// (kernel_impl.h), the CUDA optimizer (gpu/cuda/optimizer_kernels.cu) and its CPU twin with
+// (kernel_impl.h), the CUDA optimizer (gpu/cuda/kernels/optimizer.cu) and its CPU twin with
 // FusedLaneMath (fused_lane.h), one element per lane. Plain C++17 with no intrinsics, so nvcc
 // compiles it too; every function an I may run on the device is STRATA_HOST_DEVICE.
 

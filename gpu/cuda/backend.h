@@ -27,7 +27,8 @@ std::unique_ptr<Device> open_cuda_device(const DeviceOptions& options,
 // Collective over the World's ranks.
 std::unique_ptr<Comm> create_nccl_comm(World& world, Device& device);
 
-// The CUDA kernels and cuBLAS products behind gpu::Ops, for a CUDA device.
+// The CUDA kernels and cuBLASLt products behind gpu::Ops, for a CUDA device; `options.tf32` lets
+// fp32 products take TF32 inputs (gpu/ops.h).
 std::unique_ptr<Ops> create_cuda_ops(Device& device, OpsOptions options);
 
 // gpu::plain_copy on a CUDA device: cudaMemcpyAsync on cudaStreamPerThread, then its

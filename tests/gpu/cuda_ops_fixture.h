@@ -1,9 +1,10 @@
 #pragma once
 
 // What the CUDA op tests share: each tensor held on the host device and on the CUDA device from
-// the same bytes, every op run on both, and the results compared (bit for bit, or within a
-// scaled error with NaN in the same places). Without a usable GPU every test skips in SetUp
-// with one line saying why.
+// the same bytes, as float32, bfloat16 or float16; every op run on both; the results compared bit
+// for bit, or within a scaled error. A NaN fails a comparison unless the test says NaN is expected
+// (and then it must be NaN in the same places on both). Without a usable GPU every test skips in
+// SetUp with one line saying why.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,12 +12,14 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "base/half_bits.h"
 #include "gpu/ops.h"
 #include "tests/gpu/device_test_util.h"
 
@@ -50,18 +53,82 @@ inline double tolerance_for(i64 terms) {
   return std::max(2e-5, 8.0 * FLT_EPSILON * std::sqrt(static_cast<double>(terms)));
 }
 
+// The scaled error of one rounding apart in `type`: both backends compute in fp32 from the same
+// inputs and round once, so where their fp32 results differ by a few ulps the rounded values may
+// straddle a rounding boundary and differ by one ulp of the type. For an element no larger than
+// the largest, one ulp is at most 2^-7 of the largest value in bfloat16 (8 significant bits),
+// 2^-10 in float16 (11), 0 in float32 (the fp32 term is tolerance_for's).
+inline double rounding_tolerance(DataType type) {
+  switch (type) {
+    case DataType::bfloat16:
+      return std::ldexp(1.0, -7);
+    case DataType::float16:
+      return std::ldexp(1.0, -10);
+    default:
+      return 0.0;
+  }
+}
+
+// A result of `type` whose fp32 value sums `terms` values: rounding_tolerance + tolerance_for.
+inline double tolerance_for(DataType type, i64 terms) {
+  return rounding_tolerance(type) + tolerance_for(terms);
+}
+
+// A sum of k products on the GPU: for fp32, the fp32 sum's tolerance_for(k); for 16-bit inputs the
+// tensor cores multiply exactly but may truncate inside their block sums (Fasi, Higham, Mikaitis
+// and Pranesh, "Numerical behavior of NVIDIA tensor cores", PeerJ Computer Science, 2021), an
+// error that grows with k rather than with its square root: k * 2^-25 more.
+inline double sum_tolerance(DataType type, i64 k) {
+  const double truncation =
+      type == DataType::float32 ? 0.0 : std::ldexp(static_cast<double>(k), -25);
+  return tolerance_for(k) + truncation;
+}
+
+// A product's output of `type`: the sum's tolerance and one rounding of the type.
+inline double product_tolerance(DataType type, i64 k) {
+  return rounding_tolerance(type) + sum_tolerance(type, k);
+}
+
+// cuBLASLt does not document how its epilogue evaluates GELU's tanh, and GPU epilogues commonly
+// use the tanh.approx.f32 instruction (relative error near 2^-11): matmul_gelu_forward's out is
+// held to 2^-10 of its largest value beyond the product's tolerance, where the gelu kernel matches
+// the host to a few fp32 ulps. erf's GELU differs from tanh's by up to 4.7e-4 (at |x| = 2.7), which
+// cuda_matmul_test.cpp's TheFusedGeluIsTheTanhApproximation tells apart by its direction.
+inline constexpr double gelu_epilogue_tolerance = 1.0 / 1024;
+
+// An fp32 value stored in `type` (rounded to nearest even, base/half_bits.h) and back.
+inline float round_to(DataType type, float value) {
+  switch (type) {
+    case DataType::bfloat16:
+      return bf16_bits_to_float(float_to_bf16_bits(value));
+    case DataType::float16:
+      return fp16_bits_to_float(float_to_fp16_bits(value));
+    default:
+      return value;
+  }
+}
+
 enum class Side { host, cuda };
 
-// One tensor held on both devices.
+// What a comparison does with NaN: fail on any (an output an op left unwritten is NaN, since
+// outputs are poisoned), or require it in the same places on both (an op fed a NaN on purpose).
+enum class NanRule { fails, same_places };
+
+// One tensor held on both devices, its elements of `type`.
 struct Pair {
   DeviceBuffer host;
   DeviceBuffer cuda;
   i64 bytes = 0;
+  DataType type = DataType::float32;
 
   template <class T = float>
   T* on(Side side) const {
     return side == Side::host ? host.as<T>() : cuda.as<T>();
   }
+  // The tensor as the ops take it.
+  Tensor tensor(Side side) const { return Tensor(on<void>(side), type); }
+  // The tensor `elements` further on, for a pointer that is not aligned like the buffer.
+  Tensor tensor_at(Side side, i64 elements) const { return tensor(side).at(elements); }
 };
 
 class CudaOpsTest : public ::testing::Test {
@@ -76,11 +143,16 @@ class CudaOpsTest : public ::testing::Test {
     cuda_ = open_device(options);
     ASSERT_EQ(cuda_->kind(), DeviceKind::cuda);
     host_ops_ = create_ops(*host_);
-    cuda_ops_ = create_ops(*cuda_);
+    cuda_ops_ = create_ops(*cuda_, ops_options());
+    const char* replay = std::getenv("STRATA_CUDA_TEST_SEED");
+    seed_ = replay != nullptr ? std::strtoull(replay, nullptr, 10) : std::random_device{}();
+    std::printf("[ seed ] STRATA_CUDA_TEST_SEED=%llu\n", static_cast<unsigned long long>(seed_));
   }
 
   // The budget of each device; the real shapes need more than the small ones.
   virtual i64 budget_bytes() const { return i64{256} << 20; }
+  // The options of the CUDA ops (the host backend ignores them).
+  virtual OpsOptions ops_options() const { return {}; }
 
   void TearDown() override {
     pairs_.clear();
@@ -109,24 +181,78 @@ class CudaOpsTest : public ::testing::Test {
     return *pairs_.back();
   }
 
+  // `values` rounded to `type` (the same bits on both devices).
+  Pair& upload_as(DataType type, const std::vector<float>& values) {
+    if (type == DataType::float32) return upload(values);
+    std::vector<std::uint16_t> bits(values.size());
+    for (std::size_t i = 0; i < values.size(); ++i)
+      bits[i] = type == DataType::bfloat16 ? float_to_bf16_bits(values[i])
+                                           : float_to_fp16_bits(values[i]);
+    Pair& pair = upload(bits);
+    pair.type = type;
+    return pair;
+  }
+
+  // Values drawn from this run's seed (printed in SetUp; STRATA_CUDA_TEST_SEED replays it) in
+  // [low, high), none smaller than 1e-3 in magnitude (a gradient added onto is never zero), stored
+  // as `type`.
+  Pair& fresh(DataType type, i64 count, float low = -1.0f, float high = 1.0f) {
+    std::vector<float> values = random_floats(count, seed_ + next_++, low, high);
+    for (float& value : values) {
+      if (value > -1e-3f && value < 1e-3f) value = value < 0.0f ? -1e-3f : 1e-3f;
+    }
+    return upload_as(type, values);
+  }
+  Pair& fresh_tokens(i64 count, std::int32_t vocab) {
+    return upload(random_tokens(count, vocab, seed_ + next_++));
+  }
+
   Pair& zeros(i64 count) { return upload(std::vector<float>(static_cast<std::size_t>(count))); }
 
-  // `count` floats of NaN on both devices: an output an op should write, so that an element it
-  // leaves unwritten can never pass as a result.
-  Pair& poisoned(i64 count) {
-    return upload(std::vector<float>(static_cast<std::size_t>(count), std::nanf("")));
+  // `count` elements of `type` holding NaN on both devices: an output an op should write, so that
+  // an element it leaves unwritten can never pass as a result.
+  Pair& poisoned(i64 count, DataType type = DataType::float32) {
+    if (type == DataType::float32) {
+      return upload(std::vector<float>(static_cast<std::size_t>(count), std::nanf("")));
+    }
+    const std::uint16_t nan = type == DataType::bfloat16 ? 0x7fc0u : 0x7e00u;
+    Pair& pair = upload(std::vector<std::uint16_t>(static_cast<std::size_t>(count), nan));
+    pair.type = type;
+    return pair;
+  }
+
+  // The host side's bytes copied to the CUDA side: a backward then reads the same saved tensors
+  // (statistics, att) on both, so its comparison measures the backward alone.
+  void mirror(Pair& pair) {
+    std::vector<std::uint8_t> bytes = download<std::uint8_t>(Side::host, pair);
+    PinnedBuffer staging = cuda_->allocate_pinned(std::max<i64>(pair.bytes, 1));
+    if (pair.bytes > 0) std::memcpy(staging.data(), bytes.data(), bytes.size());
+    cuda_->compute_stream().copy(pair.cuda.data(), staging.data(), pair.bytes,
+                                 CopyKind::host_to_device);
+    cuda_->compute_stream().synchronize();
   }
 
   template <class T = float>
   std::vector<T> download(Side side, const Pair& pair) {
     std::vector<T> values(static_cast<std::size_t>(pair.bytes) / sizeof(T));
-    PinnedBuffer staging = device(side).allocate_pinned(pair.bytes);
+    PinnedBuffer staging = device(side).allocate_pinned(std::max<i64>(pair.bytes, 1));
     Stream& stream = device(side).compute_stream();
     stream.copy(staging.data(), side == Side::host ? pair.host.data() : pair.cuda.data(),
                 pair.bytes, CopyKind::device_to_host);
     stream.synchronize();
     if (pair.bytes > 0)
       std::memcpy(values.data(), staging.data(), static_cast<std::size_t>(pair.bytes));
+    return values;
+  }
+
+  // The pair's elements on `side`, widened to fp32 (exactly).
+  std::vector<float> widened(Side side, const Pair& pair) {
+    if (pair.type == DataType::float32) return download(side, pair);
+    std::vector<std::uint16_t> bits = download<std::uint16_t>(side, pair);
+    std::vector<float> values(bits.size());
+    for (std::size_t i = 0; i < bits.size(); ++i)
+      values[i] = pair.type == DataType::bfloat16 ? bf16_bits_to_float(bits[i])
+                                                  : fp16_bits_to_float(bits[i]);
     return values;
   }
 
@@ -139,14 +265,20 @@ class CudaOpsTest : public ::testing::Test {
     cuda_->synchronize();
   }
 
-  // max |cuda - host| / max |host| within `tolerance`, NaN in the same places.
-  void expect_close(const Pair& pair, const std::string& what, double tolerance) {
-    std::vector<float> expected = download(Side::host, pair);
-    std::vector<float> actual = download(Side::cuda, pair);
+  // max |cuda - host| / max |host| within `tolerance`. NaN fails, or with NanRule::same_places
+  // must sit in the same places on both sides.
+  void expect_close(const Pair& pair, const std::string& what, double tolerance,
+                    NanRule nan_rule = NanRule::fails) {
+    std::vector<float> expected = widened(Side::host, pair);
+    std::vector<float> actual = widened(Side::cuda, pair);
     ASSERT_EQ(actual.size(), expected.size());
     double max_difference = 0.0;
     double max_expected = 0.0;
     for (std::size_t i = 0; i < actual.size(); ++i) {
+      const bool nan_here = std::isnan(actual[i]) || std::isnan(expected[i]);
+      if (nan_here && nan_rule == NanRule::fails) {
+        FAIL() << what << "[" << i << "] is NaN: cuda " << actual[i] << ", host " << expected[i];
+      }
       ASSERT_EQ(std::isnan(actual[i]), std::isnan(expected[i]))
           << what << "[" << i << "]: cuda " << actual[i] << ", host " << expected[i];
       if (std::isnan(expected[i])) continue;
@@ -154,14 +286,26 @@ class CudaOpsTest : public ::testing::Test {
       max_expected = std::max(max_expected, std::abs(double{expected[i]}));
     }
     double error = max_difference / std::max(max_expected, 1e-30);
-    std::printf("[ measured ] %s: scaled error %.3g\n", what.c_str(), error);
+    std::printf("[ measured ] %s (%s): scaled error %.3g, tolerance %.3g\n", what.c_str(),
+                std::string(to_string(pair.type)).c_str(), error, tolerance);
     EXPECT_LE(error, tolerance) << what;
   }
 
+  // The same bytes on both sides.
   void expect_equal_bits(const Pair& pair, const std::string& what) {
     std::vector<std::uint8_t> expected = download<std::uint8_t>(Side::host, pair);
     std::vector<std::uint8_t> actual = download<std::uint8_t>(Side::cuda, pair);
     EXPECT_EQ(actual, expected) << what;
+  }
+
+  // The same bytes on both sides and no NaN among them: for an output poisoned before the op, where
+  // equal bits alone would pass an element neither side wrote.
+  void expect_equal_bits_written(const Pair& pair, const std::string& what) {
+    expect_equal_bits(pair, what);
+    std::vector<float> values = widened(Side::cuda, pair);
+    const auto nan =
+        std::find_if(values.begin(), values.end(), [](float v) { return std::isnan(v); });
+    EXPECT_EQ(nan, values.end()) << what << "[" << (nan - values.begin()) << "] is NaN";
   }
 
   std::unique_ptr<Device> host_;
@@ -169,6 +313,8 @@ class CudaOpsTest : public ::testing::Test {
   std::unique_ptr<Ops> host_ops_;
   std::unique_ptr<Ops> cuda_ops_;
   std::vector<std::unique_ptr<Pair>> pairs_;
+  std::uint64_t seed_ = 0;
+  std::uint64_t next_ = 0;
 };
 
 }  // namespace strata::gpu

@@ -5,7 +5,7 @@
 // namespace use; nothing here has external linkage.
 #include <cuda_runtime.h>
 
-#include "gpu/cuda/kernels.h"
+#include "gpu/cuda/kernels/element_types.h"
 
 namespace strata::gpu::cuda::kernels {
 namespace {

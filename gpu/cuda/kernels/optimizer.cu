@@ -1,15 +1,15 @@
 // The GPU optimizer: cpu_adam's update rules (cpu_adam/detail/update_rules.h) instantiated with
 // the GPU's arithmetic (cpu_adam/detail/fused_lane.h), one fused pass over a flat partition; and
-// the gradient norm, a deterministic two-pass sum of squares in double. See optimizer_kernels.h.
+// the gradient norm, a deterministic two-pass sum of squares in double. See optimizer.h.
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "base/half_bits.h"
 #include "cpu_adam/detail/fused_lane.h"
 #include "cpu_adam/detail/update_rules.h"
-#include "gpu/cuda/half_casts.cuh"
-#include "gpu/cuda/kernel_common.cuh"
-#include "gpu/cuda/optimizer_kernels.h"
+#include "gpu/cuda/kernels/common.cuh"
+#include "gpu/cuda/kernels/optimizer.h"
 
 namespace strata::gpu::cuda::kernels {
 namespace {
@@ -18,8 +18,8 @@ using cpu_adam::detail::FusedLaneMath;
 
 template <ParamCopy kCopy>
 __device__ void store_copy(std::uint16_t* copy, i64 i, float p) {
-  if constexpr (kCopy == ParamCopy::bf16) copy[i] = float_to_bf16(p);
-  if constexpr (kCopy == ParamCopy::fp16) copy[i] = float_to_fp16(p);
+  if constexpr (kCopy == ParamCopy::bf16) copy[i] = float_to_bf16_bits(p);
+  if constexpr (kCopy == ParamCopy::fp16) copy[i] = float_to_fp16_bits(p);
 }
 
 // Element i: loads, the update rule, stores.
@@ -56,11 +56,11 @@ __device__ void step_quad(const Op& op, const OptimizerPointers& a, i64 q) {
   if constexpr (kCopy != ParamCopy::none) {
     ushort4 bits;
     if constexpr (kCopy == ParamCopy::bf16) {
-      bits = make_ushort4(float_to_bf16(p.x), float_to_bf16(p.y), float_to_bf16(p.z),
-                          float_to_bf16(p.w));
+      bits = make_ushort4(float_to_bf16_bits(p.x), float_to_bf16_bits(p.y), float_to_bf16_bits(p.z),
+                          float_to_bf16_bits(p.w));
     } else {
-      bits = make_ushort4(float_to_fp16(p.x), float_to_fp16(p.y), float_to_fp16(p.z),
-                          float_to_fp16(p.w));
+      bits = make_ushort4(float_to_fp16_bits(p.x), float_to_fp16_bits(p.y), float_to_fp16_bits(p.z),
+                          float_to_fp16_bits(p.w));
     }
     reinterpret_cast<ushort4*>(a.copy)[q] = bits;
   }

@@ -1,17 +1,12 @@
 #pragma once
 
-#include <cuda_runtime.h>
-
-#include <cstdint>
-
 #include "cpu_adam/detail/kernels.h"
+#include "gpu/cuda/kernels/element_types.h"
 
 // The GPU optimizer and the gradient norm behind gpu::Ops (gpu/cuda/cuda_ops.cpp). Each launcher
 // enqueues on `stream` and returns the launch's status, never blocks. Plain C++17 (nvcc compiles
-// optimizer_kernels.cu as C++17); the per-call constants are cpu_adam's (cpu_adam/detail/args.h).
+// optimizer.cu as C++17); the per-call constants are cpu_adam's (cpu_adam/detail/args.h).
 namespace strata::gpu::cuda::kernels {
-
-using i64 = std::int64_t;
 
 // What the step writes besides the fp32 master: nothing, or the new parameters as bf16 or fp16.
 enum class ParamCopy { none, bf16, fp16 };

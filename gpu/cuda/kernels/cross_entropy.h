@@ -1,0 +1,23 @@
+#pragma once
+
+#include <cstdint>
+
+#include "gpu/cuda/kernels/element_types.h"
+
+// Fused softmax + cross-entropy on the GPU, the twin of gpu/host/kernels/cross_entropy.h, for
+// logits of T = float, __nv_bfloat16, __half (element_types.h). losses, lse, the mean loss and
+// dlosses are fp32.
+namespace strata::gpu::cuda::kernels {
+
+// One block per row, the exponentials summed in double; *loss_mean by one block in double.
+template <typename T>
+cudaError_t cross_entropy_forward(cudaStream_t stream, float* losses, float* lse, float* loss_mean,
+                                  const T* logits, const std::int32_t* targets, i64 rows, i64 vocab,
+                                  i64 vocab_padded);
+// OVERWRITES dlogits (the padded columns with 0), each element rounded once.
+template <typename T>
+cudaError_t cross_entropy_backward(cudaStream_t stream, T* dlogits, const T* logits,
+                                   const float* lse, const std::int32_t* targets,
+                                   const float* dlosses, i64 rows, i64 vocab, i64 vocab_padded);
+
+}  // namespace strata::gpu::cuda::kernels

@@ -1,0 +1,248 @@
+// Every CUDA op but the products (tests/gpu/cuda_matmul_test.cpp) in bfloat16 and float16 against
+// the host backend's same op, on odd toy shapes. Both backends widen the same 16-bit inputs to fp32
+// exactly, compute in fp32 and round each output once to nearest even with base/half_bits.h, so:
+// - where the fp32 arithmetic is the same on both (one add, a copy), the results are the same bits:
+//   residual_forward, residual_backward, embedding_forward, qkv_pack_forward and the q part of
+//   qkv_pack_backward;
+// - elsewhere the fp32 results differ by a few ulps (another summation order, the device's expf,
+//   cosf) and the rounded ones by at most one ulp of the type: tolerance_for(type, terms), 2^-7 of
+//   the largest value for bfloat16, 2^-10 for float16, plus the fp32 term;
+// - fp32 outputs (statistics, losses, parameter gradients) are within tolerance_for(terms), as in
+//   fp32, since their inputs are the same bits.
+// A backward reads the saved tensors of the host's forward on both sides (mirror), so that its
+// comparison is one rounding apart too. Outputs are NaN before the op and inputs come from this
+// run's seed; a NaN always fails. Without a usable GPU every test skips.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+
+#include "gpu/ops.h"
+#include "tests/gpu/cuda_ops_fixture.h"
+
+namespace strata::gpu {
+namespace {
+
+// batch 2, 7 positions, 12 channels in 3 heads of 4, 11 tokens padded to 16.
+constexpr i64 batch = 2;
+constexpr i64 seq_len = 7;
+constexpr i64 channels = 12;
+constexpr i64 heads = 3;
+constexpr i64 vocab = 11;
+constexpr i64 vocab_padded = 16;
+constexpr i64 rows = batch * seq_len;
+
+class Cuda16BitOpsTest : public CudaOpsTest, public ::testing::WithParamInterface<DataType> {
+ protected:
+  DataType type() const { return GetParam(); }
+};
+
+TEST_P(Cuda16BitOpsTest, AddsAndCopiesGiveTheHostsBits) {
+  const i64 n = rows * channels;
+  Pair& a = fresh(type(), n);
+  Pair& b = fresh(type(), n);
+  Pair& sum = poisoned(n, type());
+  Pair& dout = fresh(type(), n);
+  Pair& da = fresh(type(), n);
+  Pair& db = fresh(type(), n);
+  Pair& tokens = fresh_tokens(rows, vocab_padded);
+  Pair& wte = fresh(type(), vocab_padded * channels);
+  Pair& wpe = fresh(type(), (seq_len + 3) * channels);
+  Pair& embedded = poisoned(n, type());
+  Pair& token_only = poisoned(n, type());
+  both([&](Ops& ops, Stream& s, Side side) {
+    ops.residual_forward(s, sum.tensor(side), a.tensor(side), b.tensor(side), n);
+    ops.residual_backward(s, da.tensor(side), db.tensor(side), dout.tensor(side), n);
+    ops.embedding_forward(s, embedded.tensor(side), tokens.on<const std::int32_t>(side),
+                          wte.tensor(side), wpe.tensor(side), batch, seq_len, channels,
+                          vocab_padded);
+    ops.embedding_forward(s, token_only.tensor(side), tokens.on<const std::int32_t>(side),
+                          wte.tensor(side), ConstTensor(), batch, seq_len, channels, vocab_padded);
+  });
+  expect_equal_bits_written(sum, "residual_forward");
+  expect_equal_bits_written(da, "residual_backward da");
+  expect_equal_bits_written(db, "residual_backward db");
+  expect_equal_bits_written(embedded, "embedding_forward");
+  expect_equal_bits_written(token_only, "embedding_forward without positions");
+}
+
+TEST_P(Cuda16BitOpsTest, GeluAndSwigluMatchTheHost) {
+  const i64 n = 2049;
+  Pair& x = fresh(type(), n, -6.0f, 6.0f);
+  Pair& up = fresh(type(), n);
+  Pair& dout = fresh(type(), n);
+  Pair& gelu = poisoned(n, type());
+  Pair& dgelu = fresh(type(), n);
+  Pair& act = poisoned(n, type());
+  Pair& dgate = fresh(type(), n);
+  Pair& dup = fresh(type(), n);
+  both([&](Ops& ops, Stream& s, Side side) {
+    ops.gelu_forward(s, gelu.tensor(side), x.tensor(side), n);
+    ops.gelu_backward(s, dgelu.tensor(side), x.tensor(side), dout.tensor(side), n);
+    ops.swiglu_forward(s, act.tensor(side), x.tensor(side), up.tensor(side), n);
+    ops.swiglu_backward(s, dgate.tensor(side), dup.tensor(side), dout.tensor(side), x.tensor(side),
+                        up.tensor(side), n);
+  });
+  expect_close(gelu, "gelu_forward", tolerance_for(type(), 1));
+  expect_close(dgelu, "gelu_backward", tolerance_for(type(), 1));
+  expect_close(act, "swiglu_forward", tolerance_for(type(), 1));
+  expect_close(dgate, "swiglu_backward dgate", tolerance_for(type(), 1));
+  expect_close(dup, "swiglu_backward dup", tolerance_for(type(), 1));
+}
+
+TEST_P(Cuda16BitOpsTest, LayerNormMatchesTheHost) {
+  const i64 n = rows * channels;
+  Pair& inp = fresh(type(), n, -3.0f, 5.0f);
+  Pair& weight = fresh(type(), channels);
+  Pair& bias = fresh(type(), channels);
+  Pair& out = poisoned(n, type());
+  Pair& mean = poisoned(rows);
+  Pair& rstd = poisoned(rows);
+  both([&](Ops& ops, Stream& s, Side side) {
+    ops.layer_norm_forward(s, out.tensor(side), mean.on(side), rstd.on(side), inp.tensor(side),
+                           weight.tensor(side), bias.tensor(side), rows, channels);
+  });
+  expect_close(out, "layer_norm_forward out", tolerance_for(type(), channels));
+  expect_close(mean, "layer_norm_forward mean", tolerance_for(channels));
+  expect_close(rstd, "layer_norm_forward rstd", tolerance_for(channels));
+  mirror(mean);
+  mirror(rstd);
+  Pair& dout = fresh(type(), n);
+  Pair& dinp = fresh(type(), n);
+  Pair& dweight = fresh(DataType::float32, channels);
+  Pair& dbias = fresh(DataType::float32, channels);
+  both([&](Ops& ops, Stream& s, Side side) {
+    ops.layer_norm_backward(s, dinp.tensor(side), dweight.on(side), dbias.on(side),
+                            dout.tensor(side), inp.tensor(side), weight.tensor(side), mean.on(side),
+                            rstd.on(side), rows, channels);
+  });
+  expect_close(dinp, "layer_norm_backward dinp", tolerance_for(type(), channels));
+  expect_close(dweight, "layer_norm_backward dweight", tolerance_for(rows));
+  expect_close(dbias, "layer_norm_backward dbias", tolerance_for(rows));
+}
+
+TEST_P(Cuda16BitOpsTest, EmbeddingBackwardMatchesTheHost) {
+  Pair& tokens = fresh_tokens(rows, vocab_padded);
+  Pair& dout = fresh(type(), rows * channels);
+  Pair& dwte = fresh(DataType::float32, vocab_padded * channels);
+  Pair& dwpe = fresh(DataType::float32, (seq_len + 3) * channels);
+  both([&](Ops& ops, Stream& s, Side side) {
+    ops.embedding_backward(s, dwte.on(side), dwpe.on(side), dout.tensor(side),
+                           tokens.on<const std::int32_t>(side), batch, seq_len, channels,
+                           vocab_padded);
+  });
+  expect_close(dwte, "embedding_backward dwte", tolerance_for(rows));
+  expect_close(dwpe, "embedding_backward dwpe", tolerance_for(batch));
+}
+
+TEST_P(Cuda16BitOpsTest, AttentionMatchesTheHost) {
+  Pair& qkv = fresh(type(), rows * 3 * channels, -2.0f, 2.0f);
+  Pair& out = poisoned(rows * channels, type());
+  Pair& att = poisoned(batch * heads * seq_len * seq_len, type());
+  both([&](Ops& ops, Stream& s, Side side) {
+    ops.attention_forward(s, out.tensor(side), att.tensor(side), qkv.tensor(side), batch, seq_len,
+                          channels, heads);
+  });
+  expect_close(out, "attention_forward out", tolerance_for(type(), seq_len));
+  expect_close(att, "attention_forward att (every element written)",
+               tolerance_for(type(), seq_len));
+  mirror(att);
+  Pair& dout = fresh(type(), rows * channels);
+  Pair& dqkv = fresh(type(), rows * 3 * channels);
+  both([&](Ops& ops, Stream& s, Side side) {
+    ops.attention_backward(s, dqkv.tensor(side), dout.tensor(side), qkv.tensor(side),
+                           att.tensor(side), batch, seq_len, channels, heads);
+  });
+  expect_close(dqkv, "attention_backward dqkv", tolerance_for(type(), seq_len));
+}
+
+TEST_P(Cuda16BitOpsTest, CrossEntropyMatchesTheHost) {
+  Pair& logits = fresh(type(), rows * vocab_padded, -4.0f, 4.0f);
+  Pair& targets = fresh_tokens(rows, static_cast<std::int32_t>(vocab));
+  Pair& losses = poisoned(rows);
+  Pair& lse = poisoned(rows);
+  Pair& loss_mean = poisoned(1);
+  both([&](Ops& ops, Stream& s, Side side) {
+    ops.cross_entropy_forward(s, losses.on(side), lse.on(side), loss_mean.on(side),
+                              logits.tensor(side), targets.on<const std::int32_t>(side), rows,
+                              vocab, vocab_padded);
+  });
+  expect_close(losses, "cross_entropy_forward losses", tolerance_for(vocab));
+  expect_close(lse, "cross_entropy_forward lse", tolerance_for(vocab));
+  expect_close(loss_mean, "cross_entropy_forward loss_mean", tolerance_for(rows));
+  mirror(lse);
+  Pair& dlosses = poisoned(rows);
+  Pair& dlogits = poisoned(rows * vocab_padded, type());
+  both([&](Ops& ops, Stream& s, Side side) {
+    ops.fill(s, dlosses.on(side), 1.0f / static_cast<float>(rows), rows);
+    ops.cross_entropy_backward(s, dlogits.tensor(side), logits.tensor(side), lse.on(side),
+                               targets.on<const std::int32_t>(side), dlosses.on(side), rows, vocab,
+                               vocab_padded);
+  });
+  expect_close(dlogits, "cross_entropy_backward (overwrites, pads zeroed)",
+               tolerance_for(type(), 1));
+}
+
+// The Llama family: RMSNorm, grouped-query packing (two query heads of 6 over one kv head), the
+// rotary embedding in place on the packed q and k, and its transpose on a gradient.
+TEST_P(Cuda16BitOpsTest, LlamaOpsMatchTheHost) {
+  constexpr i64 q_heads = 2, kv_heads = 1, head_dim = 6;
+  constexpr i64 width = q_heads * head_dim, kv_width = kv_heads * head_dim;
+  Pair& inp = fresh(type(), rows * channels, -3.0f, 5.0f);
+  Pair& weight = fresh(type(), channels);
+  Pair& normed = poisoned(rows * channels, type());
+  Pair& rstd = poisoned(rows);
+  Pair& frequencies = upload(std::vector<float>{1.0f, 0.1f, 0.01f});
+  Pair& q = fresh(type(), rows * width);
+  Pair& k = fresh(type(), rows * kv_width);
+  Pair& v = fresh(type(), rows * kv_width);
+  Pair& qkv = poisoned(rows * 3 * width, type());
+  Pair& rotated = fresh(type(), rows * 3 * width);
+  both([&](Ops& ops, Stream& s, Side side) {
+    ops.rms_norm_forward(s, normed.tensor(side), rstd.on(side), inp.tensor(side),
+                         weight.tensor(side), 1e-6, rows, channels);
+    ops.qkv_pack_forward(s, qkv.tensor(side), q.tensor(side), k.tensor(side), v.tensor(side), rows,
+                         q_heads, kv_heads, head_dim);
+    ops.rope_forward(s, rotated.tensor(side), frequencies.on(side), batch, seq_len, 2 * q_heads,
+                     head_dim, 3 * width);
+  });
+  expect_close(normed, "rms_norm_forward", tolerance_for(type(), channels));
+  expect_close(rstd, "rms_norm_forward rstd", tolerance_for(channels));
+  expect_equal_bits_written(qkv, "qkv_pack_forward");
+  expect_close(rotated, "rope_forward", tolerance_for(type(), 2));
+  mirror(rstd);
+  Pair& dout = fresh(type(), rows * channels);
+  Pair& dinp = fresh(type(), rows * channels);
+  Pair& dweight = fresh(DataType::float32, channels);
+  Pair& dqkv = fresh(type(), rows * 3 * width);
+  Pair& dq = fresh(type(), rows * width);
+  Pair& dk = fresh(type(), rows * kv_width);
+  Pair& dv = fresh(type(), rows * kv_width);
+  Pair& drotated = fresh(type(), rows * 3 * width);
+  both([&](Ops& ops, Stream& s, Side side) {
+    ops.rms_norm_backward(s, dinp.tensor(side), dweight.on(side), dout.tensor(side),
+                          inp.tensor(side), weight.tensor(side), rstd.on(side), rows, channels);
+    ops.qkv_pack_backward(s, dq.tensor(side), dk.tensor(side), dv.tensor(side), dqkv.tensor(side),
+                          rows, q_heads, kv_heads, head_dim);
+    ops.rope_backward(s, drotated.tensor(side), frequencies.on(side), batch, seq_len, 2 * q_heads,
+                      head_dim, 3 * width);
+  });
+  expect_close(dinp, "rms_norm_backward dinp", tolerance_for(type(), channels));
+  expect_close(dweight, "rms_norm_backward dweight", tolerance_for(rows));
+  expect_equal_bits_written(dq, "qkv_pack_backward dq");
+  // Each kv head's gradient adds its query heads' in another order on each side (the host adds
+  // them one by one onto dk, the GPU sums them first).
+  expect_close(dk, "qkv_pack_backward dk", tolerance_for(type(), q_heads / kv_heads + 1));
+  expect_close(dv, "qkv_pack_backward dv", tolerance_for(type(), q_heads / kv_heads + 1));
+  expect_close(drotated, "rope_backward", tolerance_for(type(), 2));
+}
+
+std::string type_name(const ::testing::TestParamInfo<DataType>& info) {
+  return std::string(to_string(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, Cuda16BitOpsTest,
+                         ::testing::Values(DataType::bfloat16, DataType::float16), type_name);
+
+}  // namespace
+}  // namespace strata::gpu
