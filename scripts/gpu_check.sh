@@ -156,13 +156,23 @@ cuda, host = read(cuda_file), read(host_file)
 steps = sorted(set(cuda) & set(host))
 if not steps or len(steps) != len(host):
     sys.exit(f"losses: {cuda_file} has {len(cuda)} steps, {host_file} {len(host)}")
-worst = max(steps, key=lambda s: abs(cuda[s] - host[s]) / abs(host[s]))
+# Two devices sum in different orders, and in 16-bit compute a last-bit difference flips a
+# rounding now and then, so the runs drift apart step by step: each step is held to `tolerance`
+# over the first 20 steps, and the whole run by its 20-step means (within 10%, the tolerance
+# scripts/bench_compute_precision.sh states for bf16 against fp32).
+early = [s for s in steps if s <= 20]
+worst = max(early, key=lambda s: abs(cuda[s] - host[s]) / abs(host[s]))
 relative = abs(cuda[worst] - host[worst]) / abs(host[worst])
+mean = lambda losses, chunk: sum(losses[s] for s in chunk) / len(chunk)
+chunks = [steps[i:i + 20] for i in range(0, len(steps), 20)]
+gap = max(abs(mean(cuda, c) - mean(host, c)) / abs(mean(host, c)) for c in chunks)
 last = steps[-1]
+ok = relative <= tolerance and gap <= 0.1
 print(f"losses over {len(steps)} steps: last {cuda[last]:.4f} (cuda) {host[last]:.4f} (host); "
-      f"largest difference {relative:.2e} of the host's at step {worst} "
-      f"({'within' if relative <= tolerance else 'BEYOND'} {tolerance:g})")
-sys.exit(0 if relative <= tolerance else 1)
+      f"largest difference in the first 20 steps {relative:.2e} of the host's at step {worst} "
+      f"(limit {tolerance:g}), largest gap of 20-step means {gap:.2%} (limit 10%): "
+      f"{'within' if ok else 'BEYOND'}")
+sys.exit(0 if ok else 1)
 EOF
 }
 export -f compare_losses
@@ -227,6 +237,29 @@ gemm_bf16() {
 }
 export -f gemm_bf16
 
+# The SASS of strata's own kernels in BINARY (cuobjdump, from the CUDA toolkit where the machine
+# has one): accumulate_kernel adds a product it has rounded (FMUL then FADD, no FFMA, as the host
+# does), and the count of tensor-core instructions (HMMA/HGMMA) in strata's kernels, which leave
+# the products to cuBLASLt. Fails when accumulate_kernel has an FFMA or cuobjdump is missing.
+sass_check() {
+  local binary=$1 tool sass accumulate ffma
+  tool=$(command -v cuobjdump || true)
+  for candidate in /usr/local/cuda*/bin/cuobjdump; do
+    [[ -z $tool && -x $candidate ]] && tool=$candidate
+  done
+  if [[ -z $tool ]]; then
+    echo "sass: no cuobjdump on this machine (it comes with the CUDA toolkit)"
+    return 1
+  fi
+  sass=$("$tool" -sass "$binary")
+  accumulate=$(awk '/Function : / {on = /accumulate_kernel/} on' <<<"$sass")
+  ffma=$(grep -c FFMA <<<"$accumulate" || true)
+  echo "accumulate_kernel: $(grep -c FMUL <<<"$accumulate" || true) FMUL, $(grep -c FADD <<<"$accumulate" || true) FADD, $ffma FFMA"
+  echo "tensor-core instructions in strata's kernels: $(grep -cE 'HMMA|HGMMA' <<<"$sass" || true)"
+  [[ $ffma == 0 ]]
+}
+export -f sass_check
+
 plan_checks() {
   local out=$1
   local b=$2  # the unpacked bundle
@@ -238,12 +271,14 @@ plan_checks() {
   # may run to its limit.
   add_check bench_gemm_bf16 75 "mkdir -p $logs/gemm_bf16 && cd $logs/gemm_bf16 && gemm_bf16 $b/bin/strata $root/scripts/torch_matmul_peer.py $big"
   add_check gpu_device_tests 120 "$b/bin/strata_gpu_tests --gtest_filter='*cuda*' --gtest_output=json:$logs/gpu_device_tests.json"
-  add_check cuda_tests 240 "$b/bin/strata_gpu_cuda_tests --gtest_output=json:$logs/cuda_tests.json"
+  add_check cuda_tests 180 "$b/bin/strata_gpu_cuda_tests --gtest_filter='-Types/CudaRealShapesTest.*' --gtest_output=json:$logs/cuda_tests.json"
+  add_check sass 30 "sass_check $b/bin/strata_gpu_cuda_tests | tee $logs/sass.txt"
   add_check gpt_1p3b 180 "mkdir -p $logs/gpt_1p3b && cd $logs/gpt_1p3b && $b/bin/strata train --config $big --steps 6 --eval-every 1000 --metrics metrics.jsonl --out . --timeline timeline.png --timeline-step 2 && $peer strata --config $big --metrics metrics.jsonl --skip 2"
   add_check torch_peer 150 "$peer torch --config $big --steps 10 --warmup 3"
   add_check zero_stages 150 "mkdir -p $logs/zero && cd $logs/zero && failed=0 && for variant in 0:none:none 1:none:none 2:none:none 3:none:none 1:none:cpu 2:none:cpu 3:none:cpu 3:cpu:cpu; do IFS=: read -r stage param optimizer <<<\$variant; name=stage\${stage}_\${param}_\${optimizer}; zero_config $root/configs/demo_no_offload.json \$stage \$param \$optimizer \$PWD/\$name.json && train_pair \$name \$PWD/\$name.json 20 || failed=1; done; exit \$failed"
   add_check demo 240 "mkdir -p $logs/demo && cd $logs && train_pair demo $root/configs/demo.json 300 --timeline timeline.png --timeline-step 2"
   add_check hf_transformers 180 "python3 $root/scripts/hf_transformers_check.py --strata $b/bin/strata --work $logs/hf --device cuda"
+  add_check cuda_real_shapes 300 "$b/bin/strata_gpu_cuda_tests --gtest_filter='Types/CudaRealShapesTest.*' --gtest_output=json:$logs/cuda_real_shapes.json"
   add_check bench_device_optimizer 60 "for copy in none bf16; do $b/bin/strata bench device-optimizer --params 1310M --copy \$copy --json > $logs/bench_device_optimizer_\$copy.json && cat $logs/bench_device_optimizer_\$copy.json; done"
   add_check nccl_comm_np2 60 "mpirun -np 2 --oversubscribe $b/bin/strata_gpu_comm_tests --gtest_output=json:$logs/nccl_comm_np2.json"
   add_check bench_h2d 40 "$b/bin/strata bench h2d --size 1GiB --steps 5 --json > $logs/bench_h2d.json; cat $logs/bench_h2d.json"
