@@ -319,8 +319,16 @@ struct ModuleCall {
   std::vector<TensorViews> borrowed;
 };
 
-void Engine::State::run_forward(std::int64_t micro_batch) {
-  StepContext context{runtime.device, stream(), runtime.ops, micro_batch, 1.0f};
+float Engine::State::loss_gradient() const {
+  // The objective is loss_scale * mean over micro-batches of each micro-batch's mean loss.
+  return static_cast<float>(loss_scaler.scale() /
+                            static_cast<double>(config.batch.gradient_accumulation_steps));
+}
+
+void Engine::State::run_forward(std::int64_t micro_batch, bool training) {
+  StepContext context{
+      runtime.device, stream(), runtime.ops, micro_batch, training ? loss_gradient() : 1.0f,
+      training};
   std::span<Module* const> list = model.modules();
   for (std::size_t m = 0; m < list.size(); ++m) {
     const base::Timeline::Scope span("host", "forward", list[m]->name());
@@ -339,10 +347,7 @@ void Engine::State::run_forward(std::int64_t micro_batch) {
 }
 
 void Engine::State::run_backward(std::int64_t micro_batch, bool last_micro) {
-  // The objective is loss_scale * mean over micro-batches of each micro-batch's mean loss.
-  auto loss_gradient = static_cast<float>(
-      loss_scaler.scale() / static_cast<double>(config.batch.gradient_accumulation_steps));
-  StepContext context{runtime.device, stream(), runtime.ops, micro_batch, loss_gradient};
+  StepContext context{runtime.device, stream(), runtime.ops, micro_batch, loss_gradient(), true};
   std::span<Module* const> list = model.modules();
   for (std::size_t m = list.size(); m-- > 0;) {
     const base::Timeline::Scope span("host", "backward", list[m]->name());
@@ -563,7 +568,7 @@ StepStats Engine::train_batch(std::span<const std::int32_t> inputs,
       auto count = static_cast<std::size_t>(micro_tokens);
       const bool last = micro + 1 == accumulation;
       s.model.load_batch(s.stream(), inputs.subspan(at, count), targets.subspan(at, count));
-      s.run_forward(micro);
+      s.run_forward(micro, /*training=*/true);
       if (last && s.overlap) s.overlap->begin(s.guess_step(), s.step_io());
       s.run_backward(micro, last);
     }
@@ -642,7 +647,7 @@ double Engine::evaluate(std::span<const std::int32_t> inputs,
     auto at = static_cast<std::size_t>(micro * micro_tokens);
     auto count = static_cast<std::size_t>(micro_tokens);
     s.model.load_batch(s.stream(), inputs.subspan(at, count), targets.subspan(at, count));
-    s.run_forward(micro);
+    s.run_forward(micro, /*training=*/false);
   }
   s.average_losses(batches);
   s.stream().synchronize();

@@ -150,7 +150,10 @@ struct Engine::State {
   void initialise_states();
   // Reserves the step's device memory (its arena) when the budget has room for it.
   void reserve_step_memory();
-  void run_forward(std::int64_t micro_batch);
+  // `training`: a backward follows, so the loss's gradient may be written in the same pass.
+  void run_forward(std::int64_t micro_batch, bool training);
+  // d(step objective) / d(a micro-batch's mean loss): loss_scale / gradient_accumulation_steps.
+  float loss_gradient() const;
   void run_backward(std::int64_t micro_batch, bool last_micro);
   void average_losses(std::int64_t count);
   StepHyperparameters hyperparameters(float grad_scale) const;

@@ -47,6 +47,10 @@ struct StepContext {
   // loss_scale / gradient_accumulation_steps. The module that computes the loss seeds its
   // backward with it.
   float loss_gradient = 1.0f;
+  // True in a training step's forward, whose backward follows: the module that computes the loss
+  // may then write the loss's gradient in the same pass (gpu::Ops::cross_entropy_fused), with
+  // loss_gradient already set. False in an evaluation's forward.
+  bool backward_follows = false;
 };
 
 // One unit of the model the engine gathers, runs and releases as a whole (a transformer block,

@@ -107,6 +107,15 @@ class Ops {
                                       const float* dlosses, std::int64_t rows, std::int64_t vocab,
                                       std::int64_t vocab_padded) = 0;
 
+  // The loss and its gradient in one op, llm.c's fused_classifier: cross_entropy_forward (losses,
+  // lse, *loss_mean), then cross_entropy_backward written over `logits` itself, which holds the
+  // gradient afterwards (0 over the padded columns). The step's largest tensor is then never
+  // stored twice: the model keeps no separate dlogits.
+  virtual void cross_entropy_fused(Stream& stream, Tensor logits, float* losses, float* lse,
+                                   float* loss_mean, const std::int32_t* targets,
+                                   const float* dlosses, std::int64_t rows, std::int64_t vocab,
+                                   std::int64_t vocab_padded) = 0;
+
   // The Llama family (gpu/host/kernels/{rms_norm,rope,swiglu,qkv_pack}.h). rope_* rotate in
   // place (forward) and apply the transpose in place to a gradient (backward, which overwrites);
   // `inv_freq` is device memory of head_dim / 2 floats.

@@ -165,6 +165,15 @@ class CudaOps final : public Ops {
                                              dlosses, rows, v, vp);
     });
   }
+  void cross_entropy_fused(Stream& s, Tensor logits, float* losses, float* lse, float* loss_mean,
+                           const std::int32_t* targets, const float* dlosses, i64 rows, i64 v,
+                           i64 vp) override {
+    STRATA_ASSERT(v > 0 && v <= vp);
+    run(logits.type, "cross_entropy_fused", [&](auto e) {
+      return kernels::cross_entropy_fused(on(s), as(e, logits), losses, lse, loss_mean, targets,
+                                          dlosses, rows, v, vp);
+    });
+  }
 
   void rms_norm_forward(Stream& s, Tensor out, float* rstd, ConstTensor inp, ConstTensor weight,
                         double eps, i64 rows, i64 c) override {

@@ -253,6 +253,17 @@ class HostOps final : public Ops {
       dz.store();
     });
   }
+  void cross_entropy_fused(Stream& s, Tensor logits, float* losses, float* lse, float* loss_mean,
+                           const std::int32_t* targets, const float* dlosses, i64 rows, i64 v,
+                           i64 vp) override {
+    s.launch([=] {
+      // The backward reads each logit before it writes the same element: in place is safe.
+      Out z(logits, rows * vp, current);
+      k::cross_entropy_forward<float>(losses, lse, loss_mean, z.get(), targets, rows, v, vp);
+      k::cross_entropy_backward<float>(z.get(), z.get(), lse, targets, dlosses, rows, v, vp);
+      z.store();
+    });
+  }
   void rms_norm_forward(Stream& s, Tensor out, float* rstd, ConstTensor inp, ConstTensor weight,
                         double eps, i64 rows, i64 c) override {
     host::common_type({out, inp, weight});

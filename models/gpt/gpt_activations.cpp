@@ -55,7 +55,6 @@ void carve(Carver& carver, const GptShape& shape, bool checkpointing, gpu::DataT
   acts.lnf_rstd = carver.take<float>(rows);
   acts.dlnf = carver.take(t, rows * c);
   acts.logits = carver.take(t, rows * v);
-  acts.dlogits = carver.take(t, rows * v);
   acts.losses = carver.take<float>(rows);
   acts.lse = carver.take<float>(rows);
   acts.dlosses = carver.take<float>(rows);

@@ -67,12 +67,12 @@ class GptActivations {
   float* lnf_mean = nullptr;  // (rows)
   float* lnf_rstd = nullptr;  // (rows)
   gpu::Tensor dlnf;           // (rows, C)
-  gpu::Tensor logits;         // (rows, V)
-  gpu::Tensor dlogits;        // (rows, V)
+  gpu::Tensor logits;         // (rows, V), then their gradient (models/classifier.h)
   float* losses = nullptr;    // (rows)
   float* lse = nullptr;       // (rows)
   float* dlosses = nullptr;   // (rows)
   float* loss = nullptr;      // (1)
+  bool logits_hold_gradient = false;
 
   BlockActivations& block(std::int64_t layer);
 

@@ -4,6 +4,7 @@
 
 #include "gpu/ops.h"
 #include "gpu/stream.h"
+#include "models/classifier.h"
 
 namespace strata::models {
 namespace {
@@ -173,8 +174,8 @@ void GptHead::forward(StepContext& context, const TensorViews& params,
   ops.layer_norm_forward(context.stream, acts.lnf, acts.lnf_mean, acts.lnf_rstd,
                          acts.residual.back(), params[0], params[1], rows, c);
   ops.matmul_forward(context.stream, acts.logits, acts.lnf, wte, nullptr, rows, c, s.vocab);
-  ops.cross_entropy_forward(context.stream, acts.losses, acts.lse, acts.loss, acts.logits,
-                            acts.targets, rows, s.vocab, s.vocab);
+  classify(context, acts.logits, acts.losses, acts.lse, acts.loss, acts.dlosses, acts.targets, rows,
+           s.vocab, acts.logits_hold_gradient);
 }
 
 void GptHead::backward(StepContext& context, const TensorViews& params,
@@ -186,14 +187,12 @@ void GptHead::backward(StepContext& context, const TensorViews& params,
   gpu::Stream& stream = context.stream;
   std::int64_t rows = s.rows(), c = s.d_model;
   const gpu::Tensor dx = acts.dresidual[s.n_layer % 2];
-  // d(objective)/d(losses[row]) = loss_gradient / rows, since the loss is the mean over rows.
-  ops.fill(stream, acts.dlosses, context.loss_gradient / static_cast<float>(rows), rows);
-  ops.cross_entropy_backward(stream, acts.dlogits, acts.logits, acts.lse, acts.targets,
-                             acts.dlosses, rows, s.vocab, s.vocab);
+  logits_gradient(context, acts.logits, acts.lse, acts.dlosses, acts.targets, rows, s.vocab,
+                  acts.logits_hold_gradient);
   zero(context, acts.dlnf, rows * c);
   zero(context, dx, rows * c);
-  ops.matmul_backward(stream, acts.dlnf, borrowed_grads[0][0].f32(), nullptr, acts.dlogits,
-                      acts.lnf, borrowed[0][0], rows, c, s.vocab);
+  ops.matmul_backward(stream, acts.dlnf, borrowed_grads[0][0].f32(), nullptr, acts.logits, acts.lnf,
+                      borrowed[0][0], rows, c, s.vocab);
   ops.layer_norm_backward(stream, dx, grads[0].f32(), grads[1].f32(), acts.dlnf,
                           acts.residual.back(), params[0], acts.lnf_mean, acts.lnf_rstd, rows, c);
 }

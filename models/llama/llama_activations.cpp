@@ -63,7 +63,6 @@ void carve(ActivationCarver& carver, const LlamaShape& s, bool checkpointing, gp
   acts.norm_rstd = carver.take<float>(rows);
   acts.dnorm = carver.take(t, rows * c);
   acts.logits = carver.take(t, rows * v);
-  acts.dlogits = carver.take(t, rows * v);
   acts.losses = carver.take<float>(rows);
   acts.lse = carver.take<float>(rows);
   acts.dlosses = carver.take<float>(rows);

@@ -71,12 +71,12 @@ class LlamaActivations {
   gpu::Tensor norm;            // (rows, C): the final RMSNorm
   float* norm_rstd = nullptr;  // (rows)
   gpu::Tensor dnorm;           // (rows, C)
-  gpu::Tensor logits;          // (rows, V)
-  gpu::Tensor dlogits;         // (rows, V)
+  gpu::Tensor logits;          // (rows, V), then their gradient (models/classifier.h)
   float* losses = nullptr;     // (rows)
   float* lse = nullptr;        // (rows)
   float* dlosses = nullptr;    // (rows)
   float* loss = nullptr;       // (1)
+  bool logits_hold_gradient = false;
 
   LlamaBlockActivations& block(std::int64_t layer);
 

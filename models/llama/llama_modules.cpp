@@ -6,6 +6,7 @@
 
 #include "gpu/ops.h"
 #include "gpu/stream.h"
+#include "models/classifier.h"
 
 namespace strata::models {
 namespace {
@@ -204,8 +205,8 @@ void LlamaHead::forward(StepContext& context, const TensorViews& params,
   ops.rms_norm_forward(context.stream, acts.norm, acts.norm_rstd, acts.residual.back(), params[0],
                        s.rms_norm_eps, rows, c);
   ops.matmul_forward(context.stream, acts.logits, acts.norm, head, nullptr, rows, c, s.vocab);
-  ops.cross_entropy_forward(context.stream, acts.losses, acts.lse, acts.loss, acts.logits,
-                            acts.targets, rows, s.vocab, s.vocab);
+  classify(context, acts.logits, acts.losses, acts.lse, acts.loss, acts.dlosses, acts.targets, rows,
+           s.vocab, acts.logits_hold_gradient);
 }
 
 void LlamaHead::backward(StepContext& context, const TensorViews& params,
@@ -219,13 +220,11 @@ void LlamaHead::backward(StepContext& context, const TensorViews& params,
   const gpu::Tensor head = s.tied_head ? borrowed[0][0] : params[1];
   float* dhead = s.tied_head ? borrowed_grads[0][0].f32() : grads[1].f32();
   const gpu::Tensor dx = acts.dresidual[s.n_layer % 2];
-  // d(objective)/d(losses[row]) = loss_gradient / rows, since the loss is the mean over rows.
-  ops.fill(stream, acts.dlosses, context.loss_gradient / static_cast<float>(rows), rows);
-  ops.cross_entropy_backward(stream, acts.dlogits, acts.logits, acts.lse, acts.targets,
-                             acts.dlosses, rows, s.vocab, s.vocab);
+  logits_gradient(context, acts.logits, acts.lse, acts.dlosses, acts.targets, rows, s.vocab,
+                  acts.logits_hold_gradient);
   zero(context, acts.dnorm, rows * c);
   zero(context, dx, rows * c);
-  ops.matmul_backward(stream, acts.dnorm, dhead, nullptr, acts.dlogits, acts.norm, head, rows, c,
+  ops.matmul_backward(stream, acts.dnorm, dhead, nullptr, acts.logits, acts.norm, head, rows, c,
                       s.vocab);
   ops.rms_norm_backward(stream, dx, grads[0].f32(), acts.dnorm, acts.residual.back(), params[0],
                         acts.norm_rstd, rows, c);

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <tuple>
 #include <vector>
 
 #include "gpu/host/kernels/gelu.h"
@@ -194,6 +195,44 @@ TEST_P(GptOpsPrecision, CrossEntropy) {
   // (softmax - one-hot) / rows in fp32, rounded once. The smallest probabilities are fp16
   // subnormals, whose absolute error of 2^-25 is far below u of the largest gradient.
   expect_close("cross_entropy_backward dlogits", dlogits, 2 * u());
+}
+
+// The fused classifier is the forward, then the backward written over the logits, to the bit, in
+// every type: what a training step computes does not change with the fusion.
+TEST_P(GptOpsPrecision, CrossEntropyFusedIsTheForwardThenTheBackwardInPlace) {
+  const Pair logits = input(rows * vocab_padded, -4.0f, 4.0f);
+  Pair fused = output(rows * vocab_padded);
+  const DeviceBuffer targets = upload(draw_tokens(rows, vocab));
+  const DeviceBuffer dlosses = upload(std::vector<float>(rows, 0.5f / static_cast<float>(rows)));
+  Pair losses = fp32_output(rows), lse = fp32_output(rows), loss_mean = fp32_output(1);
+  Pair fused_losses = fp32_output(rows), fused_lse = fp32_output(rows);
+  Pair fused_mean = fp32_output(1), dlogits = output(rows * vocab_padded);
+  for (bool r : both_runs) {
+    DeviceBuffer& in_place = r ? fused.reference : fused.tested;
+    const DeviceBuffer& source = r ? logits.reference : logits.tested;
+    std::memcpy(in_place.data(), source.data(), static_cast<std::size_t>(source.bytes()));
+    const auto* target = targets.as<std::int32_t>();
+    ops_->cross_entropy_forward(stream(), losses.floats(r), lse.floats(r), loss_mean.floats(r),
+                                logits.in(r), target, rows, vocab, vocab_padded);
+    ops_->cross_entropy_backward(stream(), dlogits.in(r), logits.in(r), lse.floats(r), target,
+                                 dlosses.as<float>(), rows, vocab, vocab_padded);
+    ops_->cross_entropy_fused(stream(), fused.in(r), fused_losses.floats(r), fused_lse.floats(r),
+                              fused_mean.floats(r), target, dlosses.as<float>(), rows, vocab,
+                              vocab_padded);
+  }
+  stream().synchronize();
+  for (const auto& [what, a, b] : {std::tuple{"gradient", &fused, &dlogits},
+                                   std::tuple{"losses", &fused_losses, &losses},
+                                   std::tuple{"lse", &fused_lse, &lse},
+                                   std::tuple{"loss_mean", &fused_mean, &loss_mean}}) {
+    for (bool r : both_runs) {
+      const DeviceBuffer& x = r ? a->reference : a->tested;
+      const DeviceBuffer& y = r ? b->reference : b->tested;
+      ASSERT_EQ(x.bytes(), y.bytes());
+      EXPECT_EQ(std::memcmp(x.data(), y.data(), static_cast<std::size_t>(x.bytes())), 0)
+          << what << (r ? " (fp32 run)" : " (16-bit run)");
+    }
+  }
 }
 
 // The 16-bit path of an elementwise op is, bit for bit, the fp32 kernel on the widened inputs

@@ -59,7 +59,65 @@ __global__ void cross_entropy_backward_kernel(T* dlogits, const T* logits, const
   }
 }
 
+template <typename T>
+__global__ void cross_entropy_fused_kernel(T* logits, float* losses, float* lse,
+                                           const std::int32_t* targets, const float* dlosses,
+                                           i64 vocab, i64 vocab_padded) {
+  __shared__ float max_scratch[threads_per_block / warp_size];
+  __shared__ double sum_scratch[threads_per_block / warp_size];
+  const i64 row = blockIdx.x;
+  const i64 target = targets[row];
+  if (target < 0 || target >= vocab) __trap();
+  T* x = logits + row * vocab_padded;
+  // Read before the barriers in block_max and block_sum, so before any thread writes the row.
+  const float target_logit = threadIdx.x == 0 ? widen(x[target]) : 0.0f;
+  float running_max = -INFINITY;
+  double running_sum = 0.0;
+  for (i64 c = threadIdx.x; c < vocab; c += blockDim.x) {
+    const float value = widen(x[c]);
+    if (value > running_max) {
+      running_sum *= exp(static_cast<double>(running_max) - static_cast<double>(value));
+      running_max = value;
+    }
+    running_sum += expf(value - running_max);
+  }
+  const float row_max = block_max(running_max, max_scratch);
+  // A thread that saw no column (or only -inf) adds nothing.
+  const double mine =
+      running_max == -INFINITY
+          ? 0.0
+          : running_sum * exp(static_cast<double>(running_max) - static_cast<double>(row_max));
+  const double sum = block_sum(mine, sum_scratch);
+  const double row_lse_double = static_cast<double>(row_max) + log(sum);
+  const float row_lse = static_cast<float>(row_lse_double);
+  if (threadIdx.x == 0) {
+    lse[row] = row_lse;
+    losses[row] = static_cast<float>(row_lse_double - static_cast<double>(target_logit));
+  }
+  const float dloss = dlosses[row];
+  for (i64 c = threadIdx.x; c < vocab_padded; c += blockDim.x) {
+    if (c >= vocab) {
+      x[c] = narrow<T>(0.0f);
+      continue;
+    }
+    const float indicator = c == target ? 1.0f : 0.0f;
+    x[c] = narrow<T>((expf(widen(x[c]) - row_lse) - indicator) * dloss);
+  }
+}
+
 }  // namespace
+
+template <typename T>
+cudaError_t cross_entropy_fused(cudaStream_t stream, T* logits, float* losses, float* lse,
+                                float* loss_mean, const std::int32_t* targets, const float* dlosses,
+                                i64 rows, i64 vocab, i64 vocab_padded) {
+  if (rows > 0) {
+    cross_entropy_fused_kernel<<<static_cast<unsigned>(rows), threads_per_block, 0, stream>>>(
+        logits, losses, lse, targets, dlosses, vocab, vocab_padded);
+  }
+  mean_kernel<<<1, threads_per_block, 0, stream>>>(loss_mean, losses, rows);
+  return cudaGetLastError();
+}
 
 template <typename T>
 cudaError_t cross_entropy_forward(cudaStream_t stream, float* losses, float* lse, float* loss_mean,
@@ -83,11 +141,13 @@ cudaError_t cross_entropy_backward(cudaStream_t stream, T* dlogits, const T* log
   return cudaGetLastError();
 }
 
-#define STRATA_INSTANTIATE(T)                                                                   \
-  template cudaError_t cross_entropy_forward<T>(cudaStream_t, float*, float*, float*, const T*, \
-                                                const std::int32_t*, i64, i64, i64);            \
-  template cudaError_t cross_entropy_backward<T>(                                               \
-      cudaStream_t, T*, const T*, const float*, const std::int32_t*, const float*, i64, i64, i64);
+#define STRATA_INSTANTIATE(T)                                                                      \
+  template cudaError_t cross_entropy_forward<T>(cudaStream_t, float*, float*, float*, const T*,    \
+                                                const std::int32_t*, i64, i64, i64);               \
+  template cudaError_t cross_entropy_backward<T>(                                                  \
+      cudaStream_t, T*, const T*, const float*, const std::int32_t*, const float*, i64, i64, i64); \
+  template cudaError_t cross_entropy_fused<T>(cudaStream_t, T*, float*, float*, float*,            \
+                                              const std::int32_t*, const float*, i64, i64, i64);
 STRATA_CUDA_FOR_EACH_ELEMENT(STRATA_INSTANTIATE)
 #undef STRATA_INSTANTIATE
 

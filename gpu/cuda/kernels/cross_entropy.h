@@ -20,4 +20,14 @@ cudaError_t cross_entropy_backward(cudaStream_t stream, T* dlogits, const T* log
                                    const float* lse, const std::int32_t* targets,
                                    const float* dlosses, i64 rows, i64 vocab, i64 vocab_padded);
 
+// Both in one kernel, the gradient written over the logits: one block per row reads the row once
+// for its maximum and sum (an online softmax: each thread rescales its running sum when its
+// maximum grows, the sums in double), then once more to write the gradient in place. The target's
+// logit is read before any element is written. lse's bits may differ from the two-pass forward's
+// in the last place (the sums run in another order); *loss_mean as the forward's.
+template <typename T>
+cudaError_t cross_entropy_fused(cudaStream_t stream, T* logits, float* losses, float* lse,
+                                float* loss_mean, const std::int32_t* targets, const float* dlosses,
+                                i64 rows, i64 vocab, i64 vocab_padded);
+
 }  // namespace strata::gpu::cuda::kernels
