@@ -136,24 +136,8 @@ TEST_P(Cuda16BitOpsTest, EmbeddingBackwardMatchesTheHost) {
 }
 
 TEST_P(Cuda16BitOpsTest, AttentionMatchesTheHost) {
-  Pair& qkv = fresh(type(), rows * 3 * channels, -2.0f, 2.0f);
-  Pair& out = poisoned(rows * channels, type());
-  Pair& att = poisoned(batch * heads * seq_len * seq_len, type());
-  both([&](Ops& ops, Stream& s, Side side) {
-    ops.attention_forward(s, out.tensor(side), att.tensor(side), qkv.tensor(side), batch, seq_len,
-                          channels, heads);
-  });
-  expect_close(out, "attention_forward out", tolerance_for(type(), seq_len));
-  expect_close(att, "attention_forward att (every element written)",
-               tolerance_for(type(), seq_len));
-  mirror(att);
-  Pair& dout = fresh(type(), rows * channels);
-  Pair& dqkv = fresh(type(), rows * 3 * channels);
-  both([&](Ops& ops, Stream& s, Side side) {
-    ops.attention_backward(s, dqkv.tensor(side), dout.tensor(side), qkv.tensor(side),
-                           att.tensor(side), batch, seq_len, channels, heads);
-  });
-  expect_close(dqkv, "attention_backward dqkv", tolerance_for(type(), seq_len));
+  for (const AttentionCase& c : attention_toy_cases())
+    expect_attention_matches(type(), c);
 }
 
 TEST_P(Cuda16BitOpsTest, CrossEntropyMatchesTheHost) {
