@@ -347,27 +347,30 @@ class CudaOpsTest : public ::testing::Test {
   // attention_forward and attention_backward in `type` on both devices from the same qkv, dout
   // and dqkv (which the backward adds onto): out and lse are NaN before the forward; the backward
   // then reads the host forward's out and lse on both sides (mirror), so that its comparison
-  // measures the backward alone.
-  void expect_attention_matches(DataType type, const AttentionCase& c) {
-    Pair& qkv = fresh(type, c.rows() * c.qkv_width(), -2.0f, 2.0f);
+  // measures the backward alone. qkv and dqkv start `qkv_offset` elements into their buffers (an
+  // odd offset leaves them unaligned).
+  void expect_attention_matches(DataType type, const AttentionCase& c, i64 qkv_offset = 0) {
+    const i64 qkv_count = qkv_offset + c.rows() * c.qkv_width();
+    Pair& qkv = fresh(type, qkv_count, -2.0f, 2.0f);
     Pair& out = poisoned(c.rows() * c.heads * c.head_dim, type);
     Pair& lse = poisoned(c.batch * c.heads * c.seq_len);
+    const std::string name = c.name() + (qkv_offset != 0 ? " unaligned" : "");
     both([&](Ops& ops, Stream& s, Side side) {
-      ops.attention_forward(s, out.tensor(side), lse.on(side), qkv.tensor(side), c.batch, c.seq_len,
-                            c.heads, c.kv_heads, c.head_dim);
+      ops.attention_forward(s, out.tensor(side), lse.on(side), qkv.tensor_at(side, qkv_offset),
+                            c.batch, c.seq_len, c.heads, c.kv_heads, c.head_dim);
     });
-    expect_close(out, "attention_forward out " + c.name(), attention_out_tolerance(type, c));
-    expect_close(lse, "attention_forward lse " + c.name(), attention_lse_tolerance(type, c));
+    expect_close(out, "attention_forward out " + name, attention_out_tolerance(type, c));
+    expect_close(lse, "attention_forward lse " + name, attention_lse_tolerance(type, c));
     mirror(out);
     mirror(lse);
     Pair& dout = fresh(type, c.rows() * c.heads * c.head_dim);
-    Pair& dqkv = fresh(type, c.rows() * c.qkv_width());
+    Pair& dqkv = fresh(type, qkv_count);
     both([&](Ops& ops, Stream& s, Side side) {
-      ops.attention_backward(s, dqkv.tensor(side), dout.tensor(side), qkv.tensor(side),
-                             out.tensor(side), lse.on(side), c.batch, c.seq_len, c.heads,
-                             c.kv_heads, c.head_dim);
+      ops.attention_backward(s, dqkv.tensor_at(side, qkv_offset), dout.tensor(side),
+                             qkv.tensor_at(side, qkv_offset), out.tensor(side), lse.on(side),
+                             c.batch, c.seq_len, c.heads, c.kv_heads, c.head_dim);
     });
-    expect_close(dqkv, "attention_backward dqkv " + c.name(), attention_dqkv_tolerance(type, c));
+    expect_close(dqkv, "attention_backward dqkv " + name, attention_dqkv_tolerance(type, c));
   }
 
   // The same bytes on both sides.

@@ -8,6 +8,7 @@
 
 #include <type_traits>
 
+#include "gpu/cuda/kernels/attention_mma.h"
 #include "gpu/cuda/kernels/attention_rows.cuh"
 #include "gpu/cuda/kernels/common.cuh"
 #include "gpu/cuda/kernels/element.cuh"
@@ -284,6 +285,10 @@ cudaError_t attention_forward(cudaStream_t stream, T* out, float* lse, const T* 
   if (!attention_shape_valid(shape)) return cudaErrorInvalidValue;
   const i64 rows = shape.batch * shape.heads * shape.seq_len;
   if (rows == 0) return cudaSuccess;
+  if constexpr (!std::is_same_v<T, float>) {
+    if (attention_mma_takes(shape.head_dim, qkv))
+      return attention_forward_mma(stream, out, lse, qkv, shape);
+  }
   const float scale = attention_scale(shape.head_dim);
   return with_columns_per_lane(shape.head_dim, [&](auto per_lane) {
     attention_forward_kernel<T, decltype(per_lane)::value>

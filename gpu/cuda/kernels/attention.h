@@ -23,8 +23,11 @@ struct AttentionShape {
   i64 head_dim = 0;  // 1 to attention_head_dim_max
 };
 
-// out and lse, the log-sum-exp of each query row's scaled scores: a warp per query row, an online
-// softmax over the keys, in fp32 throughout.
+// out and lse, the log-sum-exp of each query row's scaled scores, by an online softmax over the
+// keys. bfloat16 and float16 at head_dim 64 and 128 run on the tensor cores (attention_mma.h,
+// where the probabilities are rounded to the element type before they multiply v, as in
+// FlashAttention-2); every other case runs a warp per query row on CUDA cores, in fp32
+// throughout.
 template <typename T>
 cudaError_t attention_forward(cudaStream_t stream, T* out, float* lse, const T* qkv,
                               AttentionShape shape);
