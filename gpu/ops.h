@@ -81,12 +81,20 @@ class Ops {
                                std::int64_t rows, std::int64_t in_channels,
                                std::int64_t out_channels) = 0;
 
-  virtual void attention_forward(Stream& stream, Tensor out, Tensor att, ConstTensor qkv,
-                                 std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
-                                 std::int64_t heads) = 0;
+  // Causal self-attention without the T x T matrix (FlashAttention-2's algorithm). `heads` query
+  // heads attend over `kv_heads` key/value heads (grouped-query attention: query head h reads kv
+  // head h / (heads / kv_heads)), each of `head_dim`, read in place from the rows of `qkv`:
+  // [q (heads x head_dim) | k (kv_heads x head_dim) | v (kv_heads x head_dim)] per token. `out`
+  // is (rows, heads x head_dim). The forward saves only `lse`, (batch, heads, seq_len) in fp32:
+  // each query row's log-sum-exp of its scaled scores. The backward recomputes the probabilities
+  // from it and from the forward's `out`, and adds the gradients into dqkv.
+  virtual void attention_forward(Stream& stream, Tensor out, float* lse, ConstTensor qkv,
+                                 std::int64_t batch, std::int64_t seq_len, std::int64_t heads,
+                                 std::int64_t kv_heads, std::int64_t head_dim) = 0;
   virtual void attention_backward(Stream& stream, Tensor dqkv, ConstTensor dout, ConstTensor qkv,
-                                  ConstTensor att, std::int64_t batch, std::int64_t seq_len,
-                                  std::int64_t channels, std::int64_t heads) = 0;
+                                  ConstTensor out, const float* lse, std::int64_t batch,
+                                  std::int64_t seq_len, std::int64_t heads, std::int64_t kv_heads,
+                                  std::int64_t head_dim) = 0;
 
   virtual void gelu_forward(Stream& stream, Tensor out, ConstTensor inp, std::int64_t n) = 0;
   virtual void gelu_backward(Stream& stream, Tensor dinp, ConstTensor inp, ConstTensor dout,

@@ -240,9 +240,10 @@ export -f gemm_bf16
 # The SASS of strata's own kernels in BINARY (cuobjdump, from the CUDA toolkit where the machine
 # has one): accumulate_kernel adds a product it has rounded (FMUL then FADD, no FFMA, as the host
 # does), and the count of tensor-core instructions (HMMA/HGMMA) in strata's kernels, which leave
-# the products to cuBLASLt. Fails when accumulate_kernel has an FFMA or cuobjdump is missing.
+# the products to cuBLASLt but for the attention forward's. Fails when accumulate_kernel has an
+# FFMA, attention_forward_mma_kernel has no HMMA, or cuobjdump is missing.
 sass_check() {
-  local binary=$1 tool sass accumulate ffma
+  local binary=$1 tool sass accumulate ffma attention_hmma
   tool=$(command -v cuobjdump || true)
   for candidate in /usr/local/cuda*/bin/cuobjdump; do
     [[ -z $tool && -x $candidate ]] && tool=$candidate
@@ -256,7 +257,10 @@ sass_check() {
   ffma=$(grep -c FFMA <<<"$accumulate" || true)
   echo "accumulate_kernel: $(grep -c FMUL <<<"$accumulate" || true) FMUL, $(grep -c FADD <<<"$accumulate" || true) FADD, $ffma FFMA"
   echo "tensor-core instructions in strata's kernels: $(grep -cE 'HMMA|HGMMA' <<<"$sass" || true)"
-  [[ $ffma == 0 ]]
+  attention_hmma=$(awk '/Function : / {on = /attention_forward_mma_kernel/} on' <<<"$sass" |
+    grep -c HMMA || true)
+  echo "of them in attention_forward_mma_kernel: $attention_hmma"
+  [[ $ffma == 0 && $attention_hmma -gt 0 ]]
 }
 export -f sass_check
 

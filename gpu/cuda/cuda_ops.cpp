@@ -106,23 +106,23 @@ class CudaOps final : public Ops {
     matmul_.backward(s, dinp, dweight, dbias, dout, inp, weight, rows, in, out_channels);
   }
 
-  void attention_forward(Stream& s, Tensor out, Tensor att, ConstTensor qkv, i64 b, i64 t, i64 c,
-                         i64 heads) override {
-    STRATA_ASSERT(heads > 0 && c % heads == 0);
-    run(common_type({out, att, qkv}), "attention_forward", [&](auto e) {
-      return kernels::attention_forward(on(s), as(e, out), as(e, att), as(e, qkv), b, t, c, heads);
+  void attention_forward(Stream& s, Tensor out, float* lse, ConstTensor qkv, i64 b, i64 t,
+                         i64 heads, i64 kv_heads, i64 head_dim) override {
+    const kernels::AttentionShape shape = attention_shape(b, t, heads, kv_heads, head_dim);
+    run(common_type({out, qkv}), "attention_forward", [&](auto e) {
+      return kernels::attention_forward(on(s), as(e, out), lse, as(e, qkv), shape);
     });
   }
   void attention_backward(Stream& s, Tensor dqkv, ConstTensor dout, ConstTensor qkv,
-                          ConstTensor att, i64 b, i64 t, i64 c, i64 heads) override {
-    STRATA_ASSERT(heads > 0 && c % heads == 0);
-    STRATA_ASSERT(c / heads <= kernels::attention_head_size_max);
+                          ConstTensor out, const float* lse, i64 b, i64 t, i64 heads, i64 kv_heads,
+                          i64 head_dim) override {
+    const kernels::AttentionShape shape = attention_shape(b, t, heads, kv_heads, head_dim);
     // The scratch first: growing it may synchronize the stream, which the kernel's op must not
     // span.
-    auto* row_sums = static_cast<float*>(attention_scratch_.get(s, b * heads * t * i64{4}));
-    run(common_type({dqkv, dout, qkv, att}), "attention_backward", [&](auto e) {
-      return kernels::attention_backward(on(s), as(e, dqkv), row_sums, as(e, dout), as(e, qkv),
-                                         as(e, att), b, t, c, heads);
+    auto* delta = static_cast<float*>(attention_scratch_.get(s, b * heads * t * i64{4}));
+    run(common_type({dqkv, dout, qkv, out}), "attention_backward", [&](auto e) {
+      return kernels::attention_backward(on(s), as(e, dqkv), delta, as(e, dout), as(e, qkv),
+                                         as(e, out), lse, shape);
     });
   }
 
@@ -289,6 +289,17 @@ class CudaOps final : public Ops {
   // The stream's handle for one kernel (kernel_launch.h); used only inside the launch's own
   // expression.
   CudaStream::Traced on(Stream& stream) { return kernel_stream(stream, device_.index()); }
+
+  // The kernels' shape, its limits asserted: whole groups of query heads per kv head, and a head
+  // no wider than a warp's registers hold (kernels/attention.h).
+  static kernels::AttentionShape attention_shape(i64 b, i64 t, i64 heads, i64 kv_heads,
+                                                 i64 head_dim) {
+    STRATA_ASSERT(b >= 0 && t >= 0);
+    STRATA_ASSERT(heads > 0 && kv_heads > 0);
+    STRATA_ASSERT(heads % kv_heads == 0);
+    STRATA_ASSERT(head_dim > 0 && head_dim <= kernels::attention_head_dim_max);
+    return kernels::AttentionShape{b, t, heads, kv_heads, head_dim};
+  }
 
   // launch(Element<T>{}) for the element type of `type`, its status checked as `op`'s.
   template <class Launch>

@@ -12,11 +12,11 @@
 namespace strata::gpu::cuda {
 
 // Device memory an op keeps per stream for its work on that stream (two streams may run the op at
-// once), made on first use and grown when a call needs more: the attention backward's row sums,
-// the gradient norm's partial sums, cuBLASLt's workspace, the matmul's fp32 product where an
-// epilogue could not run. Growing first synchronizes the stream, so the old buffer is freed with
-// no work queued on it (the DeviceBuffer rule); it happens on the first steps only. The memory
-// counts against the device budget as `what`. Thread-safe.
+// once), made on first use and grown when a call needs more: the attention backward's delta (dout .
+// out per query row), the gradient norm's partial sums, cuBLASLt's workspace, the matmul's fp32
+// product where an epilogue could not run. Growing first synchronizes the stream, so the old buffer
+// is freed with no work queued on it (the DeviceBuffer rule); it happens on the first steps only.
+// The memory counts against the device budget as `what`. Thread-safe.
 class StreamScratch {
  public:
   StreamScratch(Device& device, std::string what) : device_(device), what_(std::move(what)) {}

@@ -10,7 +10,7 @@
 #include "cpu_adam/optimizer.h"
 #include "gpu/detail/elementwise.h"
 #include "gpu/host/fp32_views.h"
-#include "gpu/host/kernels/attention.h"
+#include "gpu/host/kernels/flash_attention.h"
 #include "gpu/host/kernels/cast.h"
 #include "gpu/host/kernels/cross_entropy.h"
 #include "gpu/host/kernels/embedding.h"
@@ -176,24 +176,28 @@ class HostOps final : public Ops {
       dx.store();
     });
   }
-  void attention_forward(Stream& s, Tensor out, Tensor att, ConstTensor qkv, i64 b, i64 t, i64 c,
-                         i64 heads) override {
-    host::common_type({out, att, qkv});
+  void attention_forward(Stream& s, Tensor out, float* lse, ConstTensor qkv, i64 b, i64 t,
+                         i64 heads, i64 kv_heads, i64 head_dim) override {
+    host::common_type({out, qkv});
     s.launch([=] {
-      In x(qkv, b * t * 3 * c);
-      Out y(out, b * t * c, fresh), a(att, b * heads * t * t, fresh);
-      k::attention_forward<float>(y.get(), a.get(), x.get(), b, t, c, heads);
+      const i64 rows = b * t;
+      In x(qkv, rows * (heads + 2 * kv_heads) * head_dim);
+      Out y(out, rows * heads * head_dim, fresh);
+      k::flash_attention_forward<float>(y.get(), lse, x.get(), b, t, heads, kv_heads, head_dim);
       y.store();
-      a.store();
     });
   }
   void attention_backward(Stream& s, Tensor dqkv, ConstTensor dout, ConstTensor qkv,
-                          ConstTensor att, i64 b, i64 t, i64 c, i64 heads) override {
-    host::common_type({dqkv, dout, qkv, att});
+                          ConstTensor out, const float* lse, i64 b, i64 t, i64 heads, i64 kv_heads,
+                          i64 head_dim) override {
+    host::common_type({dqkv, dout, qkv, out});
     s.launch([=] {
-      In dy(dout, b * t * c), x(qkv, b * t * 3 * c), a(att, b * heads * t * t);
-      Out dx(dqkv, b * t * 3 * c, current);
-      k::attention_backward<float>(dx.get(), dy.get(), x.get(), a.get(), b, t, c, heads);
+      const i64 rows = b * t;
+      const i64 fused = rows * (heads + 2 * kv_heads) * head_dim;
+      In dy(dout, rows * heads * head_dim), x(qkv, fused), y(out, rows * heads * head_dim);
+      Out dx(dqkv, fused, current);
+      k::flash_attention_backward<float>(dx.get(), dy.get(), x.get(), y.get(), lse, b, t, heads,
+                                         kv_heads, head_dim);
       dx.store();
     });
   }

@@ -16,7 +16,7 @@ void carve_block(Carver& carver, const GptShape& shape, gpu::DataType t, BlockAc
   block.ln1_rstd = carver.take<float>(rows);
   block.qkv = carver.take(t, rows * 3 * c);
   block.atty = carver.take(t, rows * c);
-  block.att = carver.take(t, shape.batch * shape.n_head * shape.seq_len * shape.seq_len);
+  block.lse = carver.take<float>(shape.batch * shape.n_head * shape.seq_len);
   block.attproj = carver.take(t, rows * c);
   block.residual2 = carver.take(t, rows * c);
   block.ln2 = carver.take(t, rows * c);

@@ -102,7 +102,9 @@ void GptBlock::run_forward(StepContext& context, const TensorViews& w, BlockActi
   const gpu::Tensor out = acts.residual[static_cast<std::size_t>(layer_ + 1)];
   ops.layer_norm_forward(stream, a.ln1, a.ln1_mean, a.ln1_rstd, x, w[ln1_w], w[ln1_b], rows, c);
   ops.matmul_forward(stream, a.qkv, a.ln1, w[qkv_w], w[qkv_b], rows, c, 3 * c);
-  ops.attention_forward(stream, a.atty, a.att, a.qkv, s.batch, s.seq_len, c, s.n_head);
+  const std::int64_t head_dim = c / s.n_head;
+  ops.attention_forward(stream, a.atty, a.lse, a.qkv, s.batch, s.seq_len, s.n_head, s.n_head,
+                        head_dim);
   ops.matmul_forward(stream, a.attproj, a.atty, w[proj_w], w[proj_b], rows, c, c);
   ops.residual_forward(stream, a.residual2, x, a.attproj, rows * c);
   ops.layer_norm_forward(stream, a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, w[ln2_w], w[ln2_b],
@@ -152,7 +154,8 @@ void GptBlock::backward(StepContext& context, const TensorViews& w,
   ops.residual_backward(stream, dx, g.dattproj, g.dresidual2, rows * c);
   ops.matmul_backward(stream, g.datty, dw[proj_w].f32(), dw[proj_b].f32(), g.dattproj, a.atty,
                       w[proj_w], rows, c, c);
-  ops.attention_backward(stream, g.dqkv, g.datty, a.qkv, a.att, s.batch, s.seq_len, c, s.n_head);
+  ops.attention_backward(stream, g.dqkv, g.datty, a.qkv, a.atty, a.lse, s.batch, s.seq_len,
+                         s.n_head, s.n_head, c / s.n_head);
   ops.matmul_backward(stream, g.dln1, dw[qkv_w].f32(), dw[qkv_b].f32(), g.dqkv, a.ln1, w[qkv_w],
                       rows, c, 3 * c);
   ops.layer_norm_backward(stream, dx, dw[ln1_w].f32(), dw[ln1_b].f32(), g.dln1, x, w[ln1_w],

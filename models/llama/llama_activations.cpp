@@ -18,7 +18,7 @@ void carve_block(ActivationCarver& carver, const LlamaShape& s, gpu::DataType t,
   b.k = carver.take(t, rows * kv);
   b.v = carver.take(t, rows * kv);
   b.qkv = carver.take(t, rows * 3 * q);
-  b.att = carver.take(t, s.batch * s.n_head * s.seq_len * s.seq_len);
+  b.lse = carver.take<float>(s.batch * s.n_head * s.seq_len);
   b.atty = carver.take(t, rows * q);
   b.attproj = carver.take(t, rows * c);
   b.residual2 = carver.take(t, rows * c);

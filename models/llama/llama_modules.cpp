@@ -113,7 +113,8 @@ void LlamaBlock::run_forward(StepContext& context, const TensorViews& w, LlamaBl
   ops.qkv_pack_forward(stream, a.qkv, a.q, a.k, a.v, rows, s.n_head, s.n_kv_head, d);
   // q and k lie side by side in each packed row: one rotation covers both.
   ops.rope_forward(stream, a.qkv, acts.inv_freq, s.batch, s.seq_len, 2 * s.n_head, d, 3 * q);
-  ops.attention_forward(stream, a.atty, a.att, a.qkv, s.batch, s.seq_len, q, s.n_head);
+  // k and v are packed repeated over the query heads (qkv_pack), so each head has its own.
+  ops.attention_forward(stream, a.atty, a.lse, a.qkv, s.batch, s.seq_len, s.n_head, s.n_head, d);
   ops.matmul_forward(stream, a.attproj, a.atty, w[at.o], nullptr, rows, q, c);
   ops.residual_forward(stream, a.residual2, x, a.attproj, rows * c);
   ops.rms_norm_forward(stream, a.ln2, a.ln2_rstd, a.residual2, w[at.ln2], s.rms_norm_eps, rows, c);
@@ -171,7 +172,8 @@ void LlamaBlock::backward(StepContext& context, const TensorViews& w,
   ops.residual_backward(stream, dx, g.dattproj, g.dresidual2, rows * c);
   ops.matmul_backward(stream, g.datty, dw[at.o].f32(), nullptr, g.dattproj, a.atty, w[at.o], rows,
                       q, c);
-  ops.attention_backward(stream, g.dqkv, g.datty, a.qkv, a.att, s.batch, s.seq_len, q, s.n_head);
+  ops.attention_backward(stream, g.dqkv, g.datty, a.qkv, a.atty, a.lse, s.batch, s.seq_len,
+                         s.n_head, s.n_head, d);
   ops.rope_backward(stream, g.dqkv, acts.inv_freq, s.batch, s.seq_len, 2 * s.n_head, d, 3 * q);
   ops.qkv_pack_backward(stream, g.dq, g.dk, g.dv, g.dqkv, rows, s.n_head, s.n_kv_head, d);
   ops.matmul_backward(stream, g.dln1, dw[at.q].f32(), biased ? dw[at.q_bias].f32() : nullptr, g.dq,

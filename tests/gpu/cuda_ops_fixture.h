@@ -17,6 +17,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/half_bits.h"
@@ -95,6 +96,58 @@ inline double product_tolerance(DataType type, i64 k) {
 // the host to a few fp32 ulps. erf's GELU differs from tanh's by up to 4.7e-4 (at |x| = 2.7), which
 // cuda_matmul_test.cpp's TheFusedGeluIsTheTanhApproximation tells apart by its direction.
 inline constexpr double gelu_epilogue_tolerance = 1.0 / 1024;
+
+// One causal attention problem: `heads` query heads over `kv_heads` key/value heads of head_dim.
+struct AttentionCase {
+  i64 batch = 0;
+  i64 seq_len = 0;
+  i64 heads = 0;
+  i64 kv_heads = 0;
+  i64 head_dim = 0;
+
+  i64 rows() const { return batch * seq_len; }
+  i64 qkv_width() const { return (heads + 2 * kv_heads) * head_dim; }
+  // "B2 T7 H4/2 D64", written by appending (GCC 12 warns, wrongly, on "B" + std::string).
+  std::string name() const {
+    std::string text = "B";
+    for (const auto& [field, label] : {std::pair{batch, " T"}, std::pair{seq_len, " H"},
+                                       std::pair{heads, "/"}, std::pair{kv_heads, " D"}}) {
+      text += std::to_string(field);
+      text += label;
+    }
+    text += std::to_string(head_dim);
+    return text;
+  }
+};
+
+// Odd toy shapes of attention: heads == kv_heads and grouped (2 and 3 query heads a kv head);
+// head_dim 64 and 128 (the tensor-core kernel's in 16-bit) and 5, 40 and 256 (lanes with no column,
+// and the widest head); seq_len within one chunk of 32 keys, past it, and past two tiles of 64
+// with a partial one.
+inline std::vector<AttentionCase> attention_toy_cases() {
+  return {{2, 7, 3, 3, 64}, {2, 37, 4, 2, 128}, {1, 133, 6, 2, 64},
+          {2, 9, 2, 1, 40}, {1, 70, 2, 2, 256}, {1, 5, 1, 1, 5}};
+}
+
+// attention_forward's out: each element is a sum of up to seq_len products after a dot product of
+// head_dim, so the fp32 term of sum_tolerance over both; in 16-bit one rounding of out, and one
+// more for the probabilities, which the tensor-core kernel rounds to the type before they multiply
+// v (FlashAttention-2 does the same): that changes out by at most one unit roundoff of the type
+// times max |v|, and max |out| is about max |v|, since query 0 sees only key 0 and its out is v.
+inline double attention_out_tolerance(DataType type, const AttentionCase& c) {
+  return 2.0 * rounding_tolerance(type) + sum_tolerance(type, c.seq_len + c.head_dim);
+}
+
+// lse (fp32): the largest score plus the log of a sum of up to seq_len exponentials.
+inline double attention_lse_tolerance(DataType type, const AttentionCase& c) {
+  return sum_tolerance(type, c.seq_len + c.head_dim);
+}
+
+// dqkv (accumulated, rounded once): dq sums seq_len terms, dk and dv seq_len for each query head
+// of the group, each term after two dot products of head_dim; both backends run in fp32.
+inline double attention_dqkv_tolerance(DataType type, const AttentionCase& c) {
+  return tolerance_for(type, c.seq_len * (c.heads / c.kv_heads) + c.head_dim);
+}
 
 // An fp32 value stored in `type` (rounded to nearest even, base/half_bits.h) and back.
 inline float round_to(DataType type, float value) {
@@ -289,6 +342,35 @@ class CudaOpsTest : public ::testing::Test {
     std::printf("[ measured ] %s (%s): scaled error %.3g, tolerance %.3g\n", what.c_str(),
                 std::string(to_string(pair.type)).c_str(), error, tolerance);
     EXPECT_LE(error, tolerance) << what;
+  }
+
+  // attention_forward and attention_backward in `type` on both devices from the same qkv, dout
+  // and dqkv (which the backward adds onto): out and lse are NaN before the forward; the backward
+  // then reads the host forward's out and lse on both sides (mirror), so that its comparison
+  // measures the backward alone. qkv and dqkv start `qkv_offset` elements into their buffers (an
+  // odd offset leaves them unaligned).
+  void expect_attention_matches(DataType type, const AttentionCase& c, i64 qkv_offset = 0) {
+    const i64 qkv_count = qkv_offset + c.rows() * c.qkv_width();
+    Pair& qkv = fresh(type, qkv_count, -2.0f, 2.0f);
+    Pair& out = poisoned(c.rows() * c.heads * c.head_dim, type);
+    Pair& lse = poisoned(c.batch * c.heads * c.seq_len);
+    const std::string name = c.name() + (qkv_offset != 0 ? " unaligned" : "");
+    both([&](Ops& ops, Stream& s, Side side) {
+      ops.attention_forward(s, out.tensor(side), lse.on(side), qkv.tensor_at(side, qkv_offset),
+                            c.batch, c.seq_len, c.heads, c.kv_heads, c.head_dim);
+    });
+    expect_close(out, "attention_forward out " + name, attention_out_tolerance(type, c));
+    expect_close(lse, "attention_forward lse " + name, attention_lse_tolerance(type, c));
+    mirror(out);
+    mirror(lse);
+    Pair& dout = fresh(type, c.rows() * c.heads * c.head_dim);
+    Pair& dqkv = fresh(type, qkv_count);
+    both([&](Ops& ops, Stream& s, Side side) {
+      ops.attention_backward(s, dqkv.tensor_at(side, qkv_offset), dout.tensor(side),
+                             qkv.tensor_at(side, qkv_offset), out.tensor(side), lse.on(side),
+                             c.batch, c.seq_len, c.heads, c.kv_heads, c.head_dim);
+    });
+    expect_close(dqkv, "attention_backward dqkv " + name, attention_dqkv_tolerance(type, c));
   }
 
   // The same bytes on both sides.

@@ -9,6 +9,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -17,6 +18,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/error.h"
@@ -255,21 +257,51 @@ TEST_F(CudaOpsTest, MatmulForwardAndBackwardMatchWithAndWithoutBias) {
 }
 
 TEST_F(CudaOpsTest, AttentionForwardAndBackwardMatch) {
-  Pair& qkv = upload(random_floats(rows * 3 * channels, 28, -2.0f, 2.0f));
-  Pair& out = zeros(rows * channels);
-  Pair& att = upload(std::vector<float>(static_cast<std::size_t>(batch * heads * seq_len * seq_len),
-                                        std::numeric_limits<float>::quiet_NaN()));
-  Pair& dout = upload(random_floats(rows * channels, 29));
-  Pair& dqkv = upload(random_floats(rows * 3 * channels, 30));
-  both([&](Ops& ops, Stream& s, Side side) {
-    ops.attention_forward(s, out.on(side), att.on(side), qkv.on(side), batch, seq_len, channels,
-                          heads);
-    ops.attention_backward(s, dqkv.on(side), dout.on(side), qkv.on(side), att.on(side), batch,
-                           seq_len, channels, heads);
-  });
-  expect_close(out, "attention_forward out", fp32_tolerance);
-  expect_close(att, "attention_forward att (every element written)", fp32_tolerance);
-  expect_close(dqkv, "attention_backward dqkv", fp32_tolerance);
+  for (const AttentionCase& c : attention_toy_cases())
+    expect_attention_matches(DataType::float32, c);
+}
+
+// The attention kernels sum in a fixed order with no atomics: two runs from the same inputs give
+// the same bits, the dqkv they add onto included: in fp32 on CUDA cores, and in bfloat16, whose
+// forward at head_dim 128 runs on the tensor cores.
+TEST_F(CudaOpsTest, AttentionRunsGiveTheSameBits) {
+  for (DataType type : {DataType::float32, DataType::bfloat16}) {
+    const AttentionCase c{2, 133, 4, 2, 128};
+    Pair& qkv = fresh(type, c.rows() * c.qkv_width(), -2.0f, 2.0f);
+    Pair& dout = fresh(type, c.rows() * c.heads * c.head_dim);
+    Pair& start = fresh(type, c.rows() * c.qkv_width());
+    std::vector<std::vector<std::uint8_t>> runs;
+    for (int run = 0; run < 2; ++run) {
+      Pair& out = poisoned(c.rows() * c.heads * c.head_dim, type);
+      Pair& lse = poisoned(c.batch * c.heads * c.seq_len);
+      Pair& dqkv = upload(download<std::uint8_t>(Side::cuda, start));
+      dqkv.type = type;
+      Stream& s = cuda_->compute_stream();
+      cuda_ops_->attention_forward(s, out.tensor(Side::cuda), lse.on(Side::cuda),
+                                   qkv.tensor(Side::cuda), c.batch, c.seq_len, c.heads, c.kv_heads,
+                                   c.head_dim);
+      cuda_ops_->attention_backward(s, dqkv.tensor(Side::cuda), dout.tensor(Side::cuda),
+                                    qkv.tensor(Side::cuda), out.tensor(Side::cuda),
+                                    lse.on(Side::cuda), c.batch, c.seq_len, c.heads, c.kv_heads,
+                                    c.head_dim);
+      cuda_->synchronize();
+      const std::pair<const char*, const Pair*> results[] = {{"attention_forward out", &out},
+                                                             {"attention_forward lse", &lse},
+                                                             {"attention_backward dqkv", &dqkv}};
+      for (const auto& [what, result] : results) {
+        runs.push_back(download<std::uint8_t>(Side::cuda, *result));
+        // Equal bits alone would pass an element that neither run wrote.
+        const std::vector<float> values = widened(Side::cuda, *result);
+        EXPECT_TRUE(
+            std::none_of(values.begin(), values.end(), [](float v) { return std::isnan(v); }))
+            << what << " holds NaN, " << to_string(type) << " run " << run;
+      }
+    }
+    const std::string name(to_string(type));
+    EXPECT_EQ(runs[0], runs[3]) << "attention_forward out, " << name;
+    EXPECT_EQ(runs[1], runs[4]) << "attention_forward lse, " << name;
+    EXPECT_EQ(runs[2], runs[5]) << "attention_backward dqkv, " << name;
+  }
 }
 
 TEST_F(CudaOpsTest, CrossEntropyForwardAndBackwardMatch) {

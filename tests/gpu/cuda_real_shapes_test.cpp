@@ -1,12 +1,12 @@
 // The CUDA ops against the host ops at the shapes the models train at, where the kernels' edge
 // paths run: the 1.3B GPT's (d_model 2048, 16 heads of 128, seq_len 1024, micro-batch 8: 8,192
-// rows, vocab 50,304), a vocabulary padded past its last token, attention past the 48 KiB of
-// shared memory a block gets without opting in, and a Llama with grouped-query attention
-// (d_model 4096, 32 query heads over 8 kv heads of 128, intermediate 14,336). Each runs in float32
-// and in bfloat16 (the compute type of a "bf16" config). Outputs are NaN before every run, so an
-// element a kernel leaves unwritten fails, and a NaN always fails; inputs, gradients that backward
-// adds onto included, are drawn from a fresh seed on every run (printed, so a failure can be
-// replayed with STRATA_CUDA_TEST_SEED) and are never zeros. A backward reads the saved tensors of
+// rows, vocab 50,304), a vocabulary padded past its last token, attention at 1,024 and 2,048
+// positions, and a Llama with grouped-query attention (d_model 4096, 32 query heads over 8 kv
+// heads of 128, intermediate 14,336). Each runs in float32 and in bfloat16 (the compute type of a
+// "bf16" config). Outputs are NaN before every run, so an element a kernel leaves unwritten
+// fails, and a NaN always fails; inputs, gradients that backward adds onto included, are drawn
+// from a fresh seed on every run (printed, so a failure can be replayed with
+// STRATA_CUDA_TEST_SEED) and are never zeros. A backward reads the saved tensors of
 // the host's forward on both sides (mirror). Tolerances grow with each result's reduction length
 // (tolerance_for), plus one rounding of the type for a 16-bit output (rounding_tolerance, see
 // cuda_ops_16bit_test.cpp), and for a product's fp32 output the tensor cores' truncation
@@ -142,36 +142,20 @@ TEST_P(CudaRealShapesTest, GeluAndResidualAtGptShapes) {
   expect_equal_bits_written(residual, "residual_forward");
 }
 
-// Causal attention over 1,024 positions in 16 heads of 128 (att is B x NH x T x T), and over
-// 12,289 positions, one past what fits the shared memory a block gets without opting in.
-TEST_P(CudaRealShapesTest, AttentionAtGptShapesAndPastTheSharedMemoryOptIn) {
+// Causal attention at the 1.3B GPT's shape (8 x 1,024 positions, 16 heads of 128), at 2,048
+// positions (4 x 2,048), and with Llama 3's grouped query heads (32 over 8, at 2 x 1,024), in
+// bfloat16, the type the models train in; float32 (CUDA cores throughout) at one grouped shape
+// past a thousand positions, odd, to keep the host's side of the run short.
+TEST_P(CudaRealShapesTest, AttentionAtModelShapes) {
   const DataType t = type();
-  struct Shape {
-    i64 batch, seq_len, channels, heads;
-  };
-  for (const Shape& shape :
-       {Shape{gpt_batch, gpt_seq_len, gpt_channels, gpt_heads}, Shape{1, 12289, 64, 2}}) {
-    const i64 rows = shape.batch * shape.seq_len;
-    Pair& qkv = fresh(t, rows * 3 * shape.channels, -2.0f, 2.0f);
-    Pair& out = poisoned(rows * shape.channels, t);
-    Pair& att = poisoned(shape.batch * shape.heads * shape.seq_len * shape.seq_len, t);
-    both([&](Ops& ops, Stream& s, Side side) {
-      ops.attention_forward(s, out.tensor(side), att.tensor(side), qkv.tensor(side), shape.batch,
-                            shape.seq_len, shape.channels, shape.heads);
-    });
-    const std::string name = "T " + std::to_string(shape.seq_len);
-    expect_close(out, "attention_forward out " + name, tolerance_for(t, shape.seq_len));
-    expect_close(att, "attention_forward att " + name, tolerance_for(t, shape.seq_len));
-    mirror(att);
-    Pair& dout = fresh(t, rows * shape.channels);
-    Pair& dqkv = fresh(t, rows * 3 * shape.channels);
-    both([&](Ops& ops, Stream& s, Side side) {
-      ops.attention_backward(s, dqkv.tensor(side), dout.tensor(side), qkv.tensor(side),
-                             att.tensor(side), shape.batch, shape.seq_len, shape.channels,
-                             shape.heads);
-    });
-    expect_close(dqkv, "attention_backward dqkv " + name, tolerance_for(t, shape.seq_len));
-  }
+  const std::vector<AttentionCase> cases =
+      t == DataType::float32
+          ? std::vector<AttentionCase>{{1, 1031, 8, 2, 128}}
+          : std::vector<AttentionCase>{{gpt_batch, gpt_seq_len, gpt_heads, gpt_heads, 128},
+                                       {4, 2048, gpt_heads, gpt_heads, 128},
+                                       {2, 1024, 32, 8, 128}};
+  for (const AttentionCase& c : cases)
+    expect_attention_matches(t, c);
 }
 
 // Cross-entropy over the 1.3B GPT's 50,304 columns at 8,192 rows (the model's vocabulary is its

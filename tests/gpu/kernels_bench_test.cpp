@@ -18,6 +18,7 @@
 
 #include "gpu/host/kernels/attention.h"
 #include "gpu/host/kernels/cross_entropy.h"
+#include "gpu/host/kernels/flash_attention.h"
 #include "gpu/host/kernels/gelu.h"
 #include "gpu/host/kernels/layer_norm.h"
 #include "gpu/host/kernels/matmul.h"
@@ -117,6 +118,25 @@ void bench_attention(const BenchShape& shape) {
                      [&] {
                        attention_backward(dqkv.data(), out.data(), qkv.data(), att.data(),
                                           shape.batch, shape.seq_len, channels, shape.heads);
+                     }),
+             2.0 * flops);
+  // The fused kernel on the same qkv (as many kv heads as heads); its backward recomputes the
+  // scores, so it does more work than the materialised one for the same useful flops.
+  const std::int64_t head_dim = channels / shape.heads;
+  std::vector<float> lse(shape.batch * shape.heads * shape.seq_len);
+  print_line("flash_attention_forward",
+             best_ms(3,
+                     [&] {
+                       flash_attention_forward(out.data(), lse.data(), qkv.data(), shape.batch,
+                                               shape.seq_len, shape.heads, shape.heads, head_dim);
+                     }),
+             flops);
+  print_line("flash_attention_backward",
+             best_ms(3,
+                     [&] {
+                       flash_attention_backward(dqkv.data(), out.data(), qkv.data(), out.data(),
+                                                lse.data(), shape.batch, shape.seq_len, shape.heads,
+                                                shape.heads, head_dim);
                      }),
              2.0 * flops);
   const auto weight = testing::to_float(testing::random_values(channels, 5));

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -130,27 +131,32 @@ TEST_P(GptOpsPrecision, MatmulGeluAndTheTiedHeadWithoutBias) {
 }
 
 TEST_P(GptOpsPrecision, Attention) {
-  const i64 n_qkv = rows * 3 * channels, n_att = batch * heads * seq_len * seq_len;
-  // Wide enough that some softmax rows are peaked, not near uniform.
-  const Pair qkv = input(n_qkv, -2.0f, 2.0f), dout = input(rows * channels);
-  Pair out = output(rows * channels), att = output(n_att), dqkv = accumulator(n_qkv);
-  for (bool r : both_runs) {
-    ops_->attention_forward(stream(), out.in(r), att.in(r), qkv.in(r), batch, seq_len, channels,
-                            heads);
-    // Each run's backward reads the att its forward saved, the 16-bit run's rounded, as a
-    // model's backward does.
-    ops_->attention_backward(stream(), dqkv.in(r), dout.in(r), qkv.in(r), att.in(r), batch, seq_len,
-                             channels, heads);
+  const i64 head_dim = channels / heads;
+  // All heads with their own k and v (the GPT), and grouped-query heads, two per kv head.
+  for (i64 kv_heads : {heads, heads / 2}) {
+    SCOPED_TRACE("kv_heads " + std::to_string(kv_heads));
+    const i64 n_qkv = rows * (heads + 2 * kv_heads) * head_dim;
+    // Wide enough that some softmax rows are peaked, not near uniform.
+    const Pair qkv = input(n_qkv, -2.0f, 2.0f), dout = input(rows * channels);
+    Pair out = output(rows * channels), lse = fp32_output(batch * heads * seq_len);
+    Pair dqkv = accumulator(n_qkv);
+    for (bool r : both_runs) {
+      ops_->attention_forward(stream(), out.in(r), lse.floats(r), qkv.in(r), batch, seq_len, heads,
+                              kv_heads, head_dim);
+      // Each run's backward reads the out its forward saved, the 16-bit run's rounded, as a
+      // model's backward does.
+      ops_->attention_backward(stream(), dqkv.in(r), dout.in(r), qkv.in(r), out.in(r),
+                               lse.floats(r), batch, seq_len, heads, kv_heads, head_dim);
+    }
+    // Both runs score the same values in fp32: lse is the same bits; out is rounded once.
+    expect_close("attention_forward out", out, 2 * u());
+    expect_close("attention_forward lse", lse, 0.0);
+    // The probabilities are recomputed in fp32 from qkv and lse, the same in both runs; the
+    // 16-bit run's backward reads out(1 + d), |d| <= u, in D = dout . out, so ds = p (dp - D)
+    // and with it dq and dk carry up to u of D's terms besides their own rounding (u); dv only
+    // its rounding. About 2u, held to twice that.
+    expect_close("attention_backward dqkv (reading the saved out)", dqkv, 4 * u());
   }
-  // out is computed from the fp32 probabilities, not the rounded att: one rounding each.
-  expect_close("attention_forward out", out, 2 * u());
-  expect_close("attention_forward att", att, 2 * u());
-  // The 16-bit run reads att(1 + d), |d| <= u, so besides the output's own rounding (u):
-  // dv = att^T dout is off by up to u of its terms; dpre = att * (datt - sum(att * datt)) carries
-  // d twice, in the factor and in the sum, so dq and dk, sums of dpre against k and q, are off by
-  // up to 2u of theirs. About 3u in all, held to twice that, 6u. (Measured: below 1u; dv's and
-  // dk's errors from att alone reach 0.5u and 1u with scores twice as wide.)
-  expect_close("attention_backward dqkv (reading the saved att)", dqkv, 6 * u());
 }
 
 TEST_P(GptOpsPrecision, GeluAndResidual) {

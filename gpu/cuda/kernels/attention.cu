@@ -1,242 +1,332 @@
-// The attention kernels; see attention.h.
+// The attention kernels on CUDA cores; see attention.h. Each kernel gives one warp one row (a
+// query row, or a key row of a kv head) and streams the other side's rows in chunks of 32: the
+// chunk's 32 dot products are summed across the warp at once (warp_transpose_sum), so each lane
+// ends with one row's score, then the warp walks the chunk's rows again to add them into the sums
+// each lane keeps for its own columns. Nothing is stored per score, and every sum runs in a fixed
+// order with no atomics: every run gives the same bits.
 #include "gpu/cuda/kernels/attention.h"
 
+#include <type_traits>
+
+#include "gpu/cuda/kernels/attention_mma.h"
+#include "gpu/cuda/kernels/attention_rows.cuh"
 #include "gpu/cuda/kernels/common.cuh"
 #include "gpu/cuda/kernels/element.cuh"
 
 namespace strata::gpu::cuda::kernels {
 namespace {
 
-// Shared memory a block may use without opting in.
-constexpr i64 default_shared_bytes = 48 * 1024;
-
-// Where one (batch, head) row's vectors live in the fused qkv (batch, seq_len, 3 * channels).
-template <typename T>
-struct HeadView {
-  const T* qkv;
-  i64 seq_len;
-  i64 channels;
-  i64 head_size;
-  i64 batch_index;
-  i64 head;
-
-  __device__ const T* q(i64 t) const {
-    return qkv + (batch_index * seq_len + t) * 3 * channels + head * head_size;
+// A lane's columns of a head_dim vector are lane, lane + 32, ...: kPerLane of them, the last ones
+// past head_dim unused (zero).
+template <int kPerLane, typename T>
+__device__ void load_lane_columns(float (&target)[kPerLane], const T* row, i64 head_dim, int lane) {
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) {
+    const i64 column = lane + static_cast<i64>(j) * warp_size;
+    target[j] = column < head_dim ? widen(row[column]) : 0.0f;
   }
-  __device__ const T* k(i64 t) const { return q(t) + channels; }
-  __device__ const T* v(i64 t) const { return q(t) + 2 * channels; }
-};
-
-// The dot product of two head_size vectors by a whole warp, in fp32; every lane gets it.
-template <typename T>
-__device__ float warp_dot(const T* a, const T* b, i64 head_size, int lane) {
-  float partial = 0.0f;
-  for (i64 i = lane; i < head_size; i += warp_size)
-    partial += widen(a[i]) * widen(b[i]);
-  return warp_sum(partial);
 }
 
-// One warp per query row (b, h, t); `scores` is the warp's seq_len floats of shared memory.
-template <typename T>
-__global__ void attention_forward_kernel(T* out, T* att, const T* qkv, i64 batch, i64 seq_len,
-                                         i64 channels, i64 heads, float scale) {
-  extern __shared__ float shared[];
-  const int lane = static_cast<int>(threadIdx.x) % warp_size;
-  const int warp = static_cast<int>(threadIdx.x) / warp_size;
-  const i64 row = static_cast<i64>(blockIdx.x) * (blockDim.x / warp_size) + warp;
-  if (row >= batch * heads * seq_len) return;
-  float* scores = shared + static_cast<i64>(warp) * seq_len;
-  const i64 t = row % seq_len;
-  const i64 head = (row / seq_len) % heads;
-  const i64 b = row / (seq_len * heads);
-  const HeadView<T> view{qkv, seq_len, channels, channels / heads, b, head};
-  const T* q = view.q(t);
-  for (i64 t2 = 0; t2 <= t; ++t2) {
-    const float dot = warp_dot(q, view.k(t2), view.head_size, lane);
-    if (lane == 0) scores[t2] = scale * dot;
+// This lane's part of vector . row (the lane's columns).
+template <int kPerLane, typename T>
+__device__ float lane_dot(const float (&vector)[kPerLane], const T* row, i64 head_dim, int lane) {
+  float sum = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) {
+    const i64 column = lane + static_cast<i64>(j) * warp_size;
+    if (column < head_dim) sum += vector[j] * widen(row[column]);
   }
-  __syncwarp();
-  float max_score = -INFINITY;
-  for (i64 t2 = lane; t2 <= t; t2 += warp_size)
-    max_score = fmaxf(max_score, scores[t2]);
-  max_score = warp_max(max_score);
-  double sum = 0.0;
-  for (i64 t2 = lane; t2 <= t; t2 += warp_size) {
-    const float e = expf(scores[t2] - max_score);
-    scores[t2] = e;
-    sum += e;
+  return sum;
+}
+
+// One step of warp_transpose_sum: lanes whose bit kHalf is set keep the upper half of their
+// 2 kHalf sums and send the lower half to the partner lane (lane ^ kHalf), which keeps the lower
+// half; each adds what it receives onto what it keeps, into parts[0, kHalf).
+template <int kHalf>
+__device__ void transpose_sum_step(float (&parts)[warp_size], int lane) {
+  const bool upper = (lane & kHalf) != 0;
+#pragma unroll
+  for (int i = 0; i < kHalf; ++i) {
+    const float send = upper ? parts[i] : parts[i + kHalf];
+    const float keep = upper ? parts[i + kHalf] : parts[i];
+    parts[i] = keep + __shfl_xor_sync(full_mask, send, kHalf);
   }
-  const float inverse = static_cast<float>(1.0 / warp_sum(sum));
-  T* att_row = att + row * seq_len;
-  for (i64 t2 = lane; t2 < seq_len; t2 += warp_size) {
-    if (t2 <= t) {
-      scores[t2] *= inverse;
-      att_row[t2] = narrow<T>(scores[t2]);
-    } else {
-      att_row[t2] = narrow<T>(0.0f);
+}
+
+// 32 sums across the warp in 31 shuffles: on entry every lane holds its part of each of 32 sums,
+// on return lane l has sum l (after the step of bit b, a lane's sums are those whose index has the
+// lane's bit b). The steps are spelled out so that every index is a constant and parts stays in
+// registers.
+__device__ float warp_transpose_sum(float (&parts)[warp_size], int lane) {
+  transpose_sum_step<16>(parts, lane);
+  transpose_sum_step<8>(parts, lane);
+  transpose_sum_step<4>(parts, lane);
+  transpose_sum_step<2>(parts, lane);
+  transpose_sum_step<1>(parts, lane);
+  return parts[0];
+}
+
+// Lane l gets vector . row_at(first + l) for the rows first..last (at most 32 of them), 0 past
+// last. `row_at` gives a row's pointer; every lane walks the same rows, so the loads of one row
+// are one coalesced access.
+template <int kPerLane, typename T, typename RowAt>
+__device__ float chunk_dots(const float (&vector)[kPerLane], RowAt row_at, i64 first, i64 last,
+                            i64 head_dim, int lane) {
+  float parts[warp_size];
+#pragma unroll
+  for (int j = 0; j < warp_size; ++j)
+    parts[j] =
+        first + j <= last ? lane_dot<kPerLane, T>(vector, row_at(first + j), head_dim, lane) : 0.0f;
+  return warp_transpose_sum(parts, lane);
+}
+
+// sums[j] += weight_l * row_at(first + l)[column j] for the rows first..last, where lane l holds
+// weight_l.
+template <int kPerLane, typename T, typename RowAt>
+__device__ void add_weighted_rows(float (&sums)[kPerLane], float weight, RowAt row_at, i64 first,
+                                  i64 last, i64 head_dim, int lane) {
+  const int count = static_cast<int>(last - first + 1);
+  for (int l = 0; l < count; ++l) {
+    const float lane_weight = __shfl_sync(full_mask, weight, l);
+    const T* row = row_at(first + l);
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      const i64 column = lane + static_cast<i64>(j) * warp_size;
+      if (column < head_dim) sums[j] += lane_weight * widen(row[column]);
     }
   }
-  __syncwarp();
-  T* out_row = out + (b * seq_len + t) * channels + head * view.head_size;
-  for (i64 i = lane; i < view.head_size; i += warp_size) {
-    float acc = 0.0f;
-    for (i64 t2 = 0; t2 <= t; ++t2)
-      acc += scores[t2] * widen(view.v(t2)[i]);
-    out_row[i] = narrow<T>(acc);
+}
+
+// The warp's row: blocks of threads_per_block threads, a warp per row; false past the last row
+// (the whole warp returns together, so the shuffles stay full-warp).
+__device__ bool warp_row(i64 rows, i64& row) {
+  row = static_cast<i64>(blockIdx.x) * (threads_per_block / warp_size) +
+        static_cast<i64>(threadIdx.x) / warp_size;
+  return row < rows;
+}
+
+// One warp per query row (b, head, t), rows ordered as lse: the online softmax over the keys
+// 0..t, 32 at a time; the running maximum rescales the running sum and the lanes' out sums.
+template <typename T, int kPerLane>
+__global__ void attention_forward_kernel(T* out, float* lse, const T* qkv, AttentionShape shape,
+                                         float scale) {
+  const AttentionRows at{shape};
+  const int lane = static_cast<int>(threadIdx.x) % warp_size;
+  i64 row = 0;
+  if (!warp_row(shape.batch * shape.heads * shape.seq_len, row)) return;
+  const i64 t = row % shape.seq_len;
+  const i64 head = (row / shape.seq_len) % shape.heads;
+  const i64 b = row / (shape.seq_len * shape.heads);
+  const i64 kv_head = at.kv_head_of(head);
+  const i64 head_dim = shape.head_dim;
+  float q[kPerLane];
+  load_lane_columns(q, qkv + at.q(b, t, head), head_dim, lane);
+  float sums[kPerLane] = {};
+  float running_max = -INFINITY;
+  float running_sum = 0.0f;
+  const auto key_at = [&](i64 key) { return qkv + at.k(b, key, kv_head); };
+  const auto value_at = [&](i64 key) { return qkv + at.v(b, key, kv_head); };
+  for (i64 first = 0; first <= t; first += warp_size) {
+    const i64 last = first + warp_size - 1 < t ? first + warp_size - 1 : t;
+    const float score = scale * chunk_dots<kPerLane, T>(q, key_at, first, last, head_dim, lane);
+    const bool visible = first + lane <= last;
+    const float new_max = fmaxf(running_max, warp_max(visible ? score : -INFINITY));
+    // The first chunk rescales nothing: expf(-inf) is 0 and the sums are still 0.
+    const float rescale = expf(running_max - new_max);
+    const float probability = visible ? expf(score - new_max) : 0.0f;
+    running_sum = running_sum * rescale + warp_sum(probability);
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j)
+      sums[j] *= rescale;
+    add_weighted_rows<kPerLane, T>(sums, probability, value_at, first, last, head_dim, lane);
+    running_max = new_max;
+  }
+  T* out_row = out + at.o(b, t, head);
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) {
+    const i64 column = lane + static_cast<i64>(j) * warp_size;
+    if (column < head_dim) out_row[column] = narrow<T>(sums[j] / running_sum);
+  }
+  if (lane == 0) lse[row] = running_max + logf(running_sum);
+}
+
+// Backward, part 1, one warp per query row: delta = dout . out (out as the forward stored it).
+template <typename T, int kPerLane>
+__global__ void attention_delta_kernel(float* delta, const T* dout, const T* out,
+                                       AttentionShape shape) {
+  const AttentionRows at{shape};
+  const int lane = static_cast<int>(threadIdx.x) % warp_size;
+  i64 row = 0;
+  if (!warp_row(shape.batch * shape.heads * shape.seq_len, row)) return;
+  const i64 t = row % shape.seq_len;
+  const i64 head = (row / shape.seq_len) % shape.heads;
+  const i64 b = row / (shape.seq_len * shape.heads);
+  float dout_row[kPerLane];
+  load_lane_columns(dout_row, dout + at.o(b, t, head), shape.head_dim, lane);
+  const float sum = warp_sum(lane_dot(dout_row, out + at.o(b, t, head), shape.head_dim, lane));
+  if (lane == 0) delta[row] = sum;
+}
+
+// Backward, part 2, one warp per query row (b, head, t): over the keys t2 <= t,
+//   p = exp(scale q.k[t2] - lse),  ds = p (dout . v[t2] - delta),  dq += scale sum ds k[t2].
+template <typename T, int kPerLane>
+__global__ void attention_backward_query_kernel(T* dqkv, const float* delta, const T* dout,
+                                                const T* qkv, const float* lse,
+                                                AttentionShape shape, float scale) {
+  const AttentionRows at{shape};
+  const int lane = static_cast<int>(threadIdx.x) % warp_size;
+  i64 row = 0;
+  if (!warp_row(shape.batch * shape.heads * shape.seq_len, row)) return;
+  const i64 t = row % shape.seq_len;
+  const i64 head = (row / shape.seq_len) % shape.heads;
+  const i64 b = row / (shape.seq_len * shape.heads);
+  const i64 kv_head = at.kv_head_of(head);
+  const i64 head_dim = shape.head_dim;
+  float q[kPerLane];
+  float dout_row[kPerLane];
+  load_lane_columns(q, qkv + at.q(b, t, head), head_dim, lane);
+  load_lane_columns(dout_row, dout + at.o(b, t, head), head_dim, lane);
+  const float row_lse = lse[row];
+  const float row_delta = delta[row];
+  float dq[kPerLane] = {};
+  const auto key_at = [&](i64 key) { return qkv + at.k(b, key, kv_head); };
+  const auto value_at = [&](i64 key) { return qkv + at.v(b, key, kv_head); };
+  for (i64 first = 0; first <= t; first += warp_size) {
+    const i64 last = first + warp_size - 1 < t ? first + warp_size - 1 : t;
+    const float score = scale * chunk_dots<kPerLane, T>(q, key_at, first, last, head_dim, lane);
+    const float dp = chunk_dots<kPerLane, T>(dout_row, value_at, first, last, head_dim, lane);
+    const float ds = first + lane <= last ? expf(score - row_lse) * (dp - row_delta) : 0.0f;
+    add_weighted_rows<kPerLane, T>(dq, ds, key_at, first, last, head_dim, lane);
+  }
+  T* dq_row = dqkv + at.q(b, t, head);
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) {
+    const i64 column = lane + static_cast<i64>(j) * warp_size;
+    if (column < head_dim) add_into(dq_row[column], scale * dq[j]);
   }
 }
 
-// Backward, part 1, one warp per query row (b, h, t): datt[t2] = dout[t] . v[t2], the row's
-// sum of att * datt (kept in row_sums for part 2), dpre = att * (datt - sum), and
-// dq[t] += scale * sum over t2 of dpre[t2] * k[t2].
-template <typename T>
-__global__ void attention_backward_query_kernel(T* dqkv, float* row_sums, const T* dout,
-                                                const T* qkv, const T* att, i64 batch, i64 seq_len,
-                                                i64 channels, i64 heads, float scale) {
-  extern __shared__ float shared[];
+// Backward, part 3, one warp per key row (b, kv_head, t2): over each query head of the kv head's
+// group in turn, and its query rows t >= t2 that see the key,
+//   dv += p dout[t],  dk += scale ds q[t],
+// with p and ds recomputed as in part 2. The group's heads add into the lanes' registers in a
+// fixed order, so dk and dv need no atomics.
+template <typename T, int kPerLane>
+__global__ void attention_backward_key_kernel(T* dqkv, const float* delta, const T* dout,
+                                              const T* qkv, const float* lse, AttentionShape shape,
+                                              float scale) {
+  const AttentionRows at{shape};
   const int lane = static_cast<int>(threadIdx.x) % warp_size;
-  const int warp = static_cast<int>(threadIdx.x) / warp_size;
-  const i64 row = static_cast<i64>(blockIdx.x) * (blockDim.x / warp_size) + warp;
-  if (row >= batch * heads * seq_len) return;
-  float* dpre = shared + static_cast<i64>(warp) * seq_len;
-  const i64 t = row % seq_len;
-  const i64 head = (row / seq_len) % heads;
-  const i64 b = row / (seq_len * heads);
-  const HeadView<T> view{qkv, seq_len, channels, channels / heads, b, head};
-  const T* dout_t = dout + (b * seq_len + t) * channels + head * view.head_size;
-  const T* att_row = att + row * seq_len;
-  for (i64 t2 = 0; t2 <= t; ++t2) {
-    const float datt = warp_dot(dout_t, view.v(t2), view.head_size, lane);
-    if (lane == 0) dpre[t2] = datt;
-  }
-  __syncwarp();
-  double weighted = 0.0;
-  for (i64 t2 = lane; t2 <= t; t2 += warp_size)
-    weighted += static_cast<double>(widen(att_row[t2])) * dpre[t2];
-  const float row_sum = static_cast<float>(warp_sum(weighted));
-  if (lane == 0) row_sums[row] = row_sum;
-  __syncwarp();
-  for (i64 t2 = lane; t2 <= t; t2 += warp_size)
-    dpre[t2] = widen(att_row[t2]) * (dpre[t2] - row_sum);
-  __syncwarp();
-  T* dq = dqkv + (b * seq_len + t) * 3 * channels + head * view.head_size;
-  for (i64 i = lane; i < view.head_size; i += warp_size) {
-    float acc = 0.0f;
-    for (i64 t2 = 0; t2 <= t; ++t2)
-      acc += dpre[t2] * widen(view.k(t2)[i]);
-    add_into(dq[i], scale * acc);
-  }
-}
-
-// Backward, part 2, one warp per key row (b, h, t2): over the queries t >= t2 that see it,
-//   dv[t2] += att[t, t2] * dout[t],  dk[t2] += scale * dpre[t, t2] * q[t],
-// with dpre recomputed from att, dout . v and part 1's row sums. Each lane keeps head_size / 32
-// sums in registers.
-template <typename T>
-__global__ void attention_backward_key_kernel(T* dqkv, const float* row_sums, const T* dout,
-                                              const T* qkv, const T* att, i64 batch, i64 seq_len,
-                                              i64 channels, i64 heads, float scale) {
-  constexpr int per_lane = static_cast<int>(attention_head_size_max / warp_size);
-  const int lane = static_cast<int>(threadIdx.x) % warp_size;
-  const i64 key_row = global_index() / warp_size;
-  if (key_row >= batch * heads * seq_len) return;
-  const i64 t2 = key_row % seq_len;
-  const i64 head = (key_row / seq_len) % heads;
-  const i64 b = key_row / (seq_len * heads);
-  const HeadView<T> view{qkv, seq_len, channels, channels / heads, b, head};
-  const i64 head_row = key_row - t2;  // the row of query 0 in att and row_sums
-  float dk[per_lane] = {};
-  float dv[per_lane] = {};
-  const T* v = view.v(t2);
-  for (i64 t = t2; t < seq_len; ++t) {
-    const float a = widen(att[(head_row + t) * seq_len + t2]);
-    const T* dout_t = dout + (b * seq_len + t) * channels + head * view.head_size;
-    const float datt = warp_dot(dout_t, v, view.head_size, lane);
-    const float dpre = a * (datt - row_sums[head_row + t]);
-    const T* q = view.q(t);
-    for (int j = 0; j < per_lane; ++j) {
-      const i64 i = lane + static_cast<i64>(j) * warp_size;
-      if (i < view.head_size) {
-        dk[j] += dpre * widen(q[i]);
-        dv[j] += a * widen(dout_t[i]);
+  i64 row = 0;
+  if (!warp_row(shape.batch * shape.kv_heads * shape.seq_len, row)) return;
+  const i64 t2 = row % shape.seq_len;
+  const i64 kv_head = (row / shape.seq_len) % shape.kv_heads;
+  const i64 b = row / (shape.seq_len * shape.kv_heads);
+  const i64 head_dim = shape.head_dim;
+  const i64 group = shape.heads / shape.kv_heads;
+  float k[kPerLane];
+  float v[kPerLane];
+  load_lane_columns(k, qkv + at.k(b, t2, kv_head), head_dim, lane);
+  load_lane_columns(v, qkv + at.v(b, t2, kv_head), head_dim, lane);
+  float dk[kPerLane] = {};
+  float dv[kPerLane] = {};
+  for (i64 head = kv_head * group; head < (kv_head + 1) * group; ++head) {
+    const auto query_at = [&](i64 t) { return qkv + at.q(b, t, head); };
+    const auto dout_at = [&](i64 t) { return dout + at.o(b, t, head); };
+    for (i64 first = t2; first < shape.seq_len; first += warp_size) {
+      const i64 end = first + warp_size < shape.seq_len ? first + warp_size : shape.seq_len;
+      const i64 last = end - 1;
+      const float score = scale * chunk_dots<kPerLane, T>(k, query_at, first, last, head_dim, lane);
+      const float dp = chunk_dots<kPerLane, T>(v, dout_at, first, last, head_dim, lane);
+      float p = 0.0f;
+      float ds = 0.0f;
+      if (first + lane <= last) {
+        const i64 stat = at.stat(b, head, first + lane);
+        p = expf(score - lse[stat]);
+        ds = p * (dp - delta[stat]);
       }
+      add_weighted_rows<kPerLane, T>(dv, p, dout_at, first, last, head_dim, lane);
+      add_weighted_rows<kPerLane, T>(dk, ds, query_at, first, last, head_dim, lane);
     }
   }
-  T* dk_out = dqkv + (b * seq_len + t2) * 3 * channels + channels + head * view.head_size;
-  T* dv_out = dk_out + channels;
-  for (int j = 0; j < per_lane; ++j) {
-    const i64 i = lane + static_cast<i64>(j) * warp_size;
-    if (i < view.head_size) {
-      add_into(dk_out[i], scale * dk[j]);
-      add_into(dv_out[i], dv[j]);
+  T* dk_row = dqkv + at.k(b, t2, kv_head);
+  T* dv_row = dqkv + at.v(b, t2, kv_head);
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) {
+    const i64 column = lane + static_cast<i64>(j) * warp_size;
+    if (column < head_dim) {
+      add_into(dk_row[column], scale * dk[j]);
+      add_into(dv_row[column], dv[j]);
     }
   }
 }
 
-// How many query rows (warps) a block takes, given seq_len floats of shared memory per warp.
-int attention_warps_per_block(i64 seq_len) {
-  const i64 per_warp = seq_len * static_cast<i64>(sizeof(float));
-  i64 warps = default_shared_bytes / (per_warp > 0 ? per_warp : 1);
-  if (warps > 8) warps = 8;
-  if (warps < 1) warps = 1;
-  return static_cast<int>(warps);
+// launch(std::integral_constant<int, per lane>{}) for the fewest columns per lane that hold
+// head_dim (1, 2, 4 or 8), so that a lane keeps no more sums than it needs.
+template <typename Launch>
+cudaError_t with_columns_per_lane(i64 head_dim, Launch launch) {
+  if (head_dim <= 32) return launch(std::integral_constant<int, 1>{});
+  if (head_dim <= 64) return launch(std::integral_constant<int, 2>{});
+  if (head_dim <= 128) return launch(std::integral_constant<int, 4>{});
+  return launch(std::integral_constant<int, 8>{});
 }
 
-template <typename Kernel>
-cudaError_t allow_shared(Kernel kernel, i64 shared_bytes) {
-  if (shared_bytes <= default_shared_bytes) return cudaSuccess;
-  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              static_cast<int>(shared_bytes));
-}
-
-float attention_scale(i64 channels, i64 heads) {
-  return static_cast<float>(1.0 / sqrt(static_cast<double>(channels / heads)));
+bool attention_shape_valid(const AttentionShape& shape) {
+  return shape.batch >= 0 && shape.seq_len >= 0 && shape.heads > 0 && shape.kv_heads > 0 &&
+         shape.heads % shape.kv_heads == 0 && shape.head_dim > 0 &&
+         shape.head_dim <= attention_head_dim_max;
 }
 
 }  // namespace
 
 template <typename T>
-cudaError_t attention_forward(cudaStream_t stream, T* out, T* att, const T* qkv, i64 batch,
-                              i64 seq_len, i64 channels, i64 heads) {
-  const i64 rows = batch * heads * seq_len;
+cudaError_t attention_forward(cudaStream_t stream, T* out, float* lse, const T* qkv,
+                              AttentionShape shape) {
+  if (!attention_shape_valid(shape)) return cudaErrorInvalidValue;
+  const i64 rows = shape.batch * shape.heads * shape.seq_len;
   if (rows == 0) return cudaSuccess;
-  const int warps = attention_warps_per_block(seq_len);
-  const i64 shared_bytes = static_cast<i64>(warps) * seq_len * static_cast<i64>(sizeof(float));
-  cudaError_t status = allow_shared(attention_forward_kernel<T>, shared_bytes);
-  if (status != cudaSuccess) return status;
-  const auto blocks = static_cast<unsigned>((rows + warps - 1) / warps);
-  attention_forward_kernel<T>
-      <<<blocks, warps * warp_size, static_cast<std::size_t>(shared_bytes), stream>>>(
-          out, att, qkv, batch, seq_len, channels, heads, attention_scale(channels, heads));
-  return cudaGetLastError();
+  if constexpr (!std::is_same_v<T, float>) {
+    if (attention_mma_takes(shape.head_dim, qkv))
+      return attention_forward_mma(stream, out, lse, qkv, shape);
+  }
+  const float scale = attention_scale(shape.head_dim);
+  return with_columns_per_lane(shape.head_dim, [&](auto per_lane) {
+    attention_forward_kernel<T, decltype(per_lane)::value>
+        <<<warp_blocks(rows), threads_per_block, 0, stream>>>(out, lse, qkv, shape, scale);
+    return cudaGetLastError();
+  });
 }
 
 template <typename T>
-cudaError_t attention_backward(cudaStream_t stream, T* dqkv, float* row_sums, const T* dout,
-                               const T* qkv, const T* att, i64 batch, i64 seq_len, i64 channels,
-                               i64 heads) {
-  const i64 rows = batch * heads * seq_len;
-  if (rows == 0) return cudaSuccess;
-  const float scale = attention_scale(channels, heads);
-  const int warps = attention_warps_per_block(seq_len);
-  const i64 shared_bytes = static_cast<i64>(warps) * seq_len * static_cast<i64>(sizeof(float));
-  cudaError_t status = allow_shared(attention_backward_query_kernel<T>, shared_bytes);
-  if (status != cudaSuccess) return status;
-  const auto blocks = static_cast<unsigned>((rows + warps - 1) / warps);
-  attention_backward_query_kernel<T>
-      <<<blocks, warps * warp_size, static_cast<std::size_t>(shared_bytes), stream>>>(
-          dqkv, row_sums, dout, qkv, att, batch, seq_len, channels, heads, scale);
-  status = cudaGetLastError();
-  if (status != cudaSuccess) return status;
-  attention_backward_key_kernel<T><<<warp_blocks(rows), threads_per_block, 0, stream>>>(
-      dqkv, row_sums, dout, qkv, att, batch, seq_len, channels, heads, scale);
-  return cudaGetLastError();
+cudaError_t attention_backward(cudaStream_t stream, T* dqkv, float* delta, const T* dout,
+                               const T* qkv, const T* out, const float* lse, AttentionShape shape) {
+  if (!attention_shape_valid(shape)) return cudaErrorInvalidValue;
+  const i64 query_rows = shape.batch * shape.heads * shape.seq_len;
+  const i64 key_rows = shape.batch * shape.kv_heads * shape.seq_len;
+  if (query_rows == 0) return cudaSuccess;
+  const float scale = attention_scale(shape.head_dim);
+  return with_columns_per_lane(shape.head_dim, [&](auto per_lane) {
+    constexpr int kPerLane = decltype(per_lane)::value;
+    attention_delta_kernel<T, kPerLane>
+        <<<warp_blocks(query_rows), threads_per_block, 0, stream>>>(delta, dout, out, shape);
+    cudaError_t status = cudaGetLastError();
+    if (status != cudaSuccess) return status;
+    attention_backward_query_kernel<T, kPerLane>
+        <<<warp_blocks(query_rows), threads_per_block, 0, stream>>>(dqkv, delta, dout, qkv, lse,
+                                                                    shape, scale);
+    status = cudaGetLastError();
+    if (status != cudaSuccess) return status;
+    attention_backward_key_kernel<T, kPerLane>
+        <<<warp_blocks(key_rows), threads_per_block, 0, stream>>>(dqkv, delta, dout, qkv, lse,
+                                                                  shape, scale);
+    return cudaGetLastError();
+  });
 }
 
 #define STRATA_INSTANTIATE(T)                                                                    \
-  template cudaError_t attention_forward<T>(cudaStream_t, T*, T*, const T*, i64, i64, i64, i64); \
+  template cudaError_t attention_forward<T>(cudaStream_t, T*, float*, const T*, AttentionShape); \
   template cudaError_t attention_backward<T>(cudaStream_t, T*, float*, const T*, const T*,       \
-                                             const T*, i64, i64, i64, i64);
+                                             const T*, const float*, AttentionShape);
 STRATA_CUDA_FOR_EACH_ELEMENT(STRATA_INSTANTIATE)
 #undef STRATA_INSTANTIATE
 

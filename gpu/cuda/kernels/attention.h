@@ -2,28 +2,42 @@
 
 #include "gpu/cuda/kernels/element_types.h"
 
-// Causal multi-head attention on the GPU, the twin of gpu/host/kernels/attention.h (same math, the
-// same att saved), for T = float, __nv_bfloat16, __half (element_types.h): scores, softmax and
-// sums run in fp32 (the softmax's sum in double) and out, att and dqkv are rounded once.
+// Causal attention without the T x T matrix (FlashAttention-2's algorithm) on the GPU, the twin of
+// gpu/host/kernels/flash_attention.h, for T = float, __nv_bfloat16, __half (element_types.h).
+// `heads` query heads attend over `kv_heads` key/value heads (query head h reads kv head
+// h / (heads / kv_heads)), each of `head_dim`, read in place from the rows of qkv:
+// [q (heads x head_dim) | k (kv_heads x head_dim) | v (kv_heads x head_dim)] per token. out and
+// dout are (batch * seq_len, heads x head_dim); lse and the backward's delta are fp32,
+// (batch, heads, seq_len). Scores, softmax and sums run in fp32; out and dqkv are rounded once.
+// No kernel uses atomics, so every run gives the same bits.
 namespace strata::gpu::cuda::kernels {
 
-// The most head_size attention_backward supports (each lane keeps head_size / 32 sums).
-inline constexpr i64 attention_head_size_max = 256;
+// The most head_dim the kernels take (each lane of a warp keeps head_dim / 32 sums).
+inline constexpr i64 attention_head_dim_max = 256;
 
-// att (batch, heads, seq_len, seq_len) materialised, one warp per query row, the row's scores in
-// shared memory: memory grows with seq_len squared, where a fused memory-efficient kernel
-// (FlashAttention's tiling) would keep it linear. out is computed from the fp32 probabilities,
-// before att is rounded.
-template <typename T>
-cudaError_t attention_forward(cudaStream_t stream, T* out, T* att, const T* qkv, i64 batch,
-                              i64 seq_len, i64 channels, i64 heads);
+struct AttentionShape {
+  i64 batch = 0;
+  i64 seq_len = 0;
+  i64 heads = 0;
+  i64 kv_heads = 0;  // divides heads
+  i64 head_dim = 0;  // 1 to attention_head_dim_max
+};
 
-// dqkv += the gradient. `row_sums` is fp32 scratch of batch * heads * seq_len floats (sum over t2
-// of att * datt per row). A warp per query row adds dq, then a warp per key row adds dk and dv,
-// each from its own registers: no atomics.
+// out and lse, the log-sum-exp of each query row's scaled scores, by an online softmax over the
+// keys. bfloat16 and float16 at head_dim 64 and 128 run on the tensor cores (attention_mma.h,
+// where the probabilities are rounded to the element type before they multiply v, as in
+// FlashAttention-2); every other case runs a warp per query row on CUDA cores, in fp32
+// throughout.
 template <typename T>
-cudaError_t attention_backward(cudaStream_t stream, T* dqkv, float* row_sums, const T* dout,
-                               const T* qkv, const T* att, i64 batch, i64 seq_len, i64 channels,
-                               i64 heads);
+cudaError_t attention_forward(cudaStream_t stream, T* out, float* lse, const T* qkv,
+                              AttentionShape shape);
+
+// dqkv += the gradient, the probabilities recomputed from qkv and lse. `delta` is fp32 scratch of
+// batch * heads * seq_len floats (each query row's dout . out). A warp per query row adds dq, then
+// a warp per key row of each kv head adds dk and dv over the query rows of every query head of
+// its group, each from its own registers.
+template <typename T>
+cudaError_t attention_backward(cudaStream_t stream, T* dqkv, float* delta, const T* dout,
+                               const T* qkv, const T* out, const float* lse, AttentionShape shape);
 
 }  // namespace strata::gpu::cuda::kernels

@@ -3,7 +3,10 @@
 #include <cstdint>
 
 // Causal multi-head self-attention from a fused qkv buffer, as llm.c's attention_forward and
-// attention_backward, on host memory. See embedding.h for the conventions shared by every kernel.
+// attention_backward, on host memory, materialising the T x T probabilities. It is the reference
+// the fused kernel (flash_attention.h) is tested against: written the textbook way, one softmax
+// row at a time, and itself checked against a scalar reference and finite differences. See
+// embedding.h for the conventions shared by every kernel.
 namespace strata::gpu::host::kernels {
 
 // qkv: (batch, seq_len, 3 * channels): per position the query, key and value vectors, each
