@@ -22,7 +22,7 @@ struct BlockActivations {
   float* ln1_rstd = nullptr;  // (rows)
   gpu::Tensor qkv;            // (rows, 3C)
   gpu::Tensor atty;           // (rows, C)
-  float* lse = nullptr;        // (batch, heads, T): attention's log-sum-exp per query row
+  float* lse = nullptr;       // (batch, heads, T): attention's log-sum-exp per query row
   gpu::Tensor attproj;        // (rows, C)
   gpu::Tensor residual2;      // (rows, C)
   gpu::Tensor ln2;            // (rows, C)

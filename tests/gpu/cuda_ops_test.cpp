@@ -327,6 +327,29 @@ TEST_F(CudaOpsTest, CrossEntropyForwardAndBackwardMatch) {
   expect_close(dlogits, "cross_entropy_backward (overwrites, pads zeroed)", fp32_tolerance);
 }
 
+// The fused classifier (one kernel per row on CUDA: an online max and sum, then the gradient
+// written over the logits) against the host's forward-then-backward in place; the padded columns
+// hold values that both must zero.
+TEST_F(CudaOpsTest, CrossEntropyFusedMatchesAndOverwritesTheLogits) {
+  Pair& logits = upload(random_floats(rows * vocab_padded, 33, -4.0f, 4.0f));
+  Pair& targets = upload(random_tokens(rows, vocab, 34));
+  Pair& losses = zeros(rows);
+  Pair& lse = zeros(rows);
+  Pair& loss_mean = zeros(1);
+  Pair& dlosses = zeros(rows);
+  both([&](Ops& ops, Stream& s, Side side) {
+    ops.fill(s, dlosses.on(side), 0.5f / static_cast<float>(rows), rows);
+    ops.cross_entropy_fused(s, logits.on(side), losses.on(side), lse.on(side), loss_mean.on(side),
+                            targets.on<const std::int32_t>(side), dlosses.on(side), rows, vocab,
+                            vocab_padded);
+  });
+  expect_close(losses, "cross_entropy_fused losses", fp32_tolerance);
+  expect_close(lse, "cross_entropy_fused lse", fp32_tolerance);
+  expect_close(loss_mean, "cross_entropy_fused loss_mean", fp32_tolerance);
+  expect_close(logits, "cross_entropy_fused gradient (over the logits, pads zeroed)",
+               fp32_tolerance);
+}
+
 // Runs everywhere: the refusal text of cudaHostAlloc names cause and fix as the host backend's.
 TEST(CudaBackendErrors, PinnedRefusalNamesTheLimitAndHowToRaiseIt) {
   UserError error = pinned_memory_refused(

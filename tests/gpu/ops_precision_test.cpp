@@ -227,10 +227,9 @@ TEST_P(GptOpsPrecision, CrossEntropyFusedIsTheForwardThenTheBackwardInPlace) {
                               vocab_padded);
   }
   stream().synchronize();
-  for (const auto& [what, a, b] : {std::tuple{"gradient", &fused, &dlogits},
-                                   std::tuple{"losses", &fused_losses, &losses},
-                                   std::tuple{"lse", &fused_lse, &lse},
-                                   std::tuple{"loss_mean", &fused_mean, &loss_mean}}) {
+  for (const auto& [what, a, b] :
+       {std::tuple{"gradient", &fused, &dlogits}, std::tuple{"losses", &fused_losses, &losses},
+        std::tuple{"lse", &fused_lse, &lse}, std::tuple{"loss_mean", &fused_mean, &loss_mean}}) {
     for (bool r : both_runs) {
       const DeviceBuffer& x = r ? a->reference : a->tested;
       const DeviceBuffer& y = r ? b->reference : b->tested;
