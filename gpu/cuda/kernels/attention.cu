@@ -114,9 +114,8 @@ __global__ void attention_forward_kernel(T* out, float* lse, const T* qkv, Atten
   const int lane = static_cast<int>(threadIdx.x) % warp_size;
   i64 row = 0;
   if (!warp_row(shape.batch * shape.heads * shape.seq_len, row)) return;
-  const i64 t = row % shape.seq_len;
-  const i64 head = (row / shape.seq_len) % shape.heads;
-  const i64 b = row / (shape.seq_len * shape.heads);
+  const AttentionRows::QueryRow query = at.query_row(row);
+  const i64 b = query.b, head = query.head, t = query.t;
   const i64 kv_head = at.kv_head_of(head);
   const i64 head_dim = shape.head_dim;
   float q[kPerLane];
@@ -158,9 +157,8 @@ __global__ void attention_delta_kernel(float* delta, const T* dout, const T* out
   const int lane = static_cast<int>(threadIdx.x) % warp_size;
   i64 row = 0;
   if (!warp_row(shape.batch * shape.heads * shape.seq_len, row)) return;
-  const i64 t = row % shape.seq_len;
-  const i64 head = (row / shape.seq_len) % shape.heads;
-  const i64 b = row / (shape.seq_len * shape.heads);
+  const AttentionRows::QueryRow query = at.query_row(row);
+  const i64 b = query.b, head = query.head, t = query.t;
   float dout_row[kPerLane];
   load_lane_columns(dout_row, dout + at.o(b, t, head), shape.head_dim, lane);
   const float sum = warp_sum(lane_dot(dout_row, out + at.o(b, t, head), shape.head_dim, lane));
@@ -177,9 +175,8 @@ __global__ void attention_backward_query_kernel(T* dqkv, const float* delta, con
   const int lane = static_cast<int>(threadIdx.x) % warp_size;
   i64 row = 0;
   if (!warp_row(shape.batch * shape.heads * shape.seq_len, row)) return;
-  const i64 t = row % shape.seq_len;
-  const i64 head = (row / shape.seq_len) % shape.heads;
-  const i64 b = row / (shape.seq_len * shape.heads);
+  const AttentionRows::QueryRow query = at.query_row(row);
+  const i64 b = query.b, head = query.head, t = query.t;
   const i64 kv_head = at.kv_head_of(head);
   const i64 head_dim = shape.head_dim;
   float q[kPerLane];

@@ -37,6 +37,15 @@ struct AttentionRows {
   __host__ __device__ i64 o(i64 b, i64 t, i64 head) const {
     return (token(b, t) * shape.heads + head) * shape.head_dim;
   }
+  // The (batch, query head, position) of a row of lse or delta, rows ordered as `stat` orders
+  // them.
+  struct QueryRow {
+    i64 b, head, t;
+  };
+  __host__ __device__ QueryRow query_row(i64 row) const {
+    return {row / (shape.seq_len * shape.heads), (row / shape.seq_len) % shape.heads,
+            row % shape.seq_len};
+  }
   // Offset into lse or delta.
   __host__ __device__ i64 stat(i64 b, i64 head, i64 t) const {
     return (b * shape.heads + head) * shape.seq_len + t;
