@@ -64,6 +64,14 @@ class Ops {
                                    const float* mean, const float* rstd, std::int64_t rows,
                                    std::int64_t channels) = 0;
 
+  // residual_forward(residual, a, b) then layer_norm_forward(out, ..., residual, ...) as one op:
+  // the norm reads the sum while it is in registers instead of reading `residual` back. The bits
+  // are the two ops' (the norm reads the sum as rounded into `residual`).
+  virtual void residual_layer_norm_forward(Stream& stream, Tensor residual, Tensor out, float* mean,
+                                           float* rstd, ConstTensor a, ConstTensor b,
+                                           ConstTensor weight, ConstTensor bias, std::int64_t rows,
+                                           std::int64_t channels) = 0;
+
   // out[rows, out] = inp[rows, in] @ weight[out, in]^T + bias (bias may be null). The backward
   // adds dout @ weight into dinp and dout^T @ inp into dweight (fp32), and column sums of dout
   // into dbias (fp32, may be null).
@@ -130,6 +138,10 @@ class Ops {
   virtual void rms_norm_forward(Stream& stream, Tensor out, float* rstd, ConstTensor inp,
                                 ConstTensor weight, double eps, std::int64_t rows,
                                 std::int64_t channels) = 0;
+  // residual_forward then rms_norm_forward as one op, as residual_layer_norm_forward.
+  virtual void residual_rms_norm_forward(Stream& stream, Tensor residual, Tensor out, float* rstd,
+                                         ConstTensor a, ConstTensor b, ConstTensor weight,
+                                         double eps, std::int64_t rows, std::int64_t channels) = 0;
   virtual void rms_norm_backward(Stream& stream, Tensor dinp, float* dweight, ConstTensor dout,
                                  ConstTensor inp, ConstTensor weight, const float* rstd,
                                  std::int64_t rows, std::int64_t channels) = 0;

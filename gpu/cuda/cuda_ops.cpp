@@ -82,6 +82,16 @@ class CudaOps final : public Ops {
                                          as(e, bias), rows, c);
     });
   }
+  void residual_layer_norm_forward(Stream& s, Tensor residual, Tensor out, float* mean, float* rstd,
+                                   ConstTensor a, ConstTensor b, ConstTensor weight,
+                                   ConstTensor bias, i64 rows, i64 c) override {
+    run(common_type({residual, out, a, b, weight, bias}), "residual_layer_norm_forward",
+        [&](auto e) {
+          return kernels::residual_layer_norm_forward(on(s), as(e, residual), as(e, out), mean,
+                                                      rstd, as(e, a), as(e, b), as(e, weight),
+                                                      as(e, bias), rows, c);
+        });
+  }
   void layer_norm_backward(Stream& s, Tensor dinp, float* dweight, float* dbias, ConstTensor dout,
                            ConstTensor inp, ConstTensor weight, const float* mean,
                            const float* rstd, i64 rows, i64 c) override {
@@ -175,6 +185,14 @@ class CudaOps final : public Ops {
     });
   }
 
+  void residual_rms_norm_forward(Stream& s, Tensor residual, Tensor out, float* rstd, ConstTensor a,
+                                 ConstTensor b, ConstTensor weight, double eps, i64 rows,
+                                 i64 c) override {
+    run(common_type({residual, out, a, b, weight}), "residual_rms_norm_forward", [&](auto e) {
+      return kernels::residual_rms_norm_forward(on(s), as(e, residual), as(e, out), rstd, as(e, a),
+                                                as(e, b), as(e, weight), eps, rows, c);
+    });
+  }
   void rms_norm_forward(Stream& s, Tensor out, float* rstd, ConstTensor inp, ConstTensor weight,
                         double eps, i64 rows, i64 c) override {
     run(common_type({out, inp, weight}), "rms_norm_forward", [&](auto e) {

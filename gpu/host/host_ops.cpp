@@ -138,6 +138,22 @@ class HostOps final : public Ops {
       dx.store();
     });
   }
+  void residual_layer_norm_forward(Stream& s, Tensor residual, Tensor out, float* mean, float* rstd,
+                                   ConstTensor a, ConstTensor b, ConstTensor weight,
+                                   ConstTensor bias, i64 rows, i64 c) override {
+    host::common_type({residual, out, a, b, weight, bias});
+    s.launch([=] {
+      const i64 n = rows * c;
+      In x(a, n), y(b, n), w(weight, c), bb(bias, c);
+      Out sum(residual, n, fresh);
+      k::residual_forward<float>(sum.get(), x.get(), y.get(), n);
+      sum.store();
+      In rounded(residual, n);  // the sum as the norm on CUDA reads it: rounded once
+      Out z(out, n, fresh);
+      k::layer_norm_forward<float>(z.get(), mean, rstd, rounded.get(), w.get(), bb.get(), rows, c);
+      z.store();
+    });
+  }
   void matmul_forward(Stream& s, Tensor out, ConstTensor inp, ConstTensor weight, ConstTensor bias,
                       i64 rows, i64 in, i64 out_channels) override {
     host::common_type({out, inp, weight, bias});
@@ -276,6 +292,22 @@ class HostOps final : public Ops {
       Out y(out, rows * c, fresh);
       k::rms_norm_forward<float>(y.get(), rstd, x.get(), w.get(), eps, rows, c);
       y.store();
+    });
+  }
+  void residual_rms_norm_forward(Stream& s, Tensor residual, Tensor out, float* rstd, ConstTensor a,
+                                 ConstTensor b, ConstTensor weight, double eps, i64 rows,
+                                 i64 c) override {
+    host::common_type({residual, out, a, b, weight});
+    s.launch([=] {
+      const i64 n = rows * c;
+      In x(a, n), y(b, n), w(weight, c);
+      Out sum(residual, n, fresh);
+      k::residual_forward<float>(sum.get(), x.get(), y.get(), n);
+      sum.store();
+      In rounded(residual, n);
+      Out z(out, n, fresh);
+      k::rms_norm_forward<float>(z.get(), rstd, rounded.get(), w.get(), eps, rows, c);
+      z.store();
     });
   }
   void rms_norm_backward(Stream& s, Tensor dinp, float* dweight, ConstTensor dout, ConstTensor inp,

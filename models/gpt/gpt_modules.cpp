@@ -106,9 +106,8 @@ void GptBlock::run_forward(StepContext& context, const TensorViews& w, BlockActi
   ops.attention_forward(stream, a.atty, a.lse, a.qkv, s.batch, s.seq_len, s.n_head, s.n_head,
                         head_dim);
   ops.matmul_forward(stream, a.attproj, a.atty, w[proj_w], w[proj_b], rows, c, c);
-  ops.residual_forward(stream, a.residual2, x, a.attproj, rows * c);
-  ops.layer_norm_forward(stream, a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, w[ln2_w], w[ln2_b],
-                         rows, c);
+  ops.residual_layer_norm_forward(stream, a.residual2, a.ln2, a.ln2_mean, a.ln2_rstd, x, a.attproj,
+                                  w[ln2_w], w[ln2_b], rows, c);
   ops.matmul_gelu_forward(stream, a.fch_gelu, a.fch, a.ln2, w[fc_w], w[fc_b], rows, c, 4 * c);
   ops.matmul_forward(stream, a.fcproj, a.fch_gelu, w[fcproj_w], w[fcproj_b], rows, 4 * c, c);
   ops.residual_forward(stream, out, a.residual2, a.fcproj, rows * c);

@@ -116,8 +116,8 @@ void LlamaBlock::run_forward(StepContext& context, const TensorViews& w, LlamaBl
   // k and v are packed repeated over the query heads (qkv_pack), so each head has its own.
   ops.attention_forward(stream, a.atty, a.lse, a.qkv, s.batch, s.seq_len, s.n_head, s.n_head, d);
   ops.matmul_forward(stream, a.attproj, a.atty, w[at.o], nullptr, rows, q, c);
-  ops.residual_forward(stream, a.residual2, x, a.attproj, rows * c);
-  ops.rms_norm_forward(stream, a.ln2, a.ln2_rstd, a.residual2, w[at.ln2], s.rms_norm_eps, rows, c);
+  ops.residual_rms_norm_forward(stream, a.residual2, a.ln2, a.ln2_rstd, x, a.attproj, w[at.ln2],
+                                s.rms_norm_eps, rows, c);
   ops.matmul_forward(stream, a.gate, a.ln2, w[at.gate], nullptr, rows, c, f);
   ops.matmul_forward(stream, a.up, a.ln2, w[at.up], nullptr, rows, c, f);
   ops.swiglu_forward(stream, a.act, a.gate, a.up, rows * f);

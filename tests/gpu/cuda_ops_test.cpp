@@ -327,6 +327,37 @@ TEST_F(CudaOpsTest, CrossEntropyForwardAndBackwardMatch) {
   expect_close(dlogits, "cross_entropy_backward (overwrites, pads zeroed)", fp32_tolerance);
 }
 
+// The fused residual + norm kernels (the sum stored, then normalised from registers) against the
+// host's two ops.
+TEST_F(CudaOpsTest, ResidualLayerNormAndResidualRmsNormMatch) {
+  const i64 n = rows * channels;
+  Pair& a = upload(random_floats(n, 41, -1.0f, 1.0f));
+  Pair& b = upload(random_floats(n, 42, -1.0f, 1.0f));
+  Pair& weight = upload(random_floats(channels, 43, 0.5f, 1.5f));
+  Pair& bias = upload(random_floats(channels, 44, -0.5f, 0.5f));
+  Pair& residual = zeros(n);
+  Pair& out = zeros(n);
+  Pair& mean = zeros(rows);
+  Pair& rstd = zeros(rows);
+  Pair& rms_residual = zeros(n);
+  Pair& rms_out = zeros(n);
+  Pair& rms_rstd = zeros(rows);
+  both([&](Ops& ops, Stream& s, Side side) {
+    ops.residual_layer_norm_forward(s, residual.on(side), out.on(side), mean.on(side),
+                                    rstd.on(side), a.on(side), b.on(side), weight.on(side),
+                                    bias.on(side), rows, channels);
+    ops.residual_rms_norm_forward(s, rms_residual.on(side), rms_out.on(side), rms_rstd.on(side),
+                                  a.on(side), b.on(side), weight.on(side), 1e-5, rows, channels);
+  });
+  expect_close(residual, "residual_layer_norm_forward residual", 0.0);
+  expect_close(out, "residual_layer_norm_forward out", fp32_tolerance);
+  expect_close(mean, "residual_layer_norm_forward mean", fp32_tolerance);
+  expect_close(rstd, "residual_layer_norm_forward rstd", fp32_tolerance);
+  expect_close(rms_residual, "residual_rms_norm_forward residual", 0.0);
+  expect_close(rms_out, "residual_rms_norm_forward out", fp32_tolerance);
+  expect_close(rms_rstd, "residual_rms_norm_forward rstd", fp32_tolerance);
+}
+
 // The fused classifier (one kernel per row on CUDA: an online max and sum, then the gradient
 // written over the logits) against the host's forward-then-backward in place; the padded columns
 // hold values that both must zero.

@@ -163,6 +163,17 @@ class OpsPrecision : public OpsOnHost, public ::testing::WithParamInterface<Data
     return pair;
   }
 
+  // Both runs of `a` hold the same bytes as those of `b` (a fused op against its parts).
+  static void expect_same_bits(const std::string& what, const Pair& a, const Pair& b) {
+    for (bool reference_run : {true, false}) {
+      const DeviceBuffer& x = reference_run ? a.reference : a.tested;
+      const DeviceBuffer& y = reference_run ? b.reference : b.tested;
+      ASSERT_EQ(x.bytes(), y.bytes()) << what;
+      EXPECT_EQ(std::memcmp(x.data(), y.data(), static_cast<std::size_t>(x.bytes())), 0)
+          << what << (reference_run ? " (fp32 run)" : " (16-bit run)");
+    }
+  }
+
   // Waits for the queued ops, then holds the tested run's values to the reference's: their
   // scaled error (max |tested - reference| / max |reference|) must be at most `tolerance`. The
   // measure is NaN when any element is, and `!(error <= tolerance)` fails on NaN.

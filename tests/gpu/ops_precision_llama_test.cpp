@@ -51,6 +51,25 @@ TEST_P(LlamaOpsPrecision, RmsNorm) {
   expect_close("rms_norm_backward dweight", dweight, 0.0);
 }
 
+// The fused residual + RMSNorm is the two ops, to the bit, in every type.
+TEST_P(LlamaOpsPrecision, ResidualRmsNormIsTheTwoOps) {
+  const i64 n = rows * channels;
+  const Pair a = input(n), b = input(n), weight = input(channels, 0.5f, 1.5f);
+  Pair residual = output(n), out = output(n), two_residual = output(n), two_out = output(n);
+  Pair rstd = fp32_output(rows), two_rstd = fp32_output(rows);
+  for (bool r : both_runs) {
+    ops_->residual_rms_norm_forward(stream(), residual.in(r), out.in(r), rstd.floats(r), a.in(r),
+                                    b.in(r), weight.in(r), rms_eps, rows, channels);
+    ops_->residual_forward(stream(), two_residual.in(r), a.in(r), b.in(r), n);
+    ops_->rms_norm_forward(stream(), two_out.in(r), two_rstd.floats(r), two_residual.in(r),
+                           weight.in(r), rms_eps, rows, channels);
+  }
+  stream().synchronize();
+  expect_same_bits("residual", residual, two_residual);
+  expect_same_bits("out", out, two_out);
+  expect_same_bits("rstd", rstd, two_rstd);
+}
+
 // RoPE rotates in place inside the fused QKV rows, as the model calls it: the query and key
 // parts as 2 x heads heads of each row, rows 3 channels apart. The value part must come back
 // with its bits unchanged, having been widened and rounded back.

@@ -240,6 +240,28 @@ TEST_P(GptOpsPrecision, CrossEntropyFusedIsTheForwardThenTheBackwardInPlace) {
   }
 }
 
+// The fused residual + layer norm is the two ops, to the bit, in every type.
+TEST_P(GptOpsPrecision, ResidualLayerNormIsTheTwoOps) {
+  const i64 n = rows * channels;
+  const Pair a = input(n), b = input(n), weight = input(channels), bias = input(channels);
+  Pair residual = output(n), out = output(n), two_residual = output(n), two_out = output(n);
+  Pair mean = fp32_output(rows), rstd = fp32_output(rows);
+  Pair two_mean = fp32_output(rows), two_rstd = fp32_output(rows);
+  for (bool r : both_runs) {
+    ops_->residual_layer_norm_forward(stream(), residual.in(r), out.in(r), mean.floats(r),
+                                      rstd.floats(r), a.in(r), b.in(r), weight.in(r), bias.in(r),
+                                      rows, channels);
+    ops_->residual_forward(stream(), two_residual.in(r), a.in(r), b.in(r), n);
+    ops_->layer_norm_forward(stream(), two_out.in(r), two_mean.floats(r), two_rstd.floats(r),
+                             two_residual.in(r), weight.in(r), bias.in(r), rows, channels);
+  }
+  stream().synchronize();
+  expect_same_bits("residual", residual, two_residual);
+  expect_same_bits("out", out, two_out);
+  expect_same_bits("mean", mean, two_mean);
+  expect_same_bits("rstd", rstd, two_rstd);
+}
+
 // The 16-bit path of an elementwise op is, bit for bit, the fp32 kernel on the widened inputs
 // rounded once to nearest even, with the expectation computed here from cpu_adam's conversions.
 TEST_P(GptOpsPrecision, GeluAndResidualForwardAreWidenKernelRoundOnce) {

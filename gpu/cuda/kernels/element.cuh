@@ -45,5 +45,15 @@ __device__ void add_into(T& target, float value) {
   target = narrow<T>(widen(target) + value);
 }
 
+// One warp's row of residual_forward: sum[c] = a[c] + b[c], rounded once, for the columns c of
+// `lane` (lane, lane + 32, ...), the columns the norm kernels then read in that lane. The warp
+// synchronises after, so every lane's stores are done before the row is read.
+template <typename T>
+__device__ void add_row(T* sum, const T* a, const T* b, std::int64_t channels, int lane) {
+  for (std::int64_t c = lane; c < channels; c += 32)
+    sum[c] = narrow<T>(widen(a[c]) + widen(b[c]));
+  __syncwarp();
+}
+
 }  // namespace
 }  // namespace strata::gpu::cuda::kernels

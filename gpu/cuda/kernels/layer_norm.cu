@@ -9,12 +9,19 @@ namespace {
 
 constexpr double layer_norm_epsilon = 1e-5;  // gpu/host/kernels/layer_norm.h
 
+// With `residual` non-null the row is first residual = a + b (rounded once), which the lane then
+// reads back from its own stores: the columns a lane writes are the ones it reads.
 template <typename T>
 __global__ void layer_norm_forward_kernel(T* out, float* mean, float* rstd, const T* inp,
-                                          const T* weight, const T* bias, i64 rows, i64 channels) {
+                                          const T* weight, const T* bias, i64 rows, i64 channels,
+                                          T* residual, const T* a, const T* b) {
   const i64 row = global_index() / warp_size;
   const int lane = static_cast<int>(threadIdx.x) % warp_size;
   if (row >= rows) return;
+  if (residual != nullptr) {
+    add_row(residual + row * channels, a + row * channels, b + row * channels, channels, lane);
+    inp = residual;
+  }
   const T* x = inp + row * channels;
   double sum = 0.0;
   for (i64 c = lane; c < channels; c += warp_size)
@@ -102,8 +109,18 @@ template <typename T>
 cudaError_t layer_norm_forward(cudaStream_t stream, T* out, float* mean, float* rstd, const T* inp,
                                const T* weight, const T* bias, i64 rows, i64 channels) {
   if (rows == 0) return cudaSuccess;
-  layer_norm_forward_kernel<<<warp_blocks(rows), threads_per_block, 0, stream>>>(
-      out, mean, rstd, inp, weight, bias, rows, channels);
+  layer_norm_forward_kernel<T><<<warp_blocks(rows), threads_per_block, 0, stream>>>(
+      out, mean, rstd, inp, weight, bias, rows, channels, nullptr, nullptr, nullptr);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t residual_layer_norm_forward(cudaStream_t stream, T* residual, T* out, float* mean,
+                                        float* rstd, const T* a, const T* b, const T* weight,
+                                        const T* bias, i64 rows, i64 channels) {
+  if (rows == 0) return cudaSuccess;
+  layer_norm_forward_kernel<T><<<warp_blocks(rows), threads_per_block, 0, stream>>>(
+      out, mean, rstd, residual, weight, bias, rows, channels, residual, a, b);
   return cudaGetLastError();
 }
 
@@ -123,6 +140,8 @@ cudaError_t layer_norm_backward(cudaStream_t stream, T* dinp, float* dweight, fl
 #define STRATA_INSTANTIATE(T)                                                                      \
   template cudaError_t layer_norm_forward<T>(cudaStream_t, T*, float*, float*, const T*, const T*, \
                                              const T*, i64, i64);                                  \
+  template cudaError_t residual_layer_norm_forward<T>(                                             \
+      cudaStream_t, T*, T*, float*, float*, const T*, const T*, const T*, const T*, i64, i64);     \
   template cudaError_t layer_norm_backward<T>(cudaStream_t, T*, float*, float*, const T*,          \
                                               const T*, const T*, const float*, const float*, i64, \
                                               i64);

@@ -12,6 +12,13 @@ template <typename T>
 cudaError_t layer_norm_forward(cudaStream_t stream, T* out, float* mean, float* rstd, const T* inp,
                                const T* weight, const T* bias, i64 rows, i64 channels);
 
+// residual = a + b (rounded once), then layer_norm_forward of it, in one kernel: each warp's row is
+// summed, stored and normalised without reading `residual` back from memory.
+template <typename T>
+cudaError_t residual_layer_norm_forward(cudaStream_t stream, T* residual, T* out, float* mean,
+                                        float* rstd, const T* a, const T* b, const T* weight,
+                                        const T* bias, i64 rows, i64 channels);
+
 // dinp (accumulated, rounded once) by one warp per row, its two row means in double; dweight and
 // dbias by column tiles over slices of rows, the slices' sums added with atomicAdd.
 template <typename T>

@@ -7,12 +7,18 @@
 namespace strata::gpu::cuda::kernels {
 namespace {
 
+// With `residual` non-null the row is first residual = a + b, as in layer_norm.cu.
 template <typename T>
 __global__ void rms_norm_forward_kernel(T* out, float* rstd, const T* inp, const T* weight,
-                                        double eps, i64 rows, i64 channels) {
+                                        double eps, i64 rows, i64 channels, T* residual, const T* a,
+                                        const T* b) {
   const i64 row = global_index() / warp_size;
   const int lane = static_cast<int>(threadIdx.x) % warp_size;
   if (row >= rows) return;
+  if (residual != nullptr) {
+    add_row(residual + row * channels, a + row * channels, b + row * channels, channels, lane);
+    inp = residual;
+  }
   const T* x = inp + row * channels;
   double squares = 0.0;
   for (i64 c = lane; c < channels; c += warp_size) {
@@ -74,8 +80,18 @@ template <typename T>
 cudaError_t rms_norm_forward(cudaStream_t stream, T* out, float* rstd, const T* inp,
                              const T* weight, double eps, i64 rows, i64 channels) {
   if (rows == 0) return cudaSuccess;
-  rms_norm_forward_kernel<<<warp_blocks(rows), threads_per_block, 0, stream>>>(
-      out, rstd, inp, weight, eps, rows, channels);
+  rms_norm_forward_kernel<T><<<warp_blocks(rows), threads_per_block, 0, stream>>>(
+      out, rstd, inp, weight, eps, rows, channels, nullptr, nullptr, nullptr);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t residual_rms_norm_forward(cudaStream_t stream, T* residual, T* out, float* rstd,
+                                      const T* a, const T* b, const T* weight, double eps, i64 rows,
+                                      i64 channels) {
+  if (rows == 0) return cudaSuccess;
+  rms_norm_forward_kernel<T><<<warp_blocks(rows), threads_per_block, 0, stream>>>(
+      out, rstd, residual, weight, eps, rows, channels, residual, a, b);
   return cudaGetLastError();
 }
 
@@ -94,6 +110,8 @@ cudaError_t rms_norm_backward(cudaStream_t stream, T* dinp, float* dweight, cons
 #define STRATA_INSTANTIATE(T)                                                                    \
   template cudaError_t rms_norm_forward<T>(cudaStream_t, T*, float*, const T*, const T*, double, \
                                            i64, i64);                                            \
+  template cudaError_t residual_rms_norm_forward<T>(cudaStream_t, T*, T*, float*, const T*,      \
+                                                    const T*, const T*, double, i64, i64);       \
   template cudaError_t rms_norm_backward<T>(cudaStream_t, T*, float*, const T*, const T*,        \
                                             const T*, const float*, i64, i64);
 STRATA_CUDA_FOR_EACH_ELEMENT(STRATA_INSTANTIATE)
