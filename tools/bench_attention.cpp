@@ -164,10 +164,10 @@ void print_result(const nlohmann::json& result) {
       "forward+backward 3.5x that\n",
       result["device"].get<std::string>(), result["backend"].get<std::string>(),
       result["dtype"].get<std::string>(), result["repeats"].get<int>());
-  fmt::print("{:<16} {:>8} | {:>10} {:>10} | {:>10} {:>10}\n", "BxHxTxD", "kv heads", "fwd ms",
+  fmt::print("{:<16} {:>8} | {:>8} {:>11} | {:>8} {:>11}\n", "BxHxTxD", "kv heads", "fwd ms",
              "fwd TFLOP/s", "f+b ms", "f+b TFLOP/s");
   for (const nlohmann::json& row : result["shapes"]) {
-    fmt::print("{:<16} {:>8} | {:>10.3f} {:>10.2f} | {:>10.3f} {:>10.2f}\n",
+    fmt::print("{:<16} {:>8} | {:>8.3f} {:>11.2f} | {:>8.3f} {:>11.2f}\n",
                row["shape"].get<std::string>(), row["kv_heads"].get<std::int64_t>(),
                row["forward_ms"].get<double>(), row["forward_tflops"].get<double>(),
                row["forward_backward_ms"].get<double>(),

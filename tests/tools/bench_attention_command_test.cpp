@@ -66,7 +66,13 @@ TEST(BenchAttentionCommand, EachShapeTimedForwardAndForwardBackward) {
   }
 }
 
-TEST(BenchAttentionCommand, DefaultsToTheTwoBenchmarkShapesInBf16) {
+TEST(BenchAttentionCommand, DefaultsToBf16AndOneKvHeadPerQueryHead) {
+  nlohmann::json out = bench_attention({"--shape", "1x3x40x16"});
+  EXPECT_EQ(out.at("dtype"), "bfloat16");
+  EXPECT_EQ(out.at("shapes").at(0).at("kv_heads"), 3);
+}
+
+TEST(BenchAttentionCommand, DefaultsToTheTwoBenchmarkShapes) {
   // The default shapes are a GPU's work: only the parse is run here, through a refusal that comes
   // after it (a kv-head count dividing neither), so nothing is measured.
   expect_refused({"--kv-heads", "5"},
