@@ -32,6 +32,10 @@
 #   bench_gemm_bf16   the 1.3B GPT's products in bf16 through strata's ops (`strata bench gemm
 #                     --device cuda`) beside plain torch.matmul on the same shapes
 #                     (scripts/torch_matmul_peer.py): gemm_bf16.tsv
+#   bench_attention   causal attention in bf16, forward and forward+backward, at B8 H16 T1024 D128
+#                     and B4 H16 T2048 D128 through strata's ops (`strata bench attention --device
+#                     cuda`) beside torch's scaled_dot_product_attention with each of its backends
+#                     (scripts/torch_sdpa_peer.py): attention.tsv
 #   gpu_device_tests  the device, stream, event and timeline tests on CUDA (strata_gpu_tests)
 #   cuda_tests        every CUDA op against the host op, at toy and at the models' shapes, the
 #                     optimizer kernels, the timeline rows (strata_gpu_cuda_tests)
@@ -237,6 +241,21 @@ gemm_bf16() {
 }
 export -f gemm_bf16
 
+# Causal attention in bf16 through strata's ops on the GPU and through torch's
+# scaled_dot_product_attention with each of its backends, on `strata bench attention`'s default
+# shapes, each on its own (so the peer runs even where strata fails), then side by side:
+# strata.json, torch.json and attention.tsv (shape, direction, TFLOP/s of strata and of each
+# backend, the best, the ratio to it) into the current folder. attention_bf16 STRATA PEER_SCRIPT.
+attention_bf16() {
+  local strata=$1 peer=$2 failed=0
+  "$strata" bench attention --device cuda --dtype bfloat16 --repeats 10 --json >strata.json ||
+    failed=1
+  python3 "$peer" torch --dtype bfloat16 --repeats 10 --out torch.json >/dev/null || failed=1
+  ((failed == 0)) || return 1
+  python3 "$peer" compare strata.json torch.json --tsv attention.tsv
+}
+export -f attention_bf16
+
 # The SASS of strata's own kernels in BINARY (cuobjdump, from the CUDA toolkit where the machine
 # has one): accumulate_kernel adds a product it has rounded (FMUL then FADD, no FFMA, as the host
 # does), and the count of tensor-core instructions (HMMA/HGMMA) in strata's kernels, which leave
@@ -274,6 +293,7 @@ plan_checks() {
   # Second: the figure the GPU work is judged by, in well under a minute, before any suite that
   # may run to its limit.
   add_check bench_gemm_bf16 75 "mkdir -p $logs/gemm_bf16 && cd $logs/gemm_bf16 && gemm_bf16 $b/bin/strata $root/scripts/torch_matmul_peer.py $big"
+  add_check bench_attention 60 "mkdir -p $logs/attention && cd $logs/attention && attention_bf16 $b/bin/strata $root/scripts/torch_sdpa_peer.py"
   add_check gpu_device_tests 120 "$b/bin/strata_gpu_tests --gtest_filter='*cuda*' --gtest_output=json:$logs/gpu_device_tests.json"
   add_check cuda_tests 180 "$b/bin/strata_gpu_cuda_tests --gtest_filter='-Types/CudaRealShapesTest.*' --gtest_output=json:$logs/cuda_tests.json"
   add_check sass 30 "sass_check $b/bin/strata_gpu_cuda_tests | tee $logs/sass.txt"

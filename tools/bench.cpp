@@ -9,13 +9,10 @@ using AddBenchCommand = void (*)(CLI::App& bench, CommandContext& context);
 
 // One line per benchmark.
 constexpr AddBenchCommand kBenchCommands[] = {
-    add_bench_adam_command,
-    add_bench_membw_command,
-    add_bench_comm_command,
-    add_bench_h2d_command,
-    add_bench_offload_command,
-    add_bench_gemm_command,
-    add_bench_device_optimizer_command,
+    add_bench_adam_command,      add_bench_membw_command,
+    add_bench_comm_command,      add_bench_h2d_command,
+    add_bench_offload_command,   add_bench_gemm_command,
+    add_bench_attention_command, add_bench_device_optimizer_command,
 };
 
 }  // namespace

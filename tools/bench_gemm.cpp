@@ -21,12 +21,12 @@
 
 #include "base/error.h"
 #include "engine/config/config.h"
-#include "gpu/device_query.h"
 #include "gpu/host/kernels/matmul.h"
 #include "gpu/open_device.h"
 #include "gpu/ops.h"
 #include "models/model_plan.h"
 #include "tools/bench.h"
+#include "tools/bench_device.h"
 #include "tools/bench_gemm_ops.h"
 #include "tools/bench_gemm_sgemm.h"
 #include "tools/bench_gemm_shapes.h"
@@ -53,54 +53,6 @@ struct GemmOptions {
 // rows and 4096 to 16384 columns.
 constexpr double kTargetVsPeer = 0.9;
 constexpr double kTargetLargeGflops = 600e3;
-
-gpu::DataType parse_dtype(const std::string& name) {
-  for (gpu::DataType type :
-       {gpu::DataType::float32, gpu::DataType::bfloat16, gpu::DataType::float16}) {
-    if (gpu::to_string(type) == name) return type;
-  }
-  throw UserError("--dtype " + name + " is not float32, bfloat16 or float16",
-                  "give --dtype bfloat16 (a bf16 config's compute type), float16 or float32", 2);
-}
-
-gpu::DeviceKind parse_device(const std::string& name) {
-  if (name == "host") return gpu::DeviceKind::host;
-  if (name == "cuda") return gpu::DeviceKind::cuda;
-  throw UserError("--device " + name + " is not host or cuda",
-                  "give --device cuda (the GPU, through cuBLASLt) or --device host (the host "
-                  "backend beside OpenBLAS)",
-                  2);
-}
-
-// The CUDA device, or a UserError saying why this build or this machine has none: never the host
-// device in its place, which open_device falls back to.
-std::unique_ptr<gpu::Device> open_cuda_device() {
-  const gpu::GpuInventory inventory = gpu::query_gpus();
-  const std::string fix = "pass --device host to measure the host backend instead";
-  if (!inventory.cuda_built) {
-    throw UserError("--device cuda: this strata was built without the CUDA backend",
-                    "build it where the CUDA toolkit's nvcc is on PATH (cmake --preset release "
-                    "-DSTRATA_CUDA=ON), or " +
-                        fix,
-                    2);
-  }
-  if (inventory.gpus.empty()) {
-    throw UserError("--device cuda found no GPU: " + inventory.no_gpu_reason,
-                    "run it on a machine with an NVIDIA GPU (`strata report` shows what CUDA "
-                    "sees), or " +
-                        fix,
-                    2);
-  }
-  if (!inventory.probe_kernel_ran) {
-    throw UserError("--device cuda: the GPU found (" + inventory.gpus.front().name +
-                        ") did not run a test kernel (this build has code for sm_80 and sm_90 "
-                        "only)",
-                    "run it on an A100, H100 or H200, or " + fix, 2);
-  }
-  std::unique_ptr<gpu::Device> device = gpu::open_device({});
-  STRATA_ASSERT(device->kind() == gpu::DeviceKind::cuda);
-  return device;
-}
 
 models::ModelPlan plan_of(const GemmOptions& options) {
   engine::LoadedConfig loaded =
@@ -270,11 +222,11 @@ void print_cuda(const nlohmann::json& result) {
 }
 
 void run_bench_gemm(const GemmOptions& options) {
-  const gpu::DeviceKind kind = parse_device(options.device);
-  const gpu::DataType type = parse_dtype(options.dtype);
+  const gpu::DeviceKind kind = parse_bench_device(options.device);
+  const gpu::DataType type = parse_bench_dtype(options.dtype);
   const Workload workload = workload_of(options);
   if (kind == gpu::DeviceKind::cuda) {
-    std::unique_ptr<gpu::Device> device = open_cuda_device();
+    std::unique_ptr<gpu::Device> device = open_bench_cuda_device();
     const nlohmann::json result = measure(options, workload, *device, type, 0);
     if (options.json) {
       fmt::print("{}\n", result.dump(2));

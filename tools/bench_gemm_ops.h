@@ -2,16 +2,12 @@
 
 // A layer's products through the device's own ops (gpu::Ops::matmul_forward, matmul_gelu_forward
 // and matmul_backward), as the engine runs them: on the device's compute stream, on device memory,
-// in the compute type asked for. Each call is timed between two events recorded around it on the
-// stream; the calls are enqueued back to back, after one untimed call (cuBLASLt's choice of
-// algorithm, the host backend's scratch), and the median counts.
-
-#include <memory>
-#include <vector>
+// in the compute type asked for, each figure the median call of tools/bench_op_timer.h.
 
 #include "gpu/device.h"
 #include "gpu/ops.h"
 #include "tools/bench_gemm_shapes.h"
+#include "tools/bench_op_timer.h"
 
 namespace strata::tools {
 
@@ -34,19 +30,11 @@ class DeviceGemmTimer {
  private:
   struct LayerTensors;
   LayerTensors allocate(const GemmLayer& layer);
-  void fill_random(gpu::Tensor target, std::int64_t elements);
-  template <class EnqueueCall>
-  double median_seconds(const EnqueueCall& enqueue_call);
 
   gpu::Device& device_;
   gpu::Ops& ops_;
   gpu::DataType type_;
-  int repeats_;
-  // fp32 random values on the device, tiled over every input: a product's speed does not depend
-  // on its values, and one block keeps the filling of a 400M-element tensor quick.
-  gpu::DeviceBuffer random_block_;
-  std::vector<std::unique_ptr<gpu::Event>> starts_;
-  std::vector<std::unique_ptr<gpu::Event>> ends_;
+  DeviceOpTimer timer_;
 };
 
 }  // namespace strata::tools
