@@ -1,9 +1,7 @@
 // The host backend's ops: each one enqueues the matching gpu/host/kernels function on the
 // stream, so it runs on the stream's worker thread in stream order, as a kernel would on a GPU.
-#include <algorithm>
 #include <memory>
 #include <span>
-#include <vector>
 
 #include "base/assert.h"
 #include "cpu_adam/half.h"
@@ -170,12 +168,11 @@ class HostOps final : public Ops {
     s.launch([=] {
       const i64 n = rows * out_channels;
       In x(inp, rows * in), w(weight, out_channels * in), bb(bias, out_channels);
-      // The GELU reads the product before it is rounded into `pre`, as cuBLASLt's epilogue does.
-      std::vector<float> sum(static_cast<std::size_t>(n));
-      k::matmul_forward<float>(sum.data(), x.get(), w.get(), bb.get(), rows, in, out_channels);
       Out y(out, n, fresh), p(pre, n, fresh);
-      k::gelu_forward<float>(y.get(), sum.data(), n);
-      std::copy(sum.begin(), sum.end(), p.get());
+      k::matmul_forward<float>(p.get(), x.get(), w.get(), bb.get(), rows, in, out_channels);
+      // The GELU reads the fp32 sum before store() rounds it into `pre`, as cuBLASLt's epilogue
+      // does.
+      k::gelu_forward<float>(y.get(), p.get(), n);
       y.store();
       p.store();
     });
