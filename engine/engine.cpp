@@ -190,6 +190,9 @@ void Engine::State::build() {
   }
   tier = std::make_unique<zero::ParamTier>(device, layout, tier_options);
 
+  // The overlapped step's rollback window and guess (made once the reducer exists).
+  std::int64_t window = 0;
+  bool fixed = false;
   if (offloaded(config.zero.offload_optimizer.device)) {
     zero::OptimizerOffloadOptions options = zero::optimizer_offload_options(config, rank);
     options.nvme.faults = runtime.faults.swap;
@@ -200,19 +203,14 @@ void Engine::State::build() {
     options.sub_groups = zero::make_sub_groups(layout, config.zero.sub_group_size);
     // A step the gradients cannot change is known before backward: all of it overlaps, with
     // nothing kept to undo.
-    const bool fixed =
+    fixed =
         !optim::gradients_can_change_the_step(config.gradient_clipping, config.fp16, config.bf16);
-    const std::int64_t window = config.strata.overlap_optimizer ? overlap_window(options) : 0;
+    window = config.strata.overlap_optimizer ? overlap_window(options) : 0;
     if (config.strata.overlap_optimizer && !fixed) {
       options.keep_capacity = window;
       options.keep_param_bytes_per_element = element;  // step_io() hands one copy, the storage's
     }
     offload = std::make_unique<zero::OptimizerOffload>(device, optimizer, partition, options);
-    if (config.strata.overlap_optimizer) {
-      overlap = std::make_unique<zero::OverlappedStep>(
-          device, layout, *offload, window,
-          fixed ? zero::OverlappedStep::Guess::fixed : zero::OverlappedStep::Guess::may_change);
-    }
   } else {
     // The device optimizer steps one sub-group per launch, as the offloaded one steps them.
     device_sub_groups = zero::make_sub_groups(layout, config.zero.sub_group_size);
@@ -241,6 +239,12 @@ void Engine::State::build() {
   reduce.bucket_elements = std::max<std::int64_t>(1, settings.reduce_bucket_size);
   reducer = std::make_unique<zero::GradReducer>(device, runtime.ops, runtime.comm, stream(), layout,
                                                 memory, module_names(model), reduce);
+  if (offload && config.strata.overlap_optimizer) {
+    // The thread steps a sub-group once the reducer's queue has landed its gradients.
+    overlap = std::make_unique<zero::OverlappedStep>(
+        reducer->reductions(), layout, *offload, window,
+        fixed ? zero::OverlappedStep::Guess::fixed : zero::OverlappedStep::Guess::may_change);
+  }
   if (swap) {
     // Every page-locked swap buffer is registered with the store's rings.
     swap_buffers->open();
@@ -365,7 +369,8 @@ void Engine::State::run_backward(std::int64_t micro_batch, bool last_micro) {
     for (int lender : lenders)
       coordinator->release(lender);
     reducer->module_done(static_cast<int>(m), last_micro);
-    if (last_micro && overlap) overlap->module_final(static_cast<int>(m), stream());
+    if (last_micro && overlap)
+      overlap->module_final(static_cast<int>(m), reducer->reductions().last());
   }
 }
 

@@ -322,13 +322,6 @@ std::int64_t padded_sum(const zero::FlatLayout& layout) {
   return sum;
 }
 
-std::int64_t largest_shard(const zero::FlatLayout& layout) {
-  std::int64_t largest = 0;
-  for (int m = 0; m < layout.module_count(); ++m)
-    largest = std::max(largest, layout.module(m).shard_numel);
-  return largest;
-}
-
 // What the device holds for the whole run: build()'s allocations and the model's activations.
 void add_device_resident(RowBuilder& builder, const EstimateInputs& inputs, const Choice& choice,
                          const zero::FlatLayout& layout) {
@@ -481,9 +474,9 @@ void add_optimizer_offload(RowBuilder& builder, const EstimateInputs& inputs, co
                 fmt::format("{} x part", grad), pinned);
   } else {
     builder.add(fmt::format("gradient_accumulation_{}", grad_type), Tier::cpu,
-                2 * grad * largest_shard(layout),
-                fmt::format("2 x {} x largest shard(m) (the sums of two shards: one is formed, "
-                            "the other written to the gradient swap file behind it)",
+                2 * grad * zero::grad_piece_elements(layout),
+                fmt::format("2 x {} x piece (the sums of two pieces: one is formed, the other "
+                            "written to the gradient swap file behind it)",
                             grad),
                 pinned);
     builder.add(fmt::format("gradient_read_{}", grad_type), Tier::cpu,
@@ -494,8 +487,11 @@ void add_optimizer_offload(RowBuilder& builder, const EstimateInputs& inputs, co
     builder.add(fmt::format("gradients_{}", grad_type), Tier::nvme, host_buffer(grad * part),
                 fmt::format("max({} x part, 4 KiB) (the gradient swap file)", grad));
   }
-  builder.add("gradient_staging_fp32", Tier::cpu, kFloat * largest_shard(layout),
-              "4 x largest shard(m) (each reduced shard comes down here before it is added)",
+  builder.add("gradient_staging_fp32", Tier::cpu,
+              zero::kGradStagingSlots * kFloat * zero::grad_piece_elements(layout),
+              fmt::format("{} x 4 x piece, piece = min(largest shard(m), {}) (the ring a reduced "
+                          "shard comes down through, piece by piece, to be added)",
+                          zero::kGradStagingSlots, zero::kGradPieceElements),
               pinned);
   const std::string extent_formula =
       master == 4 && moment == 4

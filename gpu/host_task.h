@@ -35,6 +35,16 @@ class HostTask {
     operations_ = &operations_for<Stored>;
   }
 
+  // A task that stands in for a device kernel or collective: the host backend runs its ops this
+  // way. Such a task is not a host function as CUDA knows one (Stream::host_functions does not
+  // count it).
+  template <class Function>
+  static HostTask kernel(Function&& function) {
+    HostTask task(std::forward<Function>(function));
+    task.kernel_ = true;
+    return task;
+  }
+
   HostTask(HostTask&& other) noexcept { take(other); }
   HostTask& operator=(HostTask&& other) noexcept {
     if (this != &other) {
@@ -52,6 +62,7 @@ class HostTask {
   void operator()() { operations_->invoke(storage_); }
 
   explicit operator bool() const noexcept { return operations_ != nullptr; }
+  bool is_kernel() const noexcept { return kernel_; }
 
   // Destroys the held callable, if any.
   void reset() noexcept {
@@ -59,6 +70,7 @@ class HostTask {
       operations_->destroy(storage_);
       operations_ = nullptr;
     }
+    kernel_ = false;
   }
 
  private:
@@ -85,10 +97,12 @@ class HostTask {
       operations_ = other.operations_;
       other.operations_ = nullptr;
     }
+    kernel_ = std::exchange(other.kernel_, false);
   }
 
   alignas(std::max_align_t) std::byte storage_[capacity_bytes];
   const Operations* operations_ = nullptr;
+  bool kernel_ = false;
 };
 
 namespace detail {

@@ -56,6 +56,13 @@ class Stream {
   // kernels this way. An exception thrown by the task is captured as described above.
   virtual void launch(HostTask task) = 0;
 
+  // Host functions launched on this stream so far: every launch() on CUDA (cudaLaunchHostFunc);
+  // on the host backend every launch() but the backend's own ops and collectives
+  // (HostTask::kernel). A host function holds the stream's later work until the CPU has run it,
+  // so the engine keeps its CPU work off the compute stream (docs/architecture.md, "One training
+  // step"), and the tests count these to show it.
+  virtual std::int64_t host_functions() const = 0;
+
   // Captures all work enqueued on this stream so far into `event` (cudaEventRecord).
   virtual void record(Event& event) = 0;
 

@@ -1,6 +1,8 @@
 #include "engine/zero/grad_reducer.h"
 
 #include <fmt/format.h>
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
 
 #include <algorithm>
 #include <cmath>
@@ -38,6 +40,13 @@ std::int64_t reduce_chunk_elements(std::int64_t shard_numel, std::int64_t bucket
   return (shard_numel + pieces - 1) / pieces;
 }
 
+std::int64_t grad_piece_elements(const FlatLayout& layout) {
+  std::int64_t largest = 0;
+  for (int m = 0; m < layout.module_count(); ++m)
+    largest = std::max(largest, layout.module(m).shard_numel);
+  return std::min(largest, kGradPieceElements);
+}
+
 GradReducer::GradReducer(gpu::Device& device, gpu::Ops& ops, gpu::Comm& comm, gpu::Stream& stream,
                          const FlatLayout& layout, memory::StreamOrderedMemory& memory,
                          std::vector<std::string> module_names, GradReducerOptions options)
@@ -45,25 +54,26 @@ GradReducer::GradReducer(gpu::Device& device, gpu::Ops& ops, gpu::Comm& comm, gp
       ops_(ops),
       comm_(comm),
       stream_(stream),
+      copy_stream_(device.d2h_stream()),
       layout_(layout),
       memory_(memory),
       names_(std::move(module_names)),
       options_(options),
-      buffers_(static_cast<std::size_t>(layout.module_count())) {
+      buffers_(static_cast<std::size_t>(layout.module_count())),
+      // Room for every piece of a backward: the engine's thread never waits for a free slot in
+      // the queue, only (rarely) for a staging slot.
+      jobs_("gradients", 4096),
+      contributions_(static_cast<std::size_t>(layout.module_count()), 0) {
   STRATA_ASSERT(options_.bucket_elements > 0);
   const std::int64_t partition = layout.partition_numel();
   STRATA_ASSERT(options_.to_host || !options_.to_nvme);
   if (options_.to_host) {
-    std::int64_t largest = 0;
-    for (int m = 0; m < layout.module_count(); ++m)
-      largest = std::max(largest, layout.module(m).shard_numel);
-    // The partition, or with to_nvme two shard buffers (a sum is formed in one while the other's
-    // is written); then the staging. All whole 4 KiB blocks: shards are multiples of 2048
-    // elements.
-    shard_bytes_ = largest * grad_bytes();
+    // The partition, or with to_nvme two piece sums (one is formed while the other is written);
+    // then the staging ring. All whole 4 KiB blocks: pieces are multiples of 2048 elements.
+    piece_elements_ = grad_piece_elements(layout);
     const std::int64_t accumulated =
-        options_.to_nvme ? kShardWrites * shard_bytes_ : partition * grad_bytes();
-    host_bytes_ = accumulated + largest * 4;
+        options_.to_nvme ? kPieceWrites * piece_elements_ * grad_bytes() : partition * grad_bytes();
+    host_bytes_ = accumulated + kGradStagingSlots * piece_elements_ * 4;
     staging_offset_ = accumulated;
     if (options_.to_nvme) {
       STRATA_ASSERT(options_.store != nullptr && !options_.store->is_open());
@@ -72,7 +82,6 @@ GradReducer::GradReducer(gpu::Device& device, gpu::Ops& ops, gpu::Comm& comm, gp
       store_ = options_.store;
       const std::int64_t bytes = std::max<std::int64_t>(partition * grad_bytes(), 4096);
       extent_ = store_->reserve(std::span<const std::int64_t>(&bytes, 1));
-      contributions_.assign(static_cast<std::size_t>(layout.module_count()), 0);
       swap_shelf_ = options_.pool->reserve(
           1, host_bytes_, memory::PinnedPoolOptions{options_.pin_memory, "gradient swap buffer"});
       read_shelf_ =
@@ -87,6 +96,13 @@ GradReducer::GradReducer(gpu::Device& device, gpu::Ops& ops, gpu::Comm& comm, gp
     }
     if (host_partition_ != nullptr)
       staging_ = reinterpret_cast<float*>(host_partition_ + staging_offset_);
+    reduced_ = device.create_event();
+    copies_done_ = device.create_event();
+    // A copy event per piece in flight: enough for two of the largest module's pieces and more.
+    for (int e = 0; e < 64; ++e) {
+      copied_.push_back(device.create_event());
+      copied_job_.push_back(0);
+    }
   } else {
     device_partition_ = device.allocate(partition * 4, "gradient partition");
   }
@@ -99,14 +115,18 @@ GradReducer::GradReducer(gpu::Device& device, gpu::Ops& ops, gpu::Comm& comm, gp
 }
 
 GradReducer::~GradReducer() {
+  try {
+    jobs_.drain();
+  } catch (const std::exception& error) {
+    // The step that ran them has failed or been reported already.
+    base::logger("engine").debug("gradient jobs at shutdown: {}", error.what());
+  }
   for (Buffer& buffer : buffers_)
     memory_.release(stream_, std::move(buffer.grads));
   if (!store_) return;
   try {
-    stream_.synchronize();  // no task of this reducer is left to submit one
     finish_writes(0, layout_.partition_numel());
   } catch (const std::exception& error) {
-    // The step that wrote them has failed or been reported already.
     base::logger("engine").debug("gradient writes at shutdown: {}", error.what());
   }
 }
@@ -114,7 +134,7 @@ GradReducer::~GradReducer() {
 void GradReducer::finish_writes(std::int64_t begin, std::int64_t end) {
   const std::lock_guard lock(writes_mutex_);
   std::exception_ptr failure;
-  for (ShardWrite& write : writes_) {
+  for (PieceWrite& write : writes_) {
     if (!write.ticket || write.end <= begin || end <= write.begin) continue;
     const aio::Ticket ticket = *std::exchange(write.ticket, std::nullopt);
     try {
@@ -134,7 +154,7 @@ std::span<const std::byte> GradReducer::grads(Range range) {
   if (!store_) {
     return {host_partition_ + offset, static_cast<std::size_t>(bytes)};
   }
-  finish_writes(range.begin, range.end);  // a shard written behind must be on disk first
+  finish_writes(range.begin, range.end);  // a piece written behind must be on disk first
   // Sub-groups start on multiples of 2048 elements, so every read is whole 4 KiB blocks except
   // perhaps at the partition's end, which the extent pads.
   const std::int64_t blocks = (bytes + 4095) / 4096 * 4096;
@@ -157,34 +177,36 @@ void GradReducer::make(int module) {
 }
 
 void GradReducer::begin_step() {
+  if (options_.to_host) {
+    // A failed step may have left jobs queued (skipped after its failure) and writes in flight:
+    // theirs is the old step's data, and the failure was reported with that step.
+    try {
+      jobs_.drain();
+    } catch (const std::exception& error) {
+      base::logger("engine").debug("a gradient job of a failed step: {}", error.what());
+    }
+    if (store_) {
+      try {
+        finish_writes(0, layout_.partition_numel());
+      } catch (const std::exception& error) {
+        base::logger("engine").debug("a gradient write of a failed step: {}", error.what());
+      }
+    }
+    std::fill(contributions_.begin(), contributions_.end(), 0);
+    landed_stats_ = {};
+    // The copies of the last step read the buffers zeroed below (stages 0-1): on the device, they
+    // come first.
+    copy_stream_.record(*copies_done_);
+    stream_.wait(*copies_done_);
+  } else {
+    stream_.fill_zero(device_partition_.data(), device_partition_.bytes());
+  }
   if (store_ && !swap_buffer_) {
     // The pool opened after the reducer was made; its buffers are held from now on.
     swap_buffer_ = options_.pool->acquire(swap_shelf_);
     read_buffer_ = options_.pool->acquire(read_shelf_);
     host_partition_ = swap_buffer_.bytes().data();
     staging_ = reinterpret_cast<float*>(host_partition_ + staging_offset_);
-  }
-  if (store_) {
-    // Each shard's first contribution this step overwrites what the file holds (in stream order:
-    // the stream tasks own this state).
-    stream_.launch([this] {
-      // A failed step may have left writes in flight: theirs is the old step's data.
-      try {
-        finish_writes(0, layout_.partition_numel());
-      } catch (const std::exception& error) {
-        base::logger("engine").debug("a gradient write of a failed step: {}", error.what());
-      }
-      std::fill(contributions_.begin(), contributions_.end(), 0);
-      swapped_stats_ = {};
-    });
-  } else if (options_.to_host) {
-    std::byte* partition = host_partition_;
-    const std::int64_t bytes = layout_.partition_numel() * grad_bytes();
-    stream_.launch([partition, bytes] {
-      std::memset(partition, 0, static_cast<std::size_t>(bytes));  // +0 in fp32 and bf16
-    });
-  } else {
-    stream_.fill_zero(device_partition_.data(), device_partition_.bytes());
   }
   if (keeps_full_buffers()) {
     for (Buffer& buffer : buffers_)
@@ -210,10 +232,12 @@ void GradReducer::module_done(int module, bool last_micro) {
     add_to_partition(module, buffer.grads.as<float>() + rank * slice.shard_numel, true);
     return;
   }
+  // A buffer the copies read goes back on the copy stream, after them.
+  gpu::Stream& done_with = options_.to_host ? copy_stream_ : stream_;
   if (comm_.world_size() == 1) {
     // One rank: the reduction is the identity and the whole buffer is the shard.
     add_to_partition(module, buffer.grads.as<float>(), last_micro);
-    memory_.release(stream_, std::move(buffer.grads));
+    memory_.release(done_with, std::move(buffer.grads));
     buffer.tensors.clear();
     return;
   }
@@ -221,7 +245,7 @@ void GradReducer::module_done(int module, bool last_micro) {
       stream_, slice.shard_numel * 4, names_[static_cast<std::size_t>(module)] + " gradient shard");
   reduce_scatter(module, shard.as<float>());
   add_to_partition(module, shard.as<float>(), last_micro);
-  memory_.release(stream_, std::move(shard));
+  memory_.release(done_with, std::move(shard));
   memory_.release(stream_, std::move(buffer.grads));
   buffer.tensors.clear();
 }
@@ -265,86 +289,139 @@ void GradReducer::reduce_scatter(int module, float* shard) {
 
 void GradReducer::add_to_partition(int module, const float* source, bool last_micro) {
   const ModuleSlice& slice = layout_.module(module);
-  const std::int64_t count = slice.shard_numel;
   if (!options_.to_host) {
     ops_.accumulate(stream_, device_partition_.as<float>() + slice.partition_offset, source, 1.0f,
-                    count);
+                    slice.shard_numel);
     return;
   }
-  // Down to host memory, then added there by the CPU in stream order (the staging buffer is
-  // reused only by later work on this same stream).
-  float* staging = staging_;
-  stream_.copy(staging, source, count * 4, gpu::CopyKind::device_to_host);
-  if (store_) {
-    stream_.launch([this, module, last_micro] {
-      try {
-        swap_shard(module, last_micro);
-      } catch (const aio::IoError& error) {
-        throw swap_failure("the gradients of " + names_[static_cast<std::size_t>(module)], error);
-      }
-    });
-    return;
-  }
-  std::byte* target = host_partition_ + slice.partition_offset * grad_bytes();
-  stream_.launch([this, target, count] { add_staged(target, target, count); });
+  land(module, source, last_micro);
 }
 
-void GradReducer::add_staged(const std::byte* earlier, std::byte* out, std::int64_t count) const {
-  const auto n = static_cast<std::size_t>(count);
-  const float* staged = staging_;
-  if (options_.bf16) {
-    const auto* before = reinterpret_cast<const cpu_adam::bf16*>(earlier);
-    auto* sum = reinterpret_cast<cpu_adam::bf16*>(out);
-    for (std::size_t i = 0; i < n; ++i)
-      sum[i] = cpu_adam::to_bf16((before ? cpu_adam::to_float(before[i]) : 0.0f) + staged[i]);
+int GradReducer::next_copy_event() {
+  const int e = next_copied_;
+  next_copied_ = (next_copied_ + 1) % static_cast<int>(copied_.size());
+  jobs_.wait(copied_job_[static_cast<std::size_t>(e)]);  // its last piece is added
+  return e;
+}
+
+void GradReducer::land(int module, const float* source, bool last_micro) {
+  const ModuleSlice& slice = layout_.module(module);
+  int& contributions = contributions_[static_cast<std::size_t>(module)];
+  const bool first = contributions == 0;
+  ++contributions;
+  stream_.record(*reduced_);
+  copy_stream_.wait(*reduced_);
+  // An fp32 partition in CPU memory takes a step's first contribution as it is: no staging, no
+  // add, only the scan of a final piece.
+  const bool straight = first && !store_ && !options_.bf16;
+  for (std::int64_t at = 0; at < slice.shard_numel; at += piece_elements_) {
+    Piece piece;
+    piece.module = module;
+    piece.first = first;
+    piece.last = last_micro;
+    piece.begin = slice.partition_offset + at;
+    piece.count = std::min(piece_elements_, slice.shard_numel - at);
+    void* target = host_partition_ + piece.begin * 4;
+    if (!straight) {
+      piece.slot = next_slot_;
+      next_slot_ = (next_slot_ + 1) % kGradStagingSlots;
+      const base::Timeline::Scope waiting("host", "wait", "gradient staging");
+      jobs_.wait(slot_job_[static_cast<std::size_t>(piece.slot)]);  // the CPU is done with it
+      target = staging(piece.slot);
+    }
+    piece.copied = next_copy_event();
+    copy_stream_.copy(target, source + at, piece.count * 4, gpu::CopyKind::device_to_host);
+    gpu::Event& copied = *copied_[static_cast<std::size_t>(piece.copied)];
+    copy_stream_.record(copied);
+    const CpuQueue::Ticket job = jobs_.submit([this, piece] { land_piece(piece); });
+    copied_job_[static_cast<std::size_t>(piece.copied)] = job;
+    if (piece.slot >= 0) slot_job_[static_cast<std::size_t>(piece.slot)] = job;
+  }
+}
+
+void GradReducer::land_piece(const Piece& piece) {
+  const std::string& name = names_[static_cast<std::size_t>(piece.module)];
+  copied_[static_cast<std::size_t>(piece.copied)]->synchronize();
+  if (store_) {
+    const base::Timeline::Scope span("gradients", "swap", name);
+    try {
+      swap_piece(piece);
+    } catch (const aio::IoError& error) {
+      throw swap_failure("the gradients of " + name, error);
+    }
     return;
   }
-  const auto* before = reinterpret_cast<const float*>(earlier);
-  auto* sum = reinterpret_cast<float*>(out);
-  for (std::size_t i = 0; i < n; ++i)
-    sum[i] = (before ? before[i] : 0.0f) + staged[i];
+  std::byte* target = host_partition_ + piece.begin * grad_bytes();
+  if (piece.slot >= 0) {
+    const base::Timeline::Scope span("gradients", "add", name);
+    add_staged(piece.first ? nullptr : target, target, staging(piece.slot), piece.count);
+  }
+  if (!piece.last) return;
+  const base::Timeline::Scope span("gradients", "scan", name);
+  const cpu_adam::GradStats stats = scan(target, piece.count);
+  landed_stats_.sum_squares += stats.sum_squares;
+  landed_stats_.has_inf_or_nan = landed_stats_.has_inf_or_nan || stats.has_inf_or_nan;
+}
+
+void GradReducer::add_staged(const std::byte* earlier, std::byte* out, const float* staged,
+                             std::int64_t count) const {
+  const bool bf16 = options_.bf16;
+  // Memory-bound: TBB spreads it over the cores, in blocks that keep each thread streaming.
+  tbb::parallel_for(
+      tbb::blocked_range<std::int64_t>(0, count, 1 << 16),
+      [=](const tbb::blocked_range<std::int64_t>& range) {
+        const auto begin = static_cast<std::size_t>(range.begin());
+        const auto end = static_cast<std::size_t>(range.end());
+        if (bf16) {
+          const auto* before = reinterpret_cast<const cpu_adam::bf16*>(earlier);
+          auto* sum = reinterpret_cast<cpu_adam::bf16*>(out);
+          for (std::size_t i = begin; i < end; ++i)
+            sum[i] = cpu_adam::to_bf16((before ? cpu_adam::to_float(before[i]) : 0.0f) + staged[i]);
+          return;
+        }
+        const auto* before = reinterpret_cast<const float*>(earlier);
+        auto* sum = reinterpret_cast<float*>(out);
+        for (std::size_t i = begin; i < end; ++i)
+          sum[i] = (before ? before[i] : 0.0f) + staged[i];
+      });
 }
 
 // The sum is formed exactly as the in-memory partition forms it (0 + first, then + each next),
-// so the gradients have the same bits on either tier, signed zeros included. It is made in the
-// accumulation buffer, from which it is written.
+// so the gradients have the same bits on either tier, signed zeros included. It is made in one of
+// two piece buffers, from which it is written.
 //
-// The write is left in flight (write-behind): the stream goes on to the next module while the
-// disk takes this one, whose sum stays in its buffer until the write is waited for, by the next
-// sum formed in that buffer, by a read of the range (grads(), a later micro-batch's read-back),
-// or at the end of backward (global_stats).
-void GradReducer::swap_shard(int module, bool last_micro) {
-  const ModuleSlice& slice = layout_.module(module);
-  const std::int64_t count = slice.shard_numel;
-  const std::int64_t offset = slice.partition_offset * grad_bytes();
+// The write is left in flight (write-behind): the queue goes on to the next piece while the disk
+// takes this one, whose sum stays in its buffer until the write is waited for, by the next sum
+// formed in that buffer, by a read of the range (grads(), a later micro-batch's read-back), or at
+// the end of backward (global_stats).
+void GradReducer::swap_piece(const Piece& piece) {
+  const std::int64_t offset = piece.begin * grad_bytes();
   const int slot = next_write_;
-  next_write_ = (next_write_ + 1) % kShardWrites;
-  const std::span<std::byte> sum(host_partition_ + slot * shard_bytes_,
-                                 static_cast<std::size_t>(count * grad_bytes()));
-  ShardWrite& write = writes_[static_cast<std::size_t>(slot)];
+  next_write_ = (next_write_ + 1) % kPieceWrites;
+  const std::span<std::byte> sum(host_partition_ + slot * piece_elements_ * grad_bytes(),
+                                 static_cast<std::size_t>(piece.count * grad_bytes()));
+  PieceWrite& write = writes_[static_cast<std::size_t>(slot)];
   try {
     finish_writes(write.begin, write.end);  // the buffer's last sum is on disk
   } catch (const aio::IoError& error) {
     throw swap_failure("the gradients of " + names_[static_cast<std::size_t>(write.module)], error);
   }
-  int& contributions = contributions_[static_cast<std::size_t>(module)];
-  if (contributions > 0) {
-    finish_writes(slice.partition_offset, slice.partition_offset + count);
+  if (!piece.first) {
+    finish_writes(piece.begin, piece.begin + piece.count);
     store_->wait(store_->submit_read(extent_, offset, sum));
     nvme_read_bytes_ += static_cast<std::int64_t>(sum.size());
   }
-  add_staged(contributions > 0 ? sum.data() : nullptr, sum.data(), count);
-  ++contributions;
+  add_staged(piece.first ? nullptr : sum.data(), sum.data(), staging(piece.slot), piece.count);
   const aio::Ticket ticket = store_->submit_write(extent_, offset, sum);
   {
     const std::lock_guard lock(writes_mutex_);
-    write = ShardWrite{ticket, module, slice.partition_offset, slice.partition_offset + count};
+    write = PieceWrite{ticket, piece.module, piece.begin, piece.begin + piece.count};
   }
   nvme_write_bytes_ += static_cast<std::int64_t>(sum.size());
-  if (!last_micro) return;
-  const cpu_adam::GradStats stats = scan(sum.data(), count);
-  swapped_stats_.sum_squares += stats.sum_squares;
-  swapped_stats_.has_inf_or_nan = swapped_stats_.has_inf_or_nan || stats.has_inf_or_nan;
+  if (!piece.last) return;
+  const cpu_adam::GradStats stats = scan(sum.data(), piece.count);
+  landed_stats_.sum_squares += stats.sum_squares;
+  landed_stats_.has_inf_or_nan = landed_stats_.has_inf_or_nan || stats.has_inf_or_nan;
 }
 
 cpu_adam::GradStats GradReducer::scan(const std::byte* grads, std::int64_t count) const {
@@ -355,49 +432,55 @@ cpu_adam::GradStats GradReducer::scan(const std::byte* grads, std::int64_t count
   return cpu_adam::scan_gradients<float>({reinterpret_cast<const float*>(grads), n});
 }
 
-// The local sum of squares lands in page-locked host memory (from a kernel on the device
-// partition, or from a stream task's scan of host or swapped gradients), then with several ranks
-// goes up again as two floats (sum, inf/NaN) for one all-reduce. No host task touches device
-// memory, and the host waits once, at the end.
+// This rank's sum of squares comes from a kernel on the device partition, or from the queue's
+// scans of the final pieces; with several ranks two floats (sum, inf/NaN) go up for one
+// all-reduce. No stream runs a host function for it: the host reads and writes the page-locked
+// numbers between waits.
 cpu_adam::GradStats GradReducer::global_stats() {
-  const std::int64_t n = layout_.partition_numel();
+  const base::Timeline::Scope waiting("host", "wait", "gradient norm");
   GradNorm* norm = stats_host_.as<GradNorm>();
   if (!options_.to_host) {
     // On the device: gpu::Ops::sum_squares (cpu_adam's scan on the host backend, a kernel on
     // CUDA); its sum is inf or NaN exactly when a gradient is.
     double* local = stats_.as<double>();
-    ops_.sum_squares(stream_, local, device_partition(), n);
+    ops_.sum_squares(stream_, local, device_partition(), layout_.partition_numel());
     stream_.copy(&norm->local_sum_squares, local, sizeof(double), gpu::CopyKind::device_to_host);
-  } else {
-    // Swapped gradients were scanned on their way to the file.
-    stream_.launch([this, n, norm] {
-      cpu_adam::GradStats local;
-      if (store_) {
-        // Backward's last writes: a step whose writes failed fails here, whatever reads them.
-        try {
-          finish_writes(0, n);
-        } catch (const aio::IoError& error) {
-          throw swap_failure("the gradients", error);
-        }
-        local = swapped_stats_;
-      } else {
-        local = scan(host_partition_, n);
-      }
-      norm->local_sum_squares = local.has_inf_or_nan && std::isfinite(local.sum_squares)
-                                    ? std::numeric_limits<double>::quiet_NaN()
-                                    : local.sum_squares;
-    });
-  }
-  const base::Timeline::Scope waiting("host", "wait", "gradient norm");
-  if (layout_.world_size() == 1) {
     stream_.synchronize();
-    return GradNorm::stats(norm->local_sum_squares);
+    return reduce_stats(norm->local_sum_squares);
   }
-  stream_.launch([norm] {
-    norm->reduced[0] = static_cast<float>(norm->local_sum_squares);
-    norm->reduced[1] = std::isfinite(norm->local_sum_squares) ? 0.0f : 1.0f;
-  });
-  // The same eight bytes of device memory as the local double, which went down before this.
+  // The device's failure first: the jobs that waited on its events fail with it.
+  stream_.synchronize();
+  jobs_.drain();
+  // A module no backward reached this step holds no contribution: its gradients are zero. (The
+  // engine's backward reaches every module; the swap file has no zeros to spare for one.)
+  for (int m = 0; m < layout_.module_count(); ++m) {
+    if (contributions_[static_cast<std::size_t>(m)] > 0) continue;
+    STRATA_ASSERT(!store_);
+    const ModuleSlice& slice = layout_.module(m);
+    std::memset(host_partition_ + slice.partition_offset * grad_bytes(), 0,
+                static_cast<std::size_t>(slice.shard_numel * grad_bytes()));
+  }
+  if (store_) {
+    // Backward's last writes: a step whose writes failed fails here, whatever reads them.
+    try {
+      finish_writes(0, layout_.partition_numel());
+    } catch (const aio::IoError& error) {
+      throw swap_failure("the gradients", error);
+    }
+  }
+  const double local = landed_stats_.has_inf_or_nan && std::isfinite(landed_stats_.sum_squares)
+                           ? std::numeric_limits<double>::quiet_NaN()
+                           : landed_stats_.sum_squares;
+  return reduce_stats(local);
+}
+
+cpu_adam::GradStats GradReducer::reduce_stats(double local_sum_squares) {
+  if (layout_.world_size() == 1) {
+    return cpu_adam::GradStats{local_sum_squares, !std::isfinite(local_sum_squares)};
+  }
+  GradNorm* norm = stats_host_.as<GradNorm>();
+  norm->reduced[0] = static_cast<float>(local_sum_squares);
+  norm->reduced[1] = std::isfinite(local_sum_squares) ? 0.0f : 1.0f;
   float* reduced = stats_.as<float>();
   stream_.copy(reduced, norm->reduced, sizeof(norm->reduced), gpu::CopyKind::host_to_device);
   comm_.all_reduce(stream_, reduced, 2, gpu::DataType::float32, gpu::ReduceOp::sum);

@@ -16,10 +16,12 @@
 #include "engine/memory/nvme_store.h"
 #include "engine/memory/pinned_pool.h"
 #include "engine/memory/stream_ordered_memory.h"
+#include "engine/zero/cpu_queue.h"
 #include "engine/zero/flat_layout.h"
 #include "engine/zero/step_io.h"
 #include "gpu/comm.h"
 #include "gpu/device.h"
+#include "gpu/event.h"
 #include "gpu/ops.h"
 
 namespace strata::engine::zero {
@@ -29,12 +31,13 @@ struct GradReducerOptions {
   // The optimizer is offloaded: the rank's fp32 gradient partition lives in host memory.
   bool to_host = false;
   // With to_host, the partition lives in an extent of the rank's swap store instead (the
-  // optimizer's states are on NVMe): CPU memory holds three module shards, not the partition.
+  // optimizer's states are on NVMe): CPU memory holds two pieces of sums and the staging ring, not
+  // the partition.
   bool to_nvme = false;
   // to_nvme: that store, not yet open; the reducer reserves its extent in it.
   memory::NvmeStore* store = nullptr;
   // to_nvme: the rank's swap buffer pool, not yet open; the reducer reserves two shelves in it
-  // (the two shard sums with the staging, and the buffer grads(range) reads into), and
+  // (the two piece sums with the staging, and the buffer grads(range) reads into), and
   // holds one buffer of each from the first begin_step on.
   memory::PinnedPool* pool = nullptr;
   // to_nvme: the most elements grads(range) is asked for at once (the largest sub-group).
@@ -55,21 +58,40 @@ struct GradReducerOptions {
 std::int64_t reduce_chunk_elements(std::int64_t shard_numel, std::int64_t bucket_elements,
                                    int world);
 
+// Gradients cross to host memory in pieces of at most this many elements (16 MiB of fp32): a
+// module's reduced shard is copied down piece by piece into a ring of kGradStagingSlots pinned
+// buffers, so the CPU adds one piece while the next comes down.
+inline constexpr std::int64_t kGradPieceElements = std::int64_t{4} << 20;
+inline constexpr int kGradStagingSlots = 3;
+
+// The elements of one piece for `layout`: kGradPieceElements, or the largest shard when that is
+// smaller (a multiple of 2048 either way, so that a piece of the gradient swap file is whole
+// 4 KiB blocks).
+std::int64_t grad_piece_elements(const FlatLayout& layout);
+
 // Gradient reduction (docs/architecture.md, "One training step", 2): modules write their gradients
 // into full fp32 buffers on the device; this turns them into the rank's fp32 gradient partition,
 // averaged over ranks and accumulated over gradient_accumulation_steps. Stages 0 and 1 keep every
 // module's buffer for the whole step and all-reduce it after the last micro-batch (stage 1 then
 // keeps only its shard); stages 2 and 3 give each module a buffer for its backward only,
 // reduce-scatter it after every micro-batch and add the shard to the partition. Collectives go in
-// `reduce_bucket_size` pieces. The partition is on the device, or in host memory when the optimizer
-// is offloaded (copied down after each reduction), or with to_nvme in the rank's gradient swap
-// file: a shard's first contribution of a step is written there, each later one is read, added
-// and written back, by stream tasks in stream order (DeepSpeed's gradient swapping), each write
-// left in flight while the stream goes on (write-behind, two shard buffers); the final shard's
-// squared norm is taken on the way, so the norm needs no second pass.
+// `reduce_bucket_size` pieces. The partition is on the device (added to by a kernel), or in host
+// memory when the optimizer is offloaded, or with to_nvme in the rank's gradient swap file.
 //
-// All device work goes on `stream`, in order; not thread-safe, except grads(), which the
-// overlapped step's thread may call for modules whose reduction has run.
+// Off the device, the compute stream does none of the work: it records an event when a shard is
+// reduced, the copy stream (the device's d2h stream) waits for it and copies the shard down, and
+// the reducer's CPU queue (its own thread, TBB inside) does the rest once each copy's event has
+// fired. A step's first contribution to an fp32 partition in CPU memory is copied straight into
+// it, and the queue only scans it for the norm; every other contribution comes down in pieces
+// through the staging ring, and the queue adds it to the partition (in fp32, or rounded once to
+// bf16), or with to_nvme writes its piece to the swap file, reading back what earlier
+// micro-batches put there (DeepSpeed's gradient swapping), each write left in flight while the
+// queue goes on (write-behind, two piece buffers). The squared norm of each final piece is taken
+// on the way, so the norm needs no second pass. The engine's thread waits only to reuse a staging
+// slot, never for the device.
+//
+// Device work goes on `stream` (reduction) and the d2h stream (copies), in order; not thread-safe,
+// except grads(Range) and reductions(), which the overlapped step's thread may use.
 class GradReducer final : public GradSource {
  public:
   GradReducer(gpu::Device& device, gpu::Ops& ops, gpu::Comm& comm, gpu::Stream& stream,
@@ -79,7 +101,9 @@ class GradReducer final : public GradSource {
   GradReducer(const GradReducer&) = delete;
   GradReducer& operator=(const GradReducer&) = delete;
 
-  // Zeroes the partition (and at stages 0-1 every module's buffer) for a new step.
+  // Starts a step: the device partition (and at stages 0-1 every module's buffer) is zeroed; a
+  // partition off the device is not touched (each module's first contribution overwrites it).
+  // Jobs left by a failed step are waited for first, their failure logged: it was reported.
   void begin_step();
   // Module `module`'s gradient tensors for this micro-batch's backward (zeroed when first made);
   // a module whose gradients another module also writes (a tied head) is made by the first.
@@ -90,12 +114,16 @@ class GradReducer final : public GradSource {
 
   // The rank's gradient partition (partition_numel elements) in device memory (not to_host).
   float* device_partition() const { return device_partition_.as<float>(); }
-  // GradSource, with to_host: the gradients of `range` once the step's reductions have run (read
-  // from the swap file with to_nvme, into a buffer of the largest range asked for). Throws
+  // With to_host: the CPU queue that lands the gradients. Once the job its last() named after
+  // module_done(m, true) has run, module m's gradients are final in the partition.
+  CpuQueue& reductions() { return jobs_; }
+  // GradSource, with to_host: the gradients of `range` once the jobs that land them have run
+  // (global_stats() waits for all of them; the overlapped step for the ones it needs): read from
+  // the swap file with to_nvme, into a buffer of the largest range asked for. Throws
   // aio::IoError / ChecksumError for a failed read.
   std::span<const std::byte> grads(Range range) override;
   // The squared L2 norm and inf/NaN flag of the whole model's gradients (every rank's partition
-  // together); waits for the stream.
+  // together); waits for the reductions and the stream. Throws what a landing job threw.
   cpu_adam::GradStats global_stats();
 
   // Host memory held that is not page-locked (pinned memory is the device's to count, and the
@@ -111,6 +139,18 @@ class GradReducer final : public GradSource {
     gpu::DeviceBuffer grads;           // fp32, padded_numel
     std::vector<gpu::Tensor> tensors;  // fp32
   };
+  // One piece of a contribution on its way down: partition elements [begin, begin + count) of
+  // `module`, copied into staging slot `slot` (or, with slot -1, straight into the partition);
+  // `copied` indexes the event that fires when it is down.
+  struct Piece {
+    int module = 0;
+    int slot = -1;
+    int copied = 0;
+    bool first = false;  // the module's first contribution this step: it overwrites
+    bool last = false;   // the last micro-batch's: the piece is final
+    std::int64_t begin = 0;
+    std::int64_t count = 0;
+  };
   bool keeps_full_buffers() const { return options_.stage <= 1; }
   void make(int module);
   void all_reduce(int module);
@@ -118,74 +158,92 @@ class GradReducer final : public GradSource {
   // Adds module `module`'s reduced shard (shard_numel floats of device memory at `source`) to the
   // partition; `last_micro`: it is final.
   void add_to_partition(int module, const float* source, bool last_micro);
-  // A stream task of to_nvme: the shard in staging_ goes into the swap file.
-  void swap_shard(int module, bool last_micro);
+  // Off the device: enqueues the shard's copies on the d2h stream and their jobs on the queue.
+  void land(int module, const float* source, bool last_micro);
+  // The next copy event, once the job that last used it has run (a host wait only when the
+  // queue is that far behind).
+  int next_copy_event();
+  // A job of the queue: the piece is down; add, swap or scan it.
+  void land_piece(const Piece& piece);
+  // A job of to_nvme: the piece in its staging slot goes into the swap file.
+  void swap_piece(const Piece& piece);
   // to_nvme: waits for the writes in flight that cover any of partition elements [begin, end);
   // throws the first failure (aio::IoError) once all of them are waited for. Any thread.
   void finish_writes(std::int64_t begin, std::int64_t end);
   // The squared norm and inf/NaN flag of `count` gradients of the gradient type.
   cpu_adam::GradStats scan(const std::byte* grads, std::int64_t count) const;
+  // The sums of squares of every rank's partition, from this rank's: an all-reduce of two floats
+  // (sum, inf/NaN count) through page-locked memory. Waits for the stream.
+  cpu_adam::GradStats reduce_stats(double local_sum_squares);
 
   gpu::Device& device_;
   gpu::Ops& ops_;
   gpu::Comm& comm_;
   gpu::Stream& stream_;
+  gpu::Stream& copy_stream_;  // the device's d2h stream: gradients on their way down
   const FlatLayout& layout_;
   memory::StreamOrderedMemory& memory_;
   std::vector<std::string> names_;
   GradReducerOptions options_;
   std::vector<Buffer> buffers_;
   gpu::DeviceBuffer device_partition_;
-  // to_host: the partition (or with to_nvme a shard read back to be added to), in the gradient
-  // type, and one fp32 shard's staging (copied down before it is added), in host memory that is
-  // page-locked when pin_memory (one allocation either way; with to_nvme a pool buffer).
+  // to_host: the partition (or with to_nvme the two piece sums), in the gradient type, and the
+  // staging ring (kGradStagingSlots pieces of fp32), in host memory that is page-locked when
+  // pin_memory (one allocation either way; with to_nvme a pool buffer).
   std::int64_t grad_bytes() const { return options_.bf16 ? 2 : 4; }
-  // out[i] = (earlier[i] + staging_[i]) in the gradient type (earlier null: 0 + staging_[i]).
-  void add_staged(const std::byte* earlier, std::byte* out, std::int64_t count) const;
+  float* staging(int slot) const { return staging_ + slot * piece_elements_; }
+  // out[i] = (earlier[i] + staged[i]) in the gradient type (earlier null: 0 + staged[i]).
+  void add_staged(const std::byte* earlier, std::byte* out, const float* staged,
+                  std::int64_t count) const;
   aio::AlignedBuffer host_memory_;
   gpu::PinnedBuffer pinned_memory_;
   std::byte* host_partition_ = nullptr;
   float* staging_ = nullptr;
+  std::int64_t piece_elements_ = 0;
   std::int64_t host_bytes_ = 0;
   std::int64_t staging_offset_ = 0;  // where the staging starts in that memory
-  // to_nvme: the swap file (one extent: the partition), how many contributions each module's
-  // shard has this step, the final shards' statistics, and the pool's buffers: the shard being
-  // added to with the staging, and what grads() reads into.
+  // The queue and what it owns: the staging slots' and copy events' last jobs, the events, the
+  // contributions each module made this step (counted on the engine's thread), and the final
+  // pieces' statistics (the queue's, read once it has drained).
+  CpuQueue jobs_;
+  std::unique_ptr<gpu::Event> reduced_;      // on stream_: the shard being landed is complete
+  std::unique_ptr<gpu::Event> copies_done_;  // on the copy stream: the last step's copies
+  std::vector<std::unique_ptr<gpu::Event>> copied_;
+  std::vector<CpuQueue::Ticket> copied_job_;
+  int next_copied_ = 0;
+  std::array<CpuQueue::Ticket, kGradStagingSlots> slot_job_{};
+  int next_slot_ = 0;
+  std::vector<int> contributions_;
+  cpu_adam::GradStats landed_stats_;
+  // to_nvme: the swap file (one extent: the partition) and the pool's buffers: the piece sums
+  // with the staging, and what grads() reads into.
   memory::NvmeStore* store_ = nullptr;
   int extent_ = 0;  // the partition's extent in store_
-  std::vector<int> contributions_;
-  cpu_adam::GradStats swapped_stats_;
   memory::PinnedPool::Shelf swap_shelf_ = 0;
   memory::PinnedPool::Shelf read_shelf_ = 0;
   memory::PinnedPool::Lease swap_buffer_;
   memory::PinnedPool::Lease read_buffer_;
-  // The shard buffers' writes in flight, the partition elements each covers, and the buffer the
-  // next sum is formed in. The stream's tasks submit; they and grads() (the overlapped step's
+  // The piece sums' writes in flight, the partition elements each covers, and the buffer the
+  // next sum is formed in. The queue's jobs submit; they and grads() (the overlapped step's
   // thread) wait, one at a time under the mutex, so that a ticket is waited for once.
-  static constexpr int kShardWrites = 2;
-  struct ShardWrite {
+  static constexpr int kPieceWrites = 2;
+  struct PieceWrite {
     std::optional<aio::Ticket> ticket;
     int module = 0;
     std::int64_t begin = 0;
     std::int64_t end = 0;
   };
-  std::array<ShardWrite, kShardWrites> writes_;
+  std::array<PieceWrite, kPieceWrites> writes_;
   int next_write_ = 0;
   std::mutex writes_mutex_;
-  std::int64_t shard_bytes_ = 0;  // one shard buffer: the largest shard in the gradient type
   std::atomic<std::int64_t> nvme_read_bytes_ = 0;   // grads() may run on another thread
-  std::atomic<std::int64_t> nvme_write_bytes_ = 0;  // added by stream tasks
-  // The gradient norm's way down: this rank's sum of squares (inf or NaN when a gradient is),
-  // then with several ranks the all-reduced sum and inf/NaN count. Page-locked host memory
-  // (stats_host_) holds both; the device's eight bytes (stats_) hold the double first, then, in
-  // stream order once it has gone down, the two floats of the all-reduce.
+  std::atomic<std::int64_t> nvme_write_bytes_ = 0;  // added by the queue's jobs
+  // The gradient norm's way down: this rank's sum of squares on the device (a double, from
+  // sum_squares), then with several ranks the two floats of the all-reduce, in the same eight
+  // bytes; page-locked host memory holds what comes down and goes up.
   struct GradNorm {
     double local_sum_squares;
     float reduced[2];
-
-    static cpu_adam::GradStats stats(double sum_squares) {
-      return cpu_adam::GradStats{sum_squares, !std::isfinite(sum_squares)};
-    }
   };
   gpu::DeviceBuffer stats_;
   gpu::PinnedBuffer stats_host_;

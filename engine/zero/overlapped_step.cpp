@@ -19,9 +19,9 @@ bool same_step(const StepHyperparameters& a, const StepHyperparameters& b) {
 
 }  // namespace
 
-OverlappedStep::OverlappedStep(gpu::Device& device, const FlatLayout& layout,
+OverlappedStep::OverlappedStep(CpuQueue& landings, const FlatLayout& layout,
                                OptimizerOffload& offload, std::int64_t window, Guess guess)
-    : offload_(offload), kind_(guess) {
+    : offload_(offload), kind_(guess), landings_(landings) {
   const std::vector<Range>& groups = offload.sub_groups();
   const int n = static_cast<int>(groups.size());
   int module = 0;
@@ -30,7 +30,7 @@ OverlappedStep::OverlappedStep(gpu::Device& device, const FlatLayout& layout,
            layout.module(module + 1).partition_offset <= group.begin)
       ++module;
     first_module_.push_back(module);
-    final_.push_back(device.create_event());
+    final_.push_back(0);
   }
   if (kind_ == Guess::fixed) window = n;
   STRATA_ASSERT(window >= 1);
@@ -59,7 +59,7 @@ void OverlappedStep::begin(const StepHyperparameters& guess, const StepIo& io) {
   });
 }
 
-void OverlappedStep::module_final(int module, gpu::Stream& stream) {
+void OverlappedStep::module_final(int module, CpuQueue::Ticket landed) {
   if (!running()) return;
   // first_module_ never decreases, so the sub-groups that reach no lower than `module` are a
   // suffix; those past final_from_ were recorded by a later module already.
@@ -68,7 +68,7 @@ void OverlappedStep::module_final(int module, gpu::Stream& stream) {
   std::lock_guard lock(mutex_);
   if (lowest >= final_from_) return;
   for (int g = lowest; g < final_from_; ++g)
-    stream.record(*final_[static_cast<std::size_t>(g)]);
+    final_[static_cast<std::size_t>(g)] = landed;
   final_from_ = lowest;
   changed_.notify_all();
 }
@@ -79,8 +79,13 @@ bool OverlappedStep::wait_final(int sub_group) {
     changed_.wait(lock, [&] { return stopping_ || final_from_ <= sub_group; });
     if (stopping_) return false;
   }
+  CpuQueue::Ticket landed = 0;
+  {
+    std::lock_guard lock(mutex_);
+    landed = final_[static_cast<std::size_t>(sub_group)];
+  }
   try {
-    final_[static_cast<std::size_t>(sub_group)]->synchronize();
+    landings_.wait(landed);
   } catch (...) {
     // Backward failed, not the optimizer: stop here rather than fail the optimizer's step.
     stream_failure_ = std::current_exception();

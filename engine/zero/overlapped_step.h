@@ -10,11 +10,9 @@
 #include <vector>
 
 #include "engine/optimizer.h"
+#include "engine/zero/cpu_queue.h"
 #include "engine/zero/flat_layout.h"
 #include "engine/zero/optimizer_offload.h"
-#include "gpu/device.h"
-#include "gpu/event.h"
-#include "gpu/stream.h"
 
 namespace strata::engine::zero {
 
@@ -51,7 +49,8 @@ class OverlappedStep {
   // ones, and that many may be stepped early. fixed: every sub-group may be, `window` is
   // ignored, and the sink that begin()'s StepIo names must take ranges from the thread while the
   // engine's thread uses it (ParamTier locks; PartitionMemory's ranges are disjoint).
-  OverlappedStep(gpu::Device& device, const FlatLayout& layout, OptimizerOffload& offload,
+  // `landings`: the queue whose jobs put the gradients into the partition (the reducer's).
+  OverlappedStep(CpuQueue& landings, const FlatLayout& layout, OptimizerOffload& offload,
                  std::int64_t window, Guess guess = Guess::may_change);
   ~OverlappedStep();
   OverlappedStep(const OverlappedStep&) = delete;
@@ -60,10 +59,10 @@ class OverlappedStep {
   // Before the last micro-batch's backward: starts the thread with the guessed hyperparameters.
   // `io`'s memory must stay valid until finish().
   void begin(const StepHyperparameters& guess, const StepIo& io);
-  // After module `module`'s gradients of the last micro-batch are reduced into the partition (the
-  // work enqueued on `stream`): the sub-groups that this makes final may be stepped once the
-  // stream has run that far.
-  void module_final(int module, gpu::Stream& stream);
+  // After module `module`'s gradients of the last micro-batch are on their way into the
+  // partition, `landed` the queue's job after which they are there: the sub-groups that this
+  // makes final may be stepped once that job has run.
+  void module_final(int module, CpuQueue::Ticket landed);
   // After backward. `real`: the step's hyperparameters, or null when the step is skipped (never
   // with Guess::fixed, whose real step is the guess). Waits for the thread (rethrowing its
   // error), keeps or undoes its steps, and steps the sub-groups it did not reach.
@@ -85,17 +84,18 @@ class OverlappedStep {
 
   OptimizerOffload& offload_;
   Guess kind_;
-  std::vector<int> first_module_;                   // per sub-group: the lowest module it covers
-  std::vector<std::unique_ptr<gpu::Event>> final_;  // per sub-group, recorded by module_final
-  std::vector<int> early_order_;                    // the sub-groups the thread may step
+  std::vector<int> first_module_;  // per sub-group: the lowest module it covers
+  CpuQueue& landings_;
+  std::vector<CpuQueue::Ticket> final_;  // per sub-group, set by module_final
+  std::vector<int> early_order_;         // the sub-groups the thread may step
   StepHyperparameters guess_;
   StepIo io_;
 
   std::mutex mutex_;
   std::condition_variable changed_;
-  int final_from_ = 0;  // sub-groups >= this are final (their event recorded)
+  int final_from_ = 0;  // sub-groups >= this are final (their ticket set)
   bool stopping_ = false;
-  // The stream work a final event waited for failed: the thread stopped there, and the step
+  // The landing a final ticket waited for failed: the thread stopped there, and the step
   // fails with that error (the optimizer itself is fine once its early steps are put back).
   std::exception_ptr stream_failure_;
   std::future<int> worker_;  // how many sub-groups it stepped

@@ -114,6 +114,7 @@ void CudaStream::launch(HostTask task) {
   STRATA_ASSERT(static_cast<bool>(task));
   use_device(device_index_);
   const CudaStreamTimeline::Op op(timeline_, stream_, "task");
+  ++host_functions_;
   enqueue_task(std::move(task));
 }
 

@@ -75,6 +75,7 @@ class CudaStream final : public Stream {
   void copy(void* target, const void* source, std::int64_t bytes, CopyKind kind) override;
   void fill_zero(void* target, std::int64_t bytes) override;
   void launch(HostTask task) override;
+  std::int64_t host_functions() const override { return host_functions_.load(); }
   void record(Event& event) override;
   void wait(const Event& event) override;
   void synchronize() override;
@@ -98,6 +99,7 @@ class CudaStream final : public Stream {
   // stall the copy streams): exact once the streams are synchronized, which is when it is read.
   SharedTransferCounters& counters_;
   StreamRegistry* registry_;
+  std::atomic<std::int64_t> host_functions_ = 0;  // launch() calls
   cudaStream_t stream_ = nullptr;
   std::shared_ptr<StreamFailures> failures_ = std::make_shared<StreamFailures>();
   CudaStreamTimeline timeline_{name_, device_index_};

@@ -36,6 +36,7 @@ class HostDevice::CreatedStream final : public Stream {
   }
   void fill_zero(void* target, std::int64_t bytes) override { stream_.fill_zero(target, bytes); }
   void launch(HostTask task) override { stream_.launch(std::move(task)); }
+  std::int64_t host_functions() const override { return stream_.host_functions(); }
   void record(Event& event) override { stream_.record(event); }
   void wait(const Event& event) override { stream_.wait(event); }
   void synchronize() override { stream_.synchronize(); }

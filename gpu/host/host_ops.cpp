@@ -32,6 +32,12 @@ namespace {
 namespace k = host::kernels;
 using i64 = std::int64_t;
 
+// Enqueues an op's body on `s`: the host backend's kernel launch.
+template <class Body>
+void kernel(Stream& s, Body&& body) {
+  s.launch(HostTask::kernel(std::forward<Body>(body)));
+}
+
 // Calls run(copy) with the parameter copy of `a` as the span cpu_adam takes (none, bf16, fp16).
 template <class Run>
 void with_copy(const OptimizerArrays& a, i64 n, const Run& run) {
@@ -100,7 +106,7 @@ class HostOps final : public Ops {
   void embedding_forward(Stream& s, Tensor out, const std::int32_t* tokens, ConstTensor wte,
                          ConstTensor wpe, i64 b, i64 t, i64 c, i64 v) override {
     host::common_type({out, wte, wpe});
-    s.launch([=] {
+    kernel(s, [=] {
       In table(wte, v * c), positions(wpe, t * c);
       Out y(out, b * t * c, fresh);
       k::embedding_forward<float>(y.get(), tokens, table.get(), positions.get(), b, t, c, v);
@@ -109,7 +115,7 @@ class HostOps final : public Ops {
   }
   void embedding_backward(Stream& s, float* dwte, float* dwpe, ConstTensor dout,
                           const std::int32_t* tokens, i64 b, i64 t, i64 c, i64 v) override {
-    s.launch([=] {
+    kernel(s, [=] {
       In dy(dout, b * t * c);
       k::embedding_backward<float>(dwte, dwpe, dy.get(), tokens, b, t, c, v);
     });
@@ -117,7 +123,7 @@ class HostOps final : public Ops {
   void layer_norm_forward(Stream& s, Tensor out, float* mean, float* rstd, ConstTensor inp,
                           ConstTensor weight, ConstTensor bias, i64 rows, i64 c) override {
     host::common_type({out, inp, weight, bias});
-    s.launch([=] {
+    kernel(s, [=] {
       In x(inp, rows * c), w(weight, c), bb(bias, c);
       Out y(out, rows * c, fresh);
       k::layer_norm_forward<float>(y.get(), mean, rstd, x.get(), w.get(), bb.get(), rows, c);
@@ -128,7 +134,7 @@ class HostOps final : public Ops {
                            ConstTensor inp, ConstTensor weight, const float* mean,
                            const float* rstd, i64 rows, i64 c) override {
     host::common_type({dinp, dout, inp, weight});
-    s.launch([=] {
+    kernel(s, [=] {
       In dy(dout, rows * c), x(inp, rows * c), w(weight, c);
       Out dx(dinp, rows * c, current);
       k::layer_norm_backward<float>(dx.get(), dweight, dbias, dy.get(), x.get(), w.get(), mean,
@@ -140,7 +146,7 @@ class HostOps final : public Ops {
                                    ConstTensor a, ConstTensor b, ConstTensor weight,
                                    ConstTensor bias, i64 rows, i64 c) override {
     host::common_type({residual, out, a, b, weight, bias});
-    s.launch([=] {
+    kernel(s, [=] {
       const i64 n = rows * c;
       In x(a, n), y(b, n), w(weight, c), bb(bias, c);
       Out sum(residual, n, fresh);
@@ -155,7 +161,7 @@ class HostOps final : public Ops {
   void matmul_forward(Stream& s, Tensor out, ConstTensor inp, ConstTensor weight, ConstTensor bias,
                       i64 rows, i64 in, i64 out_channels) override {
     host::common_type({out, inp, weight, bias});
-    s.launch([=] {
+    kernel(s, [=] {
       In x(inp, rows * in), w(weight, out_channels * in), bb(bias, out_channels);
       Out y(out, rows * out_channels, fresh);
       k::matmul_forward<float>(y.get(), x.get(), w.get(), bb.get(), rows, in, out_channels);
@@ -165,7 +171,7 @@ class HostOps final : public Ops {
   void matmul_gelu_forward(Stream& s, Tensor out, Tensor pre, ConstTensor inp, ConstTensor weight,
                            ConstTensor bias, i64 rows, i64 in, i64 out_channels) override {
     host::common_type({out, pre, inp, weight, bias});
-    s.launch([=] {
+    kernel(s, [=] {
       const i64 n = rows * out_channels;
       In x(inp, rows * in), w(weight, out_channels * in), bb(bias, out_channels);
       Out y(out, n, fresh), p(pre, n, fresh);
@@ -181,7 +187,7 @@ class HostOps final : public Ops {
                        ConstTensor inp, ConstTensor weight, i64 rows, i64 in,
                        i64 out_channels) override {
     host::common_type({dinp, dout, inp, weight});
-    s.launch([=] {
+    kernel(s, [=] {
       In dy(dout, rows * out_channels), x(inp, rows * in), w(weight, out_channels * in);
       Out dx(dinp, rows * in, current);
       k::matmul_backward<float>(dx.get(), dweight, dbias, dy.get(), x.get(), w.get(), rows, in,
@@ -192,7 +198,7 @@ class HostOps final : public Ops {
   void attention_forward(Stream& s, Tensor out, float* lse, ConstTensor qkv, i64 b, i64 t,
                          i64 heads, i64 kv_heads, i64 head_dim) override {
     host::common_type({out, qkv});
-    s.launch([=] {
+    kernel(s, [=] {
       const i64 rows = b * t;
       In x(qkv, rows * (heads + 2 * kv_heads) * head_dim);
       Out y(out, rows * heads * head_dim, fresh);
@@ -204,7 +210,7 @@ class HostOps final : public Ops {
                           ConstTensor out, const float* lse, i64 b, i64 t, i64 heads, i64 kv_heads,
                           i64 head_dim) override {
     host::common_type({dqkv, dout, qkv, out});
-    s.launch([=] {
+    kernel(s, [=] {
       const i64 rows = b * t;
       const i64 fused = rows * (heads + 2 * kv_heads) * head_dim;
       In dy(dout, rows * heads * head_dim), x(qkv, fused), y(out, rows * heads * head_dim);
@@ -216,7 +222,7 @@ class HostOps final : public Ops {
   }
   void gelu_forward(Stream& s, Tensor out, ConstTensor inp, i64 n) override {
     host::common_type({out, inp});
-    s.launch([=] {
+    kernel(s, [=] {
       In x(inp, n);
       Out y(out, n, fresh);
       k::gelu_forward<float>(y.get(), x.get(), n);
@@ -225,7 +231,7 @@ class HostOps final : public Ops {
   }
   void gelu_backward(Stream& s, Tensor dinp, ConstTensor inp, ConstTensor dout, i64 n) override {
     host::common_type({dinp, inp, dout});
-    s.launch([=] {
+    kernel(s, [=] {
       In x(inp, n), dy(dout, n);
       Out dx(dinp, n, current);
       k::gelu_backward<float>(dx.get(), x.get(), dy.get(), n);
@@ -234,7 +240,7 @@ class HostOps final : public Ops {
   }
   void residual_forward(Stream& s, Tensor out, ConstTensor a, ConstTensor b, i64 n) override {
     host::common_type({out, a, b});
-    s.launch([=] {
+    kernel(s, [=] {
       In x(a, n), y(b, n);
       Out sum(out, n, fresh);
       k::residual_forward<float>(sum.get(), x.get(), y.get(), n);
@@ -243,7 +249,7 @@ class HostOps final : public Ops {
   }
   void residual_backward(Stream& s, Tensor da, Tensor db, ConstTensor dout, i64 n) override {
     host::common_type({da, db, dout});
-    s.launch([=] {
+    kernel(s, [=] {
       In dy(dout, n);
       Out dx(da, n, current), dz(db, n, current);
       k::residual_backward<float>(dx.get(), dz.get(), dy.get(), n);
@@ -254,7 +260,7 @@ class HostOps final : public Ops {
   void cross_entropy_forward(Stream& s, float* losses, float* lse, float* loss_mean,
                              ConstTensor logits, const std::int32_t* targets, i64 rows, i64 v,
                              i64 vp) override {
-    s.launch([=] {
+    kernel(s, [=] {
       In z(logits, rows * vp);
       k::cross_entropy_forward<float>(losses, lse, loss_mean, z.get(), targets, rows, v, vp);
     });
@@ -263,7 +269,7 @@ class HostOps final : public Ops {
                               const std::int32_t* targets, const float* dlosses, i64 rows, i64 v,
                               i64 vp) override {
     host::common_type({dlogits, logits});
-    s.launch([=] {
+    kernel(s, [=] {
       In z(logits, rows * vp);
       Out dz(dlogits, rows * vp, fresh);
       k::cross_entropy_backward<float>(dz.get(), z.get(), lse, targets, dlosses, rows, v, vp);
@@ -273,7 +279,7 @@ class HostOps final : public Ops {
   void cross_entropy_fused(Stream& s, Tensor logits, float* losses, float* lse, float* loss_mean,
                            const std::int32_t* targets, const float* dlosses, i64 rows, i64 v,
                            i64 vp) override {
-    s.launch([=] {
+    kernel(s, [=] {
       // The backward reads each logit before it writes the same element: in place is safe.
       Out z(logits, rows * vp, current);
       k::cross_entropy_forward<float>(losses, lse, loss_mean, z.get(), targets, rows, v, vp);
@@ -284,7 +290,7 @@ class HostOps final : public Ops {
   void rms_norm_forward(Stream& s, Tensor out, float* rstd, ConstTensor inp, ConstTensor weight,
                         double eps, i64 rows, i64 c) override {
     host::common_type({out, inp, weight});
-    s.launch([=] {
+    kernel(s, [=] {
       In x(inp, rows * c), w(weight, c);
       Out y(out, rows * c, fresh);
       k::rms_norm_forward<float>(y.get(), rstd, x.get(), w.get(), eps, rows, c);
@@ -295,7 +301,7 @@ class HostOps final : public Ops {
                                  ConstTensor b, ConstTensor weight, double eps, i64 rows,
                                  i64 c) override {
     host::common_type({residual, out, a, b, weight});
-    s.launch([=] {
+    kernel(s, [=] {
       const i64 n = rows * c;
       In x(a, n), y(b, n), w(weight, c);
       Out sum(residual, n, fresh);
@@ -310,7 +316,7 @@ class HostOps final : public Ops {
   void rms_norm_backward(Stream& s, Tensor dinp, float* dweight, ConstTensor dout, ConstTensor inp,
                          ConstTensor weight, const float* rstd, i64 rows, i64 c) override {
     host::common_type({dinp, dout, inp, weight});
-    s.launch([=] {
+    kernel(s, [=] {
       In dy(dout, rows * c), x(inp, rows * c), w(weight, c);
       Out dx(dinp, rows * c, current);
       k::rms_norm_backward<float>(dx.get(), dweight, dy.get(), x.get(), w.get(), rstd, rows, c);
@@ -321,7 +327,7 @@ class HostOps final : public Ops {
   // leaves the elements it does not rotate as they were (a 16-bit value survives the round trip).
   void rope_forward(Stream& s, Tensor x, const float* inv_freq, i64 b, i64 t, i64 heads,
                     i64 head_dim, i64 row_stride) override {
-    s.launch([=] {
+    kernel(s, [=] {
       Out y(x, rope_extent(b * t, heads, head_dim, row_stride), current);
       k::rope_forward<float>(y.get(), inv_freq, b, t, heads, head_dim, row_stride);
       y.store();
@@ -329,7 +335,7 @@ class HostOps final : public Ops {
   }
   void rope_backward(Stream& s, Tensor dx, const float* inv_freq, i64 b, i64 t, i64 heads,
                      i64 head_dim, i64 row_stride) override {
-    s.launch([=] {
+    kernel(s, [=] {
       Out dy(dx, rope_extent(b * t, heads, head_dim, row_stride), current);
       k::rope_backward<float>(dy.get(), inv_freq, b, t, heads, head_dim, row_stride);
       dy.store();
@@ -337,7 +343,7 @@ class HostOps final : public Ops {
   }
   void swiglu_forward(Stream& s, Tensor out, ConstTensor gate, ConstTensor up, i64 n) override {
     host::common_type({out, gate, up});
-    s.launch([=] {
+    kernel(s, [=] {
       In g(gate, n), u(up, n);
       Out y(out, n, fresh);
       k::swiglu_forward<float>(y.get(), g.get(), u.get(), n);
@@ -347,7 +353,7 @@ class HostOps final : public Ops {
   void swiglu_backward(Stream& s, Tensor dgate, Tensor dup, ConstTensor dout, ConstTensor gate,
                        ConstTensor up, i64 n) override {
     host::common_type({dgate, dup, dout, gate, up});
-    s.launch([=] {
+    kernel(s, [=] {
       In dy(dout, n), g(gate, n), u(up, n);
       Out dg(dgate, n, current), du(dup, n, current);
       k::swiglu_backward<float>(dg.get(), du.get(), dy.get(), g.get(), u.get(), n);
@@ -358,7 +364,7 @@ class HostOps final : public Ops {
   void qkv_pack_forward(Stream& s, Tensor qkv, ConstTensor q, ConstTensor kk, ConstTensor v,
                         i64 rows, i64 heads, i64 kv_heads, i64 head_dim) override {
     host::common_type({qkv, q, kk, v});
-    s.launch([=] {
+    kernel(s, [=] {
       const i64 kv = rows * kv_heads * head_dim;
       In xq(q, rows * heads * head_dim), xk(kk, kv), xv(v, kv);
       Out y(qkv, rows * 3 * heads * head_dim, fresh);
@@ -370,7 +376,7 @@ class HostOps final : public Ops {
   void qkv_pack_backward(Stream& s, Tensor dq, Tensor dk, Tensor dv, ConstTensor dqkv, i64 rows,
                          i64 heads, i64 kv_heads, i64 head_dim) override {
     host::common_type({dq, dk, dv, dqkv});
-    s.launch([=] {
+    kernel(s, [=] {
       const i64 kv = rows * kv_heads * head_dim;
       In dy(dqkv, rows * 3 * heads * head_dim);
       Out gq(dq, rows * heads * head_dim, current), gk(dk, kv, current), gv(dv, kv, current);
@@ -388,10 +394,10 @@ class HostOps final : public Ops {
         s.copy(target, source, n * 4, CopyKind::device_to_device);
         return;
       case DataType::bfloat16:
-        s.launch([=] { k::cast_bf16_to_fp32(target, half, n); });
+        kernel(s, [=] { k::cast_bf16_to_fp32(target, half, n); });
         return;
       case DataType::float16:
-        s.launch([=] { k::cast_fp16_to_fp32(target, half, n); });
+        kernel(s, [=] { k::cast_fp16_to_fp32(target, half, n); });
         return;
       default:
         STRATA_ASSERT(false && "cast_to_float takes floating-point types only");
@@ -405,35 +411,35 @@ class HostOps final : public Ops {
         s.copy(target, source, n * 4, CopyKind::device_to_device);
         return;
       case DataType::bfloat16:
-        s.launch([=] { k::cast_fp32_to_bf16(half, source, n); });
+        kernel(s, [=] { k::cast_fp32_to_bf16(half, source, n); });
         return;
       case DataType::float16:
-        s.launch([=] { k::cast_fp32_to_fp16(half, source, n); });
+        kernel(s, [=] { k::cast_fp32_to_fp16(half, source, n); });
         return;
       default:
         STRATA_ASSERT(false && "cast_from_float takes floating-point types only");
     }
   }
   void fill(Stream& s, float* target, float value, i64 n) override {
-    s.launch([=] {
+    kernel(s, [=] {
       for (i64 i = 0; i < n; ++i)
         target[i] = value;
     });
   }
   void adam_step(Stream& s, const cpu_adam::AdamConfig& config, i64 step, float grad_scale,
                  const OptimizerArrays& a, i64 n) override {
-    s.launch([config, run = HostOptimizerStep{step, grad_scale, a, n}] { run(config); });
+    kernel(s, [config, run = HostOptimizerStep{step, grad_scale, a, n}] { run(config); });
   }
   void adagrad_step(Stream& s, const cpu_adam::AdagradConfig& config, i64 step, float grad_scale,
                     const OptimizerArrays& a, i64 n) override {
-    s.launch([config, run = HostOptimizerStep{step, grad_scale, a, n}] { run(config); });
+    kernel(s, [config, run = HostOptimizerStep{step, grad_scale, a, n}] { run(config); });
   }
   void lion_step(Stream& s, const cpu_adam::LionConfig& config, i64 step, float grad_scale,
                  const OptimizerArrays& a, i64 n) override {
-    s.launch([config, run = HostOptimizerStep{step, grad_scale, a, n}] { run(config); });
+    kernel(s, [config, run = HostOptimizerStep{step, grad_scale, a, n}] { run(config); });
   }
   void sum_squares(Stream& s, double* sum_squares, const float* values, i64 n) override {
-    s.launch([sum_squares, values, n] {
+    kernel(s, [sum_squares, values, n] {
       // The scan's sum is inf or NaN exactly when its flag is set: squares of finite floats
       // cannot overflow a double.
       *sum_squares =
@@ -441,7 +447,7 @@ class HostOps final : public Ops {
     });
   }
   void accumulate(Stream& s, float* target, const float* source, float scale, i64 n) override {
-    s.launch([=] {
+    kernel(s, [=] {
       for (i64 i = 0; i < n; ++i)
         target[i] = detail::scaled_sum(target[i], source[i], scale);
     });

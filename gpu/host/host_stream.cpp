@@ -66,6 +66,7 @@ void HostStream::fill_zero(void* target, std::int64_t bytes) {
 
 void HostStream::launch(HostTask task) {
   STRATA_ASSERT(static_cast<bool>(task));
+  if (!task.is_kernel()) ++host_functions_;
   enqueue(LaunchOp{std::move(task)});
 }
 

@@ -34,6 +34,7 @@ class HostStream final : public Stream {
   void copy(void* target, const void* source, std::int64_t bytes, CopyKind kind) override;
   void fill_zero(void* target, std::int64_t bytes) override;
   void launch(HostTask task) override;
+  std::int64_t host_functions() const override { return host_functions_.load(); }
   void record(Event& event) override;
   void wait(const Event& event) override;
   void synchronize() override;
@@ -83,7 +84,8 @@ class HostStream final : public Stream {
 
   std::string name_;
   const HostMemory& memory_;
-  SharedTransferCounters& counters_;  // counted once a copy has run
+  SharedTransferCounters& counters_;              // counted once a copy has run
+  std::atomic<std::int64_t> host_functions_ = 0;  // launches that are not HostTask::kernel
 
   std::mutex mutex_;
   std::condition_variable_any work_queued_;  // stop-aware: the worker also wakes on request_stop

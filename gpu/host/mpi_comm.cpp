@@ -176,11 +176,12 @@ class MpiComm final : public Comm {
       std::lock_guard lock(mutex_);
       ticket = next_ticket_++;
     }
-    stream.launch([this, op, turn = Turn(this, ticket)]() mutable {
+    // The collective's stand-in for NCCL's kernel, not a host function.
+    stream.launch(HostTask::kernel([this, op, turn = Turn(this, ticket)]() mutable {
       const Turn mine = std::move(turn);  // released when this body ends, thrown or not
       wait_turn(mine.ticket());
       run(op);
-    });
+    }));
   }
 
   void wait_turn(std::uint64_t ticket) {

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "gpu/ops.h"
 #include "tests/gpu/device_test_util.h"
 
 namespace strata::gpu {
@@ -67,6 +68,32 @@ TEST_P(StreamTest, LaunchedTasksRunInEnqueueOrder) {
   std::vector<int> expected(1000);
   std::iota(expected.begin(), expected.end(), 0);
   EXPECT_EQ(order, expected);
+}
+
+// A launched task is a host function, which holds the stream's later work until the CPU has run
+// it; the backend's own ops are kernels (on the host backend, tasks marked HostTask::kernel), and
+// copies, fills and events are none of it.
+TEST_P(StreamTest, HostFunctionsCountsLaunchedTasksOnly) {
+  auto device = open();
+  std::unique_ptr<Ops> ops = create_ops(*device);
+  Stream& stream = device->compute_stream();
+  DeviceBuffer values = device->allocate(64 * 4, "values");
+  PinnedBuffer host = device->allocate_pinned(64 * 4);
+  auto event = device->create_event();
+  const std::int64_t before = stream.host_functions();
+  stream.fill_zero(values.data(), values.bytes());
+  ops->fill(stream, values.as<float>(), 1.5f, 64);
+  stream.copy(host.data(), values.data(), values.bytes(), CopyKind::device_to_host);
+  stream.record(*event);
+  EXPECT_EQ(stream.host_functions(), before);
+  int ran = 0;
+  stream.launch([&ran] { ++ran; });
+  stream.launch([&ran] { ++ran; });
+  EXPECT_EQ(stream.host_functions(), before + 2);
+  EXPECT_EQ(device->d2h_stream().host_functions(), 0);
+  stream.synchronize();
+  EXPECT_EQ(ran, 2);
+  EXPECT_EQ(host.as<float>()[63], 1.5f);
 }
 
 TEST_P(StreamTest, CopyReturnsBeforeItRuns) {

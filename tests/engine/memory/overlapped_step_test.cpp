@@ -1,7 +1,7 @@
 // strata.overlap_optimizer below the engine: OptimizerOffload's kept sub-groups and undo, and
-// OverlappedStep driven by a real stream the way the engine drives it (gradients land module by
-// module, last first, while the thread steps what is final). Every outcome is compared bit for bit
-// with the plain step after backward, on the CPU tier and on NVMe.
+// OverlappedStep driven by a real CPU queue the way the engine's gradient reducer drives it
+// (gradients land module by module, last first, while the thread steps what is final). Every
+// outcome is compared bit for bit with the plain step after backward, on the CPU tier and on NVMe.
 
 #include "engine/zero/overlapped_step.h"
 
@@ -65,33 +65,31 @@ struct Outcome {
 };
 
 // An overlapped step as the engine runs it: the gradient partition starts at zero and each
-// module's slice lands by a stream task, last module first, before module_final; `real` is what
-// finish() is told.
+// module's slice lands by a job of the queue, last module first, before module_final; `real` is
+// what finish() is told.
 class Driver {
  public:
-  Driver(gpu::Device& device, const FlatLayout& layout, const std::vector<float>& grads)
-      : device_(device), layout_(layout), grads_(grads), partition_(grads.size(), 0.0f) {}
+  Driver(CpuQueue& landings, const FlatLayout& layout, const std::vector<float>& grads)
+      : landings_(landings), layout_(layout), grads_(grads), partition_(grads.size(), 0.0f) {}
   OverlapOutcome run(OverlappedStep& step, const StepHyperparameters& guess,
                      const StepHyperparameters* real, std::vector<std::uint16_t>& copy) {
-    gpu::Stream& stream = device_.compute_stream();
     PartitionGrads partition_grads(partition_);
     PartitionMemory sink(std::as_writable_bytes(std::span(copy)), 2);
     step.begin(guess, StepIo{&partition_grads, ParamCopy::bf16, &sink});
     for (int m = layout_.module_count(); m-- > 0;) {
       const ModuleSlice& slice = layout_.module(m);
-      stream.launch([this, slice] {
+      step.module_final(m, landings_.submit([this, slice] {
         std::memcpy(partition_.data() + slice.partition_offset,
                     grads_.data() + slice.partition_offset,
                     static_cast<std::size_t>(slice.shard_numel) * sizeof(float));
-      });
-      step.module_final(m, stream);
+      }));
     }
-    stream.synchronize();
+    landings_.drain();
     return step.finish(real);
   }
 
  private:
-  gpu::Device& device_;
+  CpuQueue& landings_;
   const FlatLayout& layout_;
   const std::vector<float>& grads_;
   std::vector<float> partition_;
@@ -109,6 +107,8 @@ class OverlappedStepTest : public ::testing::TestWithParam<OffloadDevice> {
       initial_copy_.push_back(cpu_adam::to_bf16(value).bits);
   }
   void TearDown() override { fs::remove_all(root_); }
+
+  CpuQueue landings_{"landings", 64};
 
   OptimizerOffloadOptions options(std::int64_t keep_capacity, const std::string& job) const {
     OptimizerOffloadOptions result;
@@ -144,25 +144,25 @@ class OverlappedStepTest : public ::testing::TestWithParam<OffloadDevice> {
   OverlapOutcome expect_same_as_plain(const StepHyperparameters& guess,
                                       const StepHyperparameters* real, const std::string& job) {
     OptimizerOffload offload(*device_, optimizer_, master_, options(3, job));
-    OverlappedStep step(*device_, layout_, offload, 3);
+    OverlappedStep step(landings_, layout_, offload, 3);
     std::vector<std::uint16_t> copy = initial_copy_;
-    Driver driver(*device_, layout_, grads_);
+    Driver driver(landings_, layout_, grads_);
     const OverlapOutcome outcome = driver.run(step, guess, real, copy);
     EXPECT_TRUE(read(offload, copy) == plain(real));
     return outcome;
   }
 
   // A backward that fails after the last module: the thread may step what that module made
-  // final, then the stream carries the failure ("backward of module 4 failed").
+  // final, then the queue carries the failure ("backward of module 4 failed").
   void fail_backward(OverlappedStep& step, const StepHyperparameters& guess, const StepIo& io) {
-    gpu::Stream& stream = device_->compute_stream();
     step.begin(guess, io);
     const int last = layout_.module_count() - 1;
-    step.module_final(last, stream);
-    stream.launch([] { throw std::runtime_error("backward of module 4 failed"); });
+    step.module_final(last, landings_.last());
+    const CpuQueue::Ticket failed =
+        landings_.submit([] { throw std::runtime_error("backward of module 4 failed"); });
     for (int m = last - 1; m >= 0; --m)
-      step.module_final(m, stream);
-    EXPECT_THROW(stream.synchronize(), std::runtime_error);
+      step.module_final(m, failed);
+    EXPECT_THROW(landings_.drain(), std::runtime_error);
   }
 
   FlatLayout layout_ = six_modules();
@@ -248,20 +248,19 @@ TEST_P(OverlappedStepTest, SkippedStepLeavesEverythingAsItWas) {
 // where it is and puts back what it stepped; the next step is a normal one.
 TEST_P(OverlappedStepTest, AbandonPutsBackWhatTheThreadStepped) {
   OptimizerOffload offload(*device_, optimizer_, master_, options(3, "abandon"));
-  OverlappedStep step(*device_, layout_, offload, 3);
+  OverlappedStep step(landings_, layout_, offload, 3);
   std::vector<std::uint16_t> copy = initial_copy_;
   const Outcome before = read(offload, copy);
-  gpu::Stream& stream = device_->compute_stream();
   PartitionGrads grads(grads_);
   PartitionMemory sink(std::as_writable_bytes(std::span(copy)), 2);
   step.begin(hyper(0.5f), StepIo{&grads, ParamCopy::bf16, &sink});
   // Only the last module's gradients are final: the thread can step the last sub-group alone.
-  step.module_final(layout_.module_count() - 1, stream);
-  stream.synchronize();
+  step.module_final(layout_.module_count() - 1, landings_.last());
+  landings_.drain();
   step.abandon();
   EXPECT_FALSE(step.running());
   EXPECT_TRUE(read(offload, copy) == before);
-  Driver driver(*device_, layout_, grads_);
+  Driver driver(landings_, layout_, grads_);
   const StepHyperparameters guess = hyper(0.5f);
   driver.run(step, guess, &guess, copy);
   EXPECT_TRUE(read(offload, copy) == plain(&guess));
@@ -274,9 +273,9 @@ TEST_P(OverlappedStepTest, AnIoErrorOnTheThreadComesOutOfFinish) {
   OptimizerOffloadOptions o = options(3, "eio");
   o.nvme.faults.fail(8, EIO);  // completions 0..6 write the initial states; 7.. are the step's
   OptimizerOffload offload(*device_, optimizer_, master_, o);
-  OverlappedStep step(*device_, layout_, offload, 3);
+  OverlappedStep step(landings_, layout_, offload, 3);
   std::vector<std::uint16_t> copy = initial_copy_;
-  Driver driver(*device_, layout_, grads_);
+  Driver driver(landings_, layout_, grads_);
   const StepHyperparameters guess = hyper(0.5f);
   try {
     driver.run(step, guess, &guess, copy);
@@ -290,12 +289,12 @@ TEST_P(OverlappedStepTest, AnIoErrorOnTheThreadComesOutOfFinish) {
   EXPECT_TRUE(offload.inconsistent());
 }
 
-// Backward fails (a stream task throws) after the thread has stepped what was final: the thread
-// stops at the failed point, finish() rethrows the stream's error, and the optimizer is whole and
+// Backward fails (a landing job throws) after the thread has stepped what was final: the thread
+// stops at the failed point, finish() rethrows the landing's error, and the optimizer is whole and
 // as it was (the failure was backward's, not the optimizer's).
 TEST_P(OverlappedStepTest, AFailedBackwardLeavesTheOptimizerAsItWas) {
   OptimizerOffload offload(*device_, optimizer_, master_, options(3, "failed"));
-  OverlappedStep step(*device_, layout_, offload, 3);
+  OverlappedStep step(landings_, layout_, offload, 3);
   std::vector<std::uint16_t> copy = initial_copy_;
   const Outcome before = read(offload, copy);
   const StepHyperparameters guess = hyper(0.5f);
@@ -317,9 +316,9 @@ TEST_P(OverlappedStepTest, AFailedBackwardLeavesTheOptimizerAsItWas) {
 // stepped by the thread as it becomes final, its new parameters going to the sink from there.
 TEST_P(OverlappedStepTest, AFixedGuessStepsEverySubGroupOnTheThread) {
   OptimizerOffload offload(*device_, optimizer_, master_, options(0, "fixed"));
-  OverlappedStep step(*device_, layout_, offload, 0, OverlappedStep::Guess::fixed);
+  OverlappedStep step(landings_, layout_, offload, 0, OverlappedStep::Guess::fixed);
   std::vector<std::uint16_t> copy = initial_copy_;
-  Driver driver(*device_, layout_, grads_);
+  Driver driver(landings_, layout_, grads_);
   const StepHyperparameters guess = hyper(0.5f);
   const OverlapOutcome outcome = driver.run(step, guess, &guess, copy);
   EXPECT_EQ(outcome.early_sub_groups, 7);
@@ -332,7 +331,7 @@ TEST_P(OverlappedStepTest, AFixedGuessStepsEverySubGroupOnTheThread) {
 // the optimizer half a step on: it is marked inconsistent, and the next step refuses, saying so.
 TEST_P(OverlappedStepTest, AFailedBackwardAfterFixedEarlyStepsMarksTheStatesInconsistent) {
   OptimizerOffload offload(*device_, optimizer_, master_, options(0, "fixed-failed"));
-  OverlappedStep step(*device_, layout_, offload, 0, OverlappedStep::Guess::fixed);
+  OverlappedStep step(landings_, layout_, offload, 0, OverlappedStep::Guess::fixed);
   std::vector<std::uint16_t> copy = initial_copy_;
   const StepHyperparameters guess = hyper(0.5f);
   PartitionGrads grads(grads_);
@@ -355,7 +354,7 @@ TEST_P(OverlappedStepTest, AFailedBackwardAfterFixedEarlyStepsMarksTheStatesInco
 // A fixed guess whose thread has stepped nothing when the step fails loses nothing.
 TEST_P(OverlappedStepTest, AbandoningAFixedGuessBeforeAnyStepKeepsTheStatesWhole) {
   OptimizerOffload offload(*device_, optimizer_, master_, options(0, "fixed-abandon"));
-  OverlappedStep step(*device_, layout_, offload, 0, OverlappedStep::Guess::fixed);
+  OverlappedStep step(landings_, layout_, offload, 0, OverlappedStep::Guess::fixed);
   std::vector<std::uint16_t> copy = initial_copy_;
   const Outcome before = read(offload, copy);
   PartitionGrads grads(grads_);

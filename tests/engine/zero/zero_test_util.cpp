@@ -203,8 +203,11 @@ TrainedRun train(const nlohmann::json& config_json, Ranks ranks, int steps, int 
       if (eval_every > 0 && (step - 1) % eval_every == 0)
         run.eval_losses.push_back(engine.evaluate(inputs, targets));
       const gpu::CommCounters before = comm->counters();
+      const std::int64_t functions_before = device->compute_stream().host_functions();
       StepStats stats = engine.train_batch(inputs, targets);
       run.traffic.push_back(difference(comm->counters(), before));
+      run.compute_host_functions.push_back(device->compute_stream().host_functions() -
+                                           functions_before);
       run.losses.push_back(stats.loss);
       run.steps.push_back(stats);
       if (saves_after(step)) {

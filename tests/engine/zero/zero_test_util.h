@@ -58,6 +58,8 @@ struct TrainedRun {
   std::vector<float> params;  // master_parameters() after the last step
   // Traffic of each train_batch call: the Comm's counters after it minus those before it.
   std::vector<gpu::CommCounters> traffic;
+  // Host functions launched on the compute stream by each train_batch call.
+  std::vector<std::int64_t> compute_host_functions;
   // From the engine's layout and the model, for the traffic theory.
   std::vector<std::int64_t> padded_numel;  // per module
   std::vector<int> borrowers;              // per module: how many other modules borrow it

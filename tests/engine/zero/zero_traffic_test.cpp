@@ -1,11 +1,14 @@
 // Stage 3's collectives against the theory, from the Comm's counters (the bytes all-gathered per
-// step at stage 3 are what the partitioning implies), and stage 3 with everything on NVMe under a
-// device budget smaller than the model states.
+// step at stage 3 are what the partitioning implies), stage 3 with everything on NVMe under a
+// device budget smaller than the model states, and the compute stream free of host functions.
 
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <numeric>
+#include <string>
 
 #include "tests/engine/zero/zero_test_util.h"
 
@@ -151,6 +154,44 @@ TEST(ZeroBudget, Stage3OnNvmeTrainsUnderADeviceBudgetBelowTheModelStates) {
     EXPECT_LE(run.steps[i].gpu_peak_bytes, budget) << "step " << i + 1;
   }
   EXPECT_LT(run.losses.back(), run.losses.front() - 0.1) << "the model did not learn";
+}
+
+// The CPU's part of a step (adding reduced gradients into the partition, scanning them, swapping
+// them to NVMe, the optimizer) runs on threads of its own, never as a host function on the compute
+// stream, where it would hold the device's next kernels until the CPU and the disk were done: at
+// every stage, offloaded to CPU memory or to NVMe, with micro-batches accumulated (the adds) and
+// with the optimizer overlapping backward.
+TEST(ZeroStreams, NoHostFunctionRunsOnTheComputeStreamDuringAStep) {
+  struct Placement {
+    int stage;
+    const char* optimizer;
+    const char* params;
+    bool overlap;
+  };
+  const Placement placements[] = {{0, "none", "none", false}, {1, "cpu", "none", false},
+                                  {2, "cpu", "none", false},  {3, "none", "none", false},
+                                  {3, "cpu", "cpu", false},   {3, "cpu", "none", true},
+                                  {3, "nvme", "none", false}, {3, "nvme", "nvme", true}};
+  for (const Placement& placement : placements) {
+    SCOPED_TRACE(fmt::format("stage {}, optimizer on {}, parameters on {}{}", placement.stage,
+                             placement.optimizer, placement.params,
+                             placement.overlap ? ", overlapped" : ""));
+    TempDirectory swap;
+    nlohmann::json config = base_config(2, 2);
+    config["zero_optimization"]["stage"] = placement.stage;
+    if (std::string(placement.optimizer) != "none")
+      config["zero_optimization"]["offload_optimizer"] =
+          offload_section(placement.optimizer, swap.string(), false);
+    if (std::string(placement.params) != "none")
+      config["zero_optimization"]["offload_param"] =
+          offload_section(placement.params, swap.string(), true);
+    config["zero_optimization"]["sub_group_size"] = 4096;
+    config["strata"]["overlap_optimizer"] = placement.overlap;
+    config["strata"]["job_name"] = job_name_for_test();
+    const TrainedRun run = train(config, Ranks::world, 2);
+    for (std::size_t step = 0; step < run.compute_host_functions.size(); ++step)
+      EXPECT_EQ(run.compute_host_functions[step], 0) << "step " << step + 1;
+  }
 }
 
 }  // namespace
