@@ -15,6 +15,7 @@
 #include "engine/optimizer.h"
 #include "engine/param_spec.h"
 #include "engine/zero/flat_layout.h"
+#include "engine/zero/gather_policy.h"
 #include "engine/zero/grad_reducer.h"
 
 namespace strata::engine {
@@ -132,11 +133,25 @@ struct StepPeak {
   }
 };
 
+// The gather rules the engine gives its parameter coordinator (engine.cpp) for this choice.
+zero::GatherRules gather_rules(const EstimateInputs& inputs, const Choice& choice) {
+  zero::GatherRules rules;
+  rules.release_after_use = choice.stage == 3;
+  rules.persistence_threshold = inputs.stage3_param_persistence_threshold;
+  rules.max_reuse_distance = inputs.stage3_max_reuse_distance;
+  rules.max_live_parameters = choice.stage == 3 ? inputs.stage3_max_live_parameters
+                                                : std::numeric_limits<std::int64_t>::max();
+  // Prefetched NVMe reads land in the parameter tier's pool buffers, not in device memory.
+  rules.prefetch_bucket_size = 0;
+  return rules;
+}
+
 // Walks the engine's training step module by module (engine.cpp's run_forward/run_backward over
 // engine/zero's ParamCoordinator and GradReducer) and keeps the highest device use of the memory
-// they allocate and release. Stream-ordered frees are taken as immediate: the host device frees
-// a released buffer once its stream has run the work before the release, and the budget check
-// waits for that, so the live set is what this walk sees.
+// they allocate and release. What is gathered is decided by the coordinator's own GatherPolicy,
+// asked the same questions in the same order. Stream-ordered frees are taken as immediate: the
+// host device frees a released buffer once its stream has run the work before the release, and
+// the budget check waits for that, so the live set is what this walk sees.
 class StepWalk {
  public:
   StepWalk(const EstimateInputs& inputs, const Choice& choice, const zero::FlatLayout& layout,
@@ -146,37 +161,27 @@ class StepWalk {
         layout_(layout),
         lenders_(lenders),
         world_(inputs.world_size()),
-        gathered_(static_cast<std::size_t>(layout.module_count()), false),
-        users_(static_cast<std::size_t>(layout.module_count()), 0),
+        policy_(layout, gather_rules(inputs, choice)),
         grads_(static_cast<std::size_t>(layout.module_count()), false) {}
 
   // Two steps: the first records the module trace, the second follows it (and keeps modules that
   // are reused soon); later steps repeat the second.
   StepPeak run() {
     for (int step = 0; step < 2; ++step) {
-      following_ = step > 0;
-      cursor_ = 0;
-      if (!following_) trace_.clear();
+      policy_.begin_pass(true);
       for (std::int64_t micro = 0; micro < inputs_.gradient_accumulation_steps; ++micro) {
         forward();
         backward();
       }
+      policy_.end_step();
       for (int m = 0; m < layout_.module_count(); ++m)
-        if (gathered_[static_cast<std::size_t>(m)]) drop(m);  // invalidate() after the step
+        if (policy_.is_gathered(m)) drop(m);  // invalidate() after the step
     }
     return peak_;
   }
 
  private:
-  bool releases() const { return choice_.stage == 3; }
   bool keeps_full_gradients() const { return choice_.stage <= 1; }
-  std::int64_t max_live() const {
-    return choice_.stage == 3 ? inputs_.stage3_max_live_parameters
-                              : std::numeric_limits<std::int64_t>::max();
-  }
-  bool persistent(int m) const {
-    return layout_.module(m).numel < inputs_.stage3_param_persistence_threshold;
-  }
 
   void forward() {
     for (int m = 0; m < layout_.module_count(); ++m) {
@@ -204,57 +209,30 @@ class StepWalk {
     }
   }
 
+  // ParamCoordinator::acquire and gather, without the device work. The walk repeats one order,
+  // so it never departs from the trace it recorded.
   void acquire(int m) {
-    if (!following_) {
-      trace_.push_back(m);
-    } else if (cursor_ < trace_.size() && trace_[cursor_] == m) {
-      ++cursor_;
+    const bool in_order = policy_.note_acquire(m);
+    STRATA_ASSERT(in_order);
+    if (!policy_.is_gathered(m)) {
+      const std::int64_t padded = layout_.module(m).padded_numel;
+      for (int evict = policy_.next_to_evict(padded); evict >= 0;
+           evict = policy_.next_to_evict(padded))
+        drop(evict);
+      policy_.mark_gathered(m);
+      live_.gathered_elements = policy_.live_elements();
+      note();
     }
-    if (!gathered_[static_cast<std::size_t>(m)]) gather(m);
-    ++users_[static_cast<std::size_t>(m)];
-  }
-
-  void gather(int m) {
-    const std::int64_t padded = layout_.module(m).padded_numel;
-    make_room(padded);
-    gathered_[static_cast<std::size_t>(m)] = true;
-    live_.gathered_elements += padded;
-    note();
-  }
-
-  void make_room(std::int64_t elements) {
-    for (bool drop_persistent : {false, true}) {
-      for (int m = 0; m < layout_.module_count(); ++m) {
-        if (live_.gathered_elements + elements <= max_live()) return;
-        const auto index = static_cast<std::size_t>(m);
-        if (gathered_[index] && users_[index] == 0 && (drop_persistent || !persistent(m))) drop(m);
-      }
-    }
+    policy_.add_user(m);
   }
 
   void release(int m) {
-    const auto index = static_cast<std::size_t>(m);
-    if (--users_[index] > 0) return;
-    if (!releases() || persistent(m)) return;
-    if (following_) {
-      const std::int64_t distance = reuse_distance(m);
-      if (distance >= 0 && distance < inputs_.stage3_max_reuse_distance) return;
-    }
-    drop(m);
-  }
-
-  std::int64_t reuse_distance(int m) const {
-    std::int64_t distance = 0;
-    for (std::size_t i = cursor_; i < trace_.size(); ++i) {
-      if (trace_[i] == m) return distance;
-      distance += layout_.module(trace_[i]).padded_numel;
-    }
-    return -1;
+    if (policy_.release(m)) drop(m);
   }
 
   void drop(int m) {
-    gathered_[static_cast<std::size_t>(m)] = false;
-    live_.gathered_elements -= layout_.module(m).padded_numel;
+    policy_.mark_dropped(m);
+    live_.gathered_elements = policy_.live_elements();
   }
 
   void make_grads(int m) {
@@ -287,7 +265,7 @@ class StepWalk {
     peak_.gathered_modules.clear();
     peak_.gradient_modules.clear();
     for (int m = 0; m < layout_.module_count(); ++m) {
-      if (gathered_[static_cast<std::size_t>(m)]) peak_.gathered_modules.push_back(m);
+      if (policy_.is_gathered(m)) peak_.gathered_modules.push_back(m);
       if (grads_[static_cast<std::size_t>(m)]) peak_.gradient_modules.push_back(m);
     }
   }
@@ -297,14 +275,10 @@ class StepWalk {
   const zero::FlatLayout& layout_;
   const std::vector<std::vector<int>>& lenders_;
   std::int64_t world_;
-  std::vector<bool> gathered_;
-  std::vector<int> users_;
+  zero::GatherPolicy policy_;
   std::vector<bool> grads_;
   StepPeak live_;
   StepPeak peak_;
-  bool following_ = false;
-  std::vector<int> trace_;
-  std::size_t cursor_ = 0;
 };
 
 // "modules 0-3" / "modules 1, 3" / "module 2": which modules a term holds, for its formula.

@@ -138,9 +138,9 @@ std::string invalid_choice_reason(int stage, OffloadDevice offload_param,
 // One row: what one rank of the engine holds, term by term. The device side is the memory
 // allocated for the whole run (activations, shards, gradient partition, optimizer states) plus
 // the highest point of a training step, found by walking the engine's step module by module (the
-// parameter coordinator's gather/release/reuse rules and the gradient reducer's buffers; two
-// steps, the first recording the module trace). Asserts the choice is valid and the inputs
-// positive.
+// parameter coordinator's own zero::GatherPolicy deciding what stays gathered, and the gradient
+// reducer's buffers; two steps, the first recording the module trace). Asserts the choice is
+// valid and the inputs positive.
 EstimateRow estimate_row(const EstimateInputs& inputs, int stage, OffloadDevice offload_param,
                          OffloadDevice offload_optimizer);
 

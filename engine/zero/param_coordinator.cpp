@@ -1,7 +1,6 @@
 #include "engine/zero/param_coordinator.h"
 
 #include <algorithm>
-#include <limits>
 
 #include "base/assert.h"
 #include "base/log.h"
@@ -22,7 +21,8 @@ ParamCoordinator::ParamCoordinator(gpu::Ops& ops, gpu::Comm& comm, gpu::Stream& 
       memory_(memory),
       names_(std::move(module_names)),
       options_(options),
-      gathered_(static_cast<std::size_t>(layout.module_count())) {
+      gathered_(static_cast<std::size_t>(layout.module_count())),
+      policy_(layout, options) {
   STRATA_ASSERT(static_cast<int>(names_.size()) == layout.module_count());
   memory_.set_reclaimer([this] { return drop_one_kept(); });
   STRATA_ASSERT(layout.world_size() == 1 || layout.world_size() == comm.world_size());
@@ -30,118 +30,62 @@ ParamCoordinator::ParamCoordinator(gpu::Ops& ops, gpu::Comm& comm, gpu::Stream& 
 
 ParamCoordinator::~ParamCoordinator() {
   memory_.set_reclaimer({});
-  for (int m = 0; m < layout_.module_count(); ++m)
-    if (gathered_[static_cast<std::size_t>(m)].params) drop(m);
+  // A pass cut short by an exception may leave users behind: the buffers go back all the same.
+  for (Gathered& entry : gathered_)
+    if (entry.params) memory_.release(stream_, std::move(entry.params));
 }
 
 void ParamCoordinator::begin_pass(bool training) {
-  cursor_ = 0;
-  mode_ = training ? training_mode_ : TraceMode::off;
-  if (mode_ == TraceMode::record) trace_.clear();
+  policy_.begin_pass(training);
 }
 
 void ParamCoordinator::end_step() {
-  if (mode_ == TraceMode::record) {
-    training_mode_ = TraceMode::follow;
-    ++counters_.trace_recordings;
-  } else if (mode_ == TraceMode::diverged) {
-    training_mode_ = TraceMode::record;
-  }
-  mode_ = TraceMode::off;
+  if (policy_.end_step()) ++counters_.trace_recordings;
 }
 
 std::span<const gpu::Tensor> ParamCoordinator::acquire(int module) {
-  if (mode_ == TraceMode::record) {
-    trace_.push_back(module);
-  } else if (mode_ == TraceMode::follow) {
-    if (cursor_ < trace_.size() && trace_[cursor_] == module) {
-      ++cursor_;
-    } else {
-      base::logger("engine").info(
-          "module {} ran out of the recorded order (position {} of {}): prefetching stops for "
-          "this step and the order is recorded again on the next",
-          names_[static_cast<std::size_t>(module)], cursor_, trace_.size());
-      mode_ = TraceMode::diverged;
-    }
+  if (!policy_.note_acquire(module)) {
+    base::logger("engine").info(
+        "module {} ran out of the recorded order (position {} of {}): prefetching stops for "
+        "this step and the order is recorded again on the next",
+        names_[static_cast<std::size_t>(module)], policy_.trace_position(), policy_.trace_length());
   }
-  Gathered& entry = gathered_[static_cast<std::size_t>(module)];
-  if (!entry.params) gather(module);
-  ++entry.users;
+  if (!policy_.is_gathered(module)) gather(module);
+  policy_.add_user(module);
   prefetch_ahead();
-  return entry.tensors;
+  return gathered_[static_cast<std::size_t>(module)].tensors;
 }
 
 void ParamCoordinator::release(int module) {
-  Gathered& entry = gathered_[static_cast<std::size_t>(module)];
-  STRATA_ASSERT(entry.users > 0);
-  if (--entry.users > 0) return;
-  if (!options_.release_after_use || persistent(module)) return;
-  if (mode_ == TraceMode::follow) {
-    const std::int64_t distance = reuse_distance(module, cursor_);
-    if (distance >= 0 && distance < options_.max_reuse_distance) return;
-  }
-  drop(module);
+  if (policy_.release(module)) drop(module);
 }
 
 void ParamCoordinator::invalidate() {
   for (int m = 0; m < layout_.module_count(); ++m) {
-    Gathered& entry = gathered_[static_cast<std::size_t>(m)];
-    STRATA_ASSERT(entry.users == 0);
-    if (entry.params) drop(m);
+    STRATA_ASSERT(policy_.users(m) == 0);
+    if (policy_.is_gathered(m)) drop(m);
   }
 }
 
-bool ParamCoordinator::persistent(int module) const {
-  return layout_.module(module).numel < options_.persistence_threshold;
-}
-
-std::int64_t ParamCoordinator::reuse_distance(int module, std::size_t from) const {
-  std::int64_t distance = 0;
-  for (std::size_t i = from; i < trace_.size(); ++i) {
-    if (trace_[i] == module) return distance;
-    distance += layout_.module(trace_[i]).padded_numel;
-  }
-  return -1;
-}
-
-// Over max_live_parameters: drop gathered modules nobody is using (kept for reuse), persistent
-// ones last, until the new module fits or nothing more can go.
-void ParamCoordinator::make_room(std::int64_t elements) {
-  for (bool drop_persistent : {false, true}) {
-    for (int m = 0; m < layout_.module_count(); ++m) {
-      if (counters_.live_elements + elements <= options_.max_live_parameters) return;
-      Gathered& entry = gathered_[static_cast<std::size_t>(m)];
-      if (entry.params && entry.users == 0 && (drop_persistent || !persistent(m))) drop(m);
-    }
-  }
+CoordinatorCounters ParamCoordinator::counters() const {
+  CoordinatorCounters counters = counters_;
+  counters.live_elements = policy_.live_elements();
+  return counters;
 }
 
 bool ParamCoordinator::drop_one_kept() {
-  for (bool drop_persistent : {false, true}) {
-    int farthest = -1;
-    std::int64_t farthest_distance = -1;
-    for (int m = 0; m < layout_.module_count(); ++m) {
-      const Gathered& entry = gathered_[static_cast<std::size_t>(m)];
-      if (!entry.params || entry.users > 0 || (persistent(m) && !drop_persistent)) continue;
-      std::int64_t distance = reuse_distance(m, cursor_);
-      if (distance < 0) distance = std::numeric_limits<std::int64_t>::max();  // not used again
-      if (distance > farthest_distance) {
-        farthest = m;
-        farthest_distance = distance;
-      }
-    }
-    if (farthest >= 0) {
-      drop(farthest);
-      return true;
-    }
-  }
-  return false;
+  const int module = policy_.next_to_reclaim();
+  if (module < 0) return false;
+  drop(module);
+  return true;
 }
 
 void ParamCoordinator::gather(int module) {
   const ModuleSlice& slice = layout_.module(module);
   const std::string& name = names_[static_cast<std::size_t>(module)];
-  make_room(slice.padded_numel);
+  for (int evict = policy_.next_to_evict(slice.padded_numel); evict >= 0;
+       evict = policy_.next_to_evict(slice.padded_numel))
+    drop(evict);
   Gathered& entry = gathered_[static_cast<std::size_t>(module)];
   // The layout of stages 0-2 may be unsharded (world 1) while the job has several ranks: then
   // every rank holds the whole module and there is nothing to gather.
@@ -167,6 +111,7 @@ void ParamCoordinator::gather(int module) {
     memory_.release(stream_, std::move(entry.params));
     throw;
   }
+  policy_.mark_gathered(module);
   if (sharded) {
     comm_.all_gather(stream_, source, full, slice.shard_numel, options_.storage);
   } else if (source != full) {
@@ -178,26 +123,19 @@ void ParamCoordinator::gather(int module) {
     entry.tensors.push_back(gpu::Tensor(full, options_.storage).at(slot.offset));
   ++counters_.gathers;
   counters_.gathered_elements += slice.padded_numel;
-  counters_.live_elements += slice.padded_numel;
-  counters_.peak_live_elements = std::max(counters_.peak_live_elements, counters_.live_elements);
+  counters_.peak_live_elements = std::max(counters_.peak_live_elements, policy_.live_elements());
 }
 
 void ParamCoordinator::drop(int module) {
   Gathered& entry = gathered_[static_cast<std::size_t>(module)];
   memory_.release(stream_, std::move(entry.params));
   entry.tensors.clear();
-  counters_.live_elements -= layout_.module(module).padded_numel;
+  policy_.mark_dropped(module);
 }
 
 void ParamCoordinator::prefetch_ahead() {
-  if (mode_ != TraceMode::follow) return;
-  std::int64_t elements = 0;
-  for (std::size_t i = cursor_; i < trace_.size(); ++i) {
-    const int next = trace_[i];
-    if (gathered_[static_cast<std::size_t>(next)].params || !tier_.on_nvme(next)) continue;
-    elements += layout_.module(next).padded_numel;
-    if (elements > options_.prefetch_bucket_size || !tier_.prefetch(next)) return;
-  }
+  policy_.prefetch_ahead([this](int module) { return tier_.on_nvme(module); },
+                         [this](int module) { return tier_.prefetch(module); });
 }
 
 }  // namespace strata::engine::zero

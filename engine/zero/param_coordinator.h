@@ -7,6 +7,7 @@
 #include "engine/memory/stream_ordered_memory.h"
 #include "engine/module.h"
 #include "engine/zero/flat_layout.h"
+#include "engine/zero/gather_policy.h"
 #include "engine/zero/param_tier.h"
 #include "gpu/comm.h"
 #include "gpu/device.h"
@@ -14,18 +15,9 @@
 
 namespace strata::engine::zero {
 
-struct CoordinatorOptions {
-  // Stage 3 releases gathered parameters after use; stages 0-2 keep every module gathered (they
-  // are re-gathered only after an optimizer step changed them).
-  bool release_after_use = false;
+// The gather policy's rules and the type the modules are gathered in.
+struct CoordinatorOptions : GatherRules {
   gpu::DataType storage = gpu::DataType::bfloat16;  // the shards' type: float32, bfloat16, float16
-  // zero_optimization.stage3_*: modules with fewer elements stay gathered; a module used again
-  // within this many elements of other modules' use is kept; prefetch this many elements ahead;
-  // at most this many gathered elements live at once (modules in use always are).
-  std::int64_t persistence_threshold = 0;
-  std::int64_t max_reuse_distance = 0;
-  std::int64_t prefetch_bucket_size = 0;
-  std::int64_t max_live_parameters = 0;
 };
 
 // Traffic and residency, for the step's metrics and the tests.
@@ -43,7 +35,8 @@ struct CoordinatorCounters {
 // persistent or reused soon. The first training step records the order modules are acquired in (the
 // trace); later steps prefetch the NVMe reads of the modules next in the trace while earlier ones
 // compute. A step whose order departs from the trace stops prefetching, and the next step records
-// anew.
+// anew. What to keep, drop and prefetch is the GatherPolicy's decision (the memory estimate's walk
+// asks the same policy); the coordinator does the device work and holds the memory.
 //
 // All device work goes on `stream` in order; not thread-safe.
 class ParamCoordinator {
@@ -68,25 +61,17 @@ class ParamCoordinator {
   // The parameters changed (an optimizer step): every gathered copy is stale and is dropped.
   void invalidate();
 
-  CoordinatorCounters counters() const { return counters_; }
+  CoordinatorCounters counters() const;
 
  private:
   struct Gathered {
     gpu::DeviceBuffer params;  // the storage type, padded_numel
     std::vector<gpu::Tensor> tensors;
-    int users = 0;
   };
   void gather(int module);
   void drop(int module);
   void prefetch_ahead();
-  // Elements of other modules acquired between trace position `from` and the next use of
-  // `module`, or -1 when the trace does not use it again this step.
-  std::int64_t reuse_distance(int module, std::size_t from) const;
-  bool persistent(int module) const;
-  void make_room(std::int64_t elements);
-  // Drops the gathered module nobody is using that is needed again last (persistent ones only
-  // when no other is left); false when there is none. The memory's reclaimer: modules kept for
-  // reuse are a cache, and a budget with no room for what a step needs now empties it first.
+  // The memory's reclaimer: drops the module the policy gives up first; false when there is none.
   bool drop_one_kept();
 
   gpu::Ops& ops_;
@@ -98,12 +83,7 @@ class ParamCoordinator {
   std::vector<std::string> names_;
   CoordinatorOptions options_;
   std::vector<Gathered> gathered_;
-
-  enum class TraceMode { record, follow, diverged, off };
-  TraceMode mode_ = TraceMode::record;
-  TraceMode training_mode_ = TraceMode::record;
-  std::vector<int> trace_;
-  std::size_t cursor_ = 0;
+  GatherPolicy policy_;
   CoordinatorCounters counters_;
 };
 
