@@ -259,10 +259,11 @@ export -f attention_bf16
 # The SASS of strata's own kernels in BINARY (cuobjdump, from the CUDA toolkit where the machine
 # has one): accumulate_kernel adds a product it has rounded (FMUL then FADD, no FFMA, as the host
 # does), and the count of tensor-core instructions (HMMA/HGMMA) in strata's kernels, which leave
-# the products to cuBLASLt but for the attention forward's. Fails when accumulate_kernel has an
-# FFMA, attention_forward_mma_kernel has no HMMA, or cuobjdump is missing.
+# the products to cuBLASLt but for the attention's. Fails when accumulate_kernel has an FFMA, one
+# of the tensor-core attention kernels (the forward, the backward's key and query kernels) has no
+# HMMA, or cuobjdump is missing.
 sass_check() {
-  local binary=$1 tool sass accumulate ffma attention_hmma
+  local binary=$1 tool sass accumulate ffma kernel hmma missing=0
   tool=$(command -v cuobjdump || true)
   for candidate in /usr/local/cuda*/bin/cuobjdump; do
     [[ -z $tool && -x $candidate ]] && tool=$candidate
@@ -276,10 +277,14 @@ sass_check() {
   ffma=$(grep -c FFMA <<<"$accumulate" || true)
   echo "accumulate_kernel: $(grep -c FMUL <<<"$accumulate" || true) FMUL, $(grep -c FADD <<<"$accumulate" || true) FADD, $ffma FFMA"
   echo "tensor-core instructions in strata's kernels: $(grep -cE 'HMMA|HGMMA' <<<"$sass" || true)"
-  attention_hmma=$(awk '/Function : / {on = /attention_forward_mma_kernel/} on' <<<"$sass" |
-    grep -c HMMA || true)
-  echo "of them in attention_forward_mma_kernel: $attention_hmma"
-  [[ $ffma == 0 && $attention_hmma -gt 0 ]]
+  for kernel in attention_forward_mma_kernel attention_backward_key_mma_kernel \
+    attention_backward_query_mma_kernel; do
+    hmma=$(awk -v kernel="$kernel" '/Function : / {on = index($0, kernel) > 0} on' <<<"$sass" |
+      grep -c HMMA || true)
+    echo "of them in $kernel: $hmma"
+    [[ $hmma -gt 0 ]] || missing=1
+  done
+  [[ $ffma == 0 && $missing == 0 ]]
 }
 export -f sass_check
 

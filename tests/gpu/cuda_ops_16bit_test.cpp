@@ -135,9 +135,10 @@ TEST_P(Cuda16BitOpsTest, EmbeddingBackwardMatchesTheHost) {
   expect_close(dwpe, "embedding_backward dwpe", tolerance_for(batch));
 }
 
-// head_dim 64 and 128 run on the tensor cores where qkv is 16-byte aligned, and on CUDA cores
-// otherwise, as every other head_dim does (gpu/cuda/kernels/attention.h); the last case is a
-// tensor-core shape one element off alignment.
+// head_dim 64 and 128 run on the tensor cores, forward and backward, where qkv is 16-byte aligned
+// (the toy cases at those widths: grouped heads, seq_len 7, 37 and 133, a partial last tile in
+// each), and on CUDA cores otherwise, as every other head_dim does (gpu/cuda/kernels/attention.h);
+// the last case is a tensor-core shape one element off alignment.
 TEST_P(Cuda16BitOpsTest, AttentionMatchesTheHost) {
   for (const AttentionCase& c : attention_toy_cases())
     expect_attention_matches(type(), c);

@@ -262,11 +262,14 @@ TEST_F(CudaOpsTest, AttentionForwardAndBackwardMatch) {
 }
 
 // The attention kernels sum in a fixed order with no atomics: two runs from the same inputs give
-// the same bits, the dqkv they add onto included: in fp32 on CUDA cores, and in bfloat16, whose
-// forward at head_dim 128 runs on the tensor cores.
+// the same bits, the dqkv they add onto included: in fp32 on CUDA cores, and in bfloat16 and
+// float16, whose forward and backward at head_dim 128 and 64 run on the tensor cores; grouped
+// query heads, whose dk and dv sum over their group, and an odd seq_len (a partial last tile).
 TEST_F(CudaOpsTest, AttentionRunsGiveTheSameBits) {
-  for (DataType type : {DataType::float32, DataType::bfloat16}) {
-    const AttentionCase c{2, 133, 4, 2, 128};
+  const std::pair<DataType, i64> runs_of[] = {
+      {DataType::float32, 128}, {DataType::bfloat16, 128}, {DataType::float16, 64}};
+  for (const auto& [type, head_dim] : runs_of) {
+    const AttentionCase c{2, 133, 4, 2, head_dim};
     Pair& qkv = fresh(type, c.rows() * c.qkv_width(), -2.0f, 2.0f);
     Pair& dout = fresh(type, c.rows() * c.heads * c.head_dim);
     Pair& start = fresh(type, c.rows() * c.qkv_width());
@@ -294,10 +297,10 @@ TEST_F(CudaOpsTest, AttentionRunsGiveTheSameBits) {
         const std::vector<float> values = widened(Side::cuda, *result);
         EXPECT_TRUE(
             std::none_of(values.begin(), values.end(), [](float v) { return std::isnan(v); }))
-            << what << " holds NaN, " << to_string(type) << " run " << run;
+            << what << " holds NaN, " << to_string(type) << " " << c.name() << " run " << run;
       }
     }
-    const std::string name(to_string(type));
+    const std::string name = std::string(to_string(type)) + " " + c.name();
     EXPECT_EQ(runs[0], runs[3]) << "attention_forward out, " << name;
     EXPECT_EQ(runs[1], runs[4]) << "attention_forward lse, " << name;
     EXPECT_EQ(runs[2], runs[5]) << "attention_backward dqkv, " << name;

@@ -308,6 +308,10 @@ cudaError_t attention_backward(cudaStream_t stream, T* dqkv, float* delta, const
         <<<warp_blocks(query_rows), threads_per_block, 0, stream>>>(delta, dout, out, shape);
     cudaError_t status = cudaGetLastError();
     if (status != cudaSuccess) return status;
+    if constexpr (!std::is_same_v<T, float>) {
+      if (attention_mma_backward_takes(shape.head_dim, qkv, dout))
+        return attention_backward_mma(stream, dqkv, delta, dout, qkv, lse, shape);
+    }
     attention_backward_query_kernel<T, kPerLane>
         <<<warp_blocks(query_rows), threads_per_block, 0, stream>>>(dqkv, delta, dout, qkv, lse,
                                                                     shape, scale);

@@ -33,9 +33,10 @@ cudaError_t attention_forward(cudaStream_t stream, T* out, float* lse, const T* 
                               AttentionShape shape);
 
 // dqkv += the gradient, the probabilities recomputed from qkv and lse. `delta` is fp32 scratch of
-// batch * heads * seq_len floats (each query row's dout . out). A warp per query row adds dq, then
-// a warp per key row of each kv head adds dk and dv over the query rows of every query head of
-// its group, each from its own registers.
+// batch * heads * seq_len floats (each query row's dout . out, computed first). bfloat16 and
+// float16 at head_dim 64 and 128 run on the tensor cores (attention_mma.h); every other case runs
+// a warp per query row that adds dq, then a warp per key row of each kv head that adds dk and dv
+// over the query rows of every query head of its group, each from its own registers.
 template <typename T>
 cudaError_t attention_backward(cudaStream_t stream, T* dqkv, float* delta, const T* dout,
                                const T* qkv, const T* out, const float* lse, AttentionShape shape);

@@ -1,81 +1,17 @@
-// The tensor-core attention forward; see attention_mma.h. Fragment layouts are those of PTX's
-// mma.m16n8k16 with 16-bit inputs (PTX ISA, "Matrix Fragments for mma.m16n8k16"): in a warp,
-// lane l is in group g = l / 4 at position i = l % 4; it holds rows g and g + 8 of A and C, columns
-// 2i and 2i + 1 of C (and 2i + 8, 2i + 9 of A), and of B rows 2i, 2i + 1, 2i + 8, 2i + 9 of column
-// g. Each warp keeps its 16 query rows' Q fragments, scores, and out sums in registers; the
-// online softmax runs on the scores of each 64-key tile as in attention.cu, and the row
-// statistics are shared by the 4 lanes of a group with two shuffles.
+// The tensor-core attention forward; see attention_mma.h, and attention_mma.cuh for the fragment
+// layouts (lane l of a warp is in group g = l / 4 at position i = l % 4). Each warp keeps its 16
+// query rows' Q fragments, scores, and out sums in registers; the online softmax runs on the scores
+// of each 64-key tile as in attention.cu, and the row statistics are shared by the 4 lanes of a
+// group with two shuffles.
 #include "gpu/cuda/kernels/attention_mma.h"
 
-#include "gpu/cuda/kernels/attention_rows.cuh"
-#include "gpu/cuda/kernels/common.cuh"
-#include "gpu/cuda/kernels/element.cuh"
+#include "gpu/cuda/kernels/attention_mma.cuh"
 
 namespace strata::gpu::cuda::kernels {
 namespace {
 
-using u32 = std::uint32_t;
-
-constexpr int mma_warps = 4;
 constexpr int query_tile = 16 * mma_warps;  // query rows per CTA
 constexpr int key_tile = 64;                // key rows per shared-memory tile
-// 8 elements (16 bytes) after each shared row: rows stay 16-byte aligned for ldmatrix, and the
-// 8 rows one fragment load touches start 4 banks apart, so no two lanes hit one bank.
-constexpr int row_pad = 8;
-
-// acc += a b on the tensor cores, a 16 x 16 (row-major), b 16 x 8 (column-major), in fp32.
-template <typename T>
-__device__ void mma_16816(float (&acc)[4], const u32 (&a)[4], u32 b0, u32 b1);
-
-template <>
-__device__ void mma_16816<__nv_bfloat16>(float (&acc)[4], const u32 (&a)[4], u32 b0, u32 b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-template <>
-__device__ void mma_16816<__half>(float (&acc)[4], const u32 (&a)[4], u32 b0, u32 b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// Four 8 x 8 matrices of 16-bit elements from shared memory, transposed: lanes 8m to 8m + 7 name
-// the rows of matrix m, and each lane receives, of each matrix, the elements (2i, g) and
-// (2i + 1, g): a B fragment's register when the rows are the product's k.
-__device__ void load_matrices_transposed(u32 (&target)[4], const u32* row) {
-  const auto address = static_cast<unsigned>(__cvta_generic_to_shared(row));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(target[0]), "=r"(target[1]), "=r"(target[2]), "=r"(target[3])
-               : "r"(address)
-               : "memory");
-}
-
-// Two fp32 values rounded to T (to nearest even, the bits base/half_bits.h gives for finite
-// values) in one register, `low` in the lower half as mma expects the lower column.
-template <typename T>
-__device__ u32 pack_rounded(float low, float high);
-template <>
-__device__ u32 pack_rounded<__nv_bfloat16>(float low, float high) {
-  return static_cast<u32>(__bfloat16_as_ushort(__float2bfloat16_rn(low))) |
-         (static_cast<u32>(__bfloat16_as_ushort(__float2bfloat16_rn(high))) << 16);
-}
-template <>
-__device__ u32 pack_rounded<__half>(float low, float high) {
-  return static_cast<u32>(__half_as_ushort(__float2half_rn(low))) |
-         (static_cast<u32>(__half_as_ushort(__float2half_rn(high))) << 16);
-}
-
-// Two adjacent 16-bit elements as one register (the lower address in the lower half).
-template <typename T>
-__device__ u32 load_pair(const T* source) {
-  return *reinterpret_cast<const u32*>(source);
-}
 
 // Where one CTA works: its (batch, head), its query tile, and its warp's rows.
 struct MmaTile {
@@ -87,25 +23,14 @@ struct MmaTile {
 };
 
 // The key (is_value false) or value rows [first, first + key_tile) of the CTA's kv head into
-// `tile`, 16 bytes a thread at a time; rows past seq_len are zeros (a value row of garbage could
-// be NaN, and 0 x NaN is NaN).
+// `tile`.
 template <typename T, int kHeadDim>
 __device__ void load_key_tile(u32* tile, const T* qkv, const AttentionRows& at, const MmaTile& w,
                               i64 first, bool is_value) {
-  constexpr int chunks_per_row = kHeadDim / 8;
-  constexpr int row_words = (kHeadDim + row_pad) / 2;
-  for (int c = static_cast<int>(threadIdx.x); c < key_tile * chunks_per_row;
-       c += mma_warps * warp_size) {
-    const int r = c / chunks_per_row;
-    const int chunk = c % chunks_per_row;
-    const i64 key = first + r;
-    uint4 value = make_uint4(0u, 0u, 0u, 0u);
-    if (key < at.shape.seq_len) {
-      const i64 offset = is_value ? at.v(w.b, key, w.kv_head) : at.k(w.b, key, w.kv_head);
-      value = *reinterpret_cast<const uint4*>(qkv + offset + chunk * 8);
-    }
-    *reinterpret_cast<uint4*>(tile + r * row_words + chunk * 4) = value;
-  }
+  const auto offset_of = [&](i64 key) {
+    return is_value ? at.v(w.b, key, w.kv_head) : at.k(w.b, key, w.kv_head);
+  };
+  load_tile<T, kHeadDim, key_tile>(tile, qkv, offset_of, first, at.shape.seq_len);
 }
 
 // The warp's Q rows as A fragments, one per 16 columns; rows past seq_len are zeros.
@@ -130,15 +55,12 @@ template <typename T, int kHeadDim>
 __device__ void tile_scores(float (&scores)[key_tile / 8][4], const u32 (&q)[kHeadDim / 16][4],
                             const u32* keys, const MmaTile& w, i64 first_key, i64 seq_len,
                             float scale, int lane) {
-  constexpr int row_words = (kHeadDim + row_pad) / 2;
 #pragma unroll
-  for (int n = 0; n < key_tile / 8; ++n) {
+  for (int n = 0; n < key_tile / 8; ++n)
     scores[n][0] = scores[n][1] = scores[n][2] = scores[n][3] = 0.0f;
-    const u32* key_row = keys + (n * 8 + lane / 4) * row_words + lane % 4;
 #pragma unroll
-    for (int step = 0; step < kHeadDim / 16; ++step)
-      mma_16816<T>(scores[n], q[step], key_row[step * 8], key_row[step * 8 + 4]);
-  }
+  for (int step = 0; step < kHeadDim / 16; ++step)
+    add_times_rows_transposed<T, kHeadDim, key_tile>(scores, q[step], keys, step, lane);
 #pragma unroll
   for (int n = 0; n < key_tile / 8; ++n) {
 #pragma unroll
@@ -193,42 +115,14 @@ __device__ void tile_softmax(float (&scores)[key_tile / 8][4], float (&row_max)[
   }
 }
 
-// sums += P V: the probabilities, rounded to T, are the A fragments of 16 keys each (the C
-// fragments of two adjacent 8-key tiles are exactly one A fragment); V's B fragments come from
-// the shared tile transposed, two 8-column tiles per ldmatrix.
-template <typename T, int kHeadDim>
-__device__ void tile_add_values(float (&sums)[kHeadDim / 8][4],
-                                const float (&probabilities)[key_tile / 8][4], const u32* values,
-                                int lane) {
-  constexpr int row_words = (kHeadDim + row_pad) / 2;
-#pragma unroll
-  for (int step = 0; step < key_tile / 16; ++step) {
-    const float(&low)[4] = probabilities[2 * step];
-    const float(&high)[4] = probabilities[2 * step + 1];
-    const u32 p[4] = {pack_rounded<T>(low[0], low[1]), pack_rounded<T>(low[2], low[3]),
-                      pack_rounded<T>(high[0], high[1]), pack_rounded<T>(high[2], high[3])};
-    // Lane l names row l % 8 of matrix l / 8: keys + 8 for the odd matrices, columns + 8 for
-    // the upper two.
-    const int key = step * 16 + ((lane / 8) % 2) * 8 + lane % 8;
-#pragma unroll
-    for (int d = 0; d < kHeadDim / 8; d += 2) {
-      u32 v[4];
-      load_matrices_transposed(v, values + key * row_words + (d + lane / 16) * 4);
-      mma_16816<T>(sums[d], p, v[0], v[1]);
-      mma_16816<T>(sums[d + 1], p, v[2], v[3]);
-    }
-  }
-}
-
 // One CTA per (batch x head, query tile), the longest tiles (the last rows, which see the most
 // keys) first; 4 warps of 16 query rows each.
 template <typename T, int kHeadDim>
 __global__ void __launch_bounds__(mma_warps* warp_size)
     attention_forward_mma_kernel(T* out, float* lse, const T* qkv, AttentionShape shape,
                                  float scale) {
-  constexpr int row_words = (kHeadDim + row_pad) / 2;
-  __shared__ alignas(16) u32 keys[key_tile * row_words];
-  __shared__ alignas(16) u32 values[key_tile * row_words];
+  __shared__ alignas(16) u32 keys[key_tile * row_words<kHeadDim>];
+  __shared__ alignas(16) u32 values[key_tile * row_words<kHeadDim>];
   const AttentionRows at{shape};
   const int lane = static_cast<int>(threadIdx.x) % warp_size;
   const int warp = static_cast<int>(threadIdx.x) / warp_size;
@@ -254,7 +148,7 @@ __global__ void __launch_bounds__(mma_warps* warp_size)
     float scores[key_tile / 8][4];
     tile_scores<T, kHeadDim>(scores, q, keys, w, first_key, shape.seq_len, scale, lane);
     tile_softmax<kHeadDim>(scores, row_max, row_sum, sums);
-    tile_add_values<T, kHeadDim>(sums, scores, values, lane);
+    add_weights_times_rows<T, kHeadDim, key_tile>(sums, scores, values, lane);
   }
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
