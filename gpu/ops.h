@@ -155,6 +155,9 @@ class Ops {
                               std::int64_t n) = 0;
   virtual void swiglu_backward(Stream& stream, Tensor dgate, Tensor dup, ConstTensor dout,
                                ConstTensor gate, ConstTensor up, std::int64_t n) = 0;
+  // qkv rows = [q (heads x head_dim) | k (kv_heads x head_dim) | v (kv_heads x head_dim)], the
+  // layout attention_* read, k and v not repeated over the query heads that share them; the
+  // backward adds each part of dqkv's rows into dq, dk and dv.
   virtual void qkv_pack_forward(Stream& stream, Tensor qkv, ConstTensor q, ConstTensor k,
                                 ConstTensor v, std::int64_t rows, std::int64_t heads,
                                 std::int64_t kv_heads, std::int64_t head_dim) = 0;

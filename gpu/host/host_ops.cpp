@@ -367,7 +367,7 @@ class HostOps final : public Ops {
     kernel(s, [=] {
       const i64 kv = rows * kv_heads * head_dim;
       In xq(q, rows * heads * head_dim), xk(kk, kv), xv(v, kv);
-      Out y(qkv, rows * 3 * heads * head_dim, fresh);
+      Out y(qkv, rows * (heads + 2 * kv_heads) * head_dim, fresh);
       k::qkv_pack_forward<float>(y.get(), xq.get(), xk.get(), xv.get(), rows, heads, kv_heads,
                                  head_dim);
       y.store();
@@ -378,7 +378,7 @@ class HostOps final : public Ops {
     host::common_type({dq, dk, dv, dqkv});
     kernel(s, [=] {
       const i64 kv = rows * kv_heads * head_dim;
-      In dy(dqkv, rows * 3 * heads * head_dim);
+      In dy(dqkv, rows * (heads + 2 * kv_heads) * head_dim);
       Out gq(dq, rows * heads * head_dim, current), gk(dk, kv, current), gv(dv, kv, current);
       k::qkv_pack_backward<float>(gq.get(), gk.get(), gv.get(), dy.get(), rows, heads, kv_heads,
                                   head_dim);

@@ -17,7 +17,7 @@ void carve_block(ActivationCarver& carver, const LlamaShape& s, gpu::DataType t,
   b.q = carver.take(t, rows * q);
   b.k = carver.take(t, rows * kv);
   b.v = carver.take(t, rows * kv);
-  b.qkv = carver.take(t, rows * 3 * q);
+  b.qkv = carver.take(t, rows * (q + 2 * kv));
   b.lse = carver.take<float>(s.batch * s.n_head * s.seq_len);
   b.atty = carver.take(t, rows * q);
   b.attproj = carver.take(t, rows * c);
@@ -48,7 +48,7 @@ void carve(ActivationCarver& carver, const LlamaShape& s, bool checkpointing, gp
   g.dq = carver.take(t, rows * q);
   g.dk = carver.take(t, rows * kv);
   g.dv = carver.take(t, rows * kv);
-  g.dqkv = carver.take(t, rows * 3 * q);
+  g.dqkv = carver.take(t, rows * (q + 2 * kv));
   g.datty = carver.take(t, rows * q);
   g.dattproj = carver.take(t, rows * c);
   g.dresidual2 = carver.take(t, rows * c);

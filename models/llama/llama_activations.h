@@ -21,7 +21,7 @@ struct LlamaBlockActivations {
   gpu::Tensor q;              // (rows, H x D)
   gpu::Tensor k;              // (rows, Hkv x D)
   gpu::Tensor v;              // (rows, Hkv x D)
-  gpu::Tensor qkv;            // (rows, 3 x H x D): packed, k and v repeated, q and k rotated
+  gpu::Tensor qkv;            // (rows, (H + 2 Hkv) x D): [q | k | v], q and k rotated
   float* lse = nullptr;       // (batch, H, T): attention's log-sum-exp per query row
   gpu::Tensor atty;           // (rows, H x D)
   gpu::Tensor attproj;        // (rows, C)

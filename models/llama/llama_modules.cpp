@@ -1,7 +1,8 @@
 // The Llama family's forward and backward, as transformers' LlamaDecoderLayer computes them:
 //   h = x + o_proj(attention(rope(q_proj(n1)), rope(k_proj(n1)), v_proj(n1))), n1 = rms(x)
 //   out = h + down_proj(silu(gate_proj(n2)) * up_proj(n2)),                   n2 = rms(h)
-// with k and v repeated over the query heads that share them.
+// with n_head / n_kv_head query heads sharing each k and v head, read in place by the attention
+// kernel rather than repeated (transformers' repeat_kv).
 #include "models/llama/llama_modules.h"
 
 #include "gpu/ops.h"
@@ -111,10 +112,11 @@ void LlamaBlock::run_forward(StepContext& context, const TensorViews& w, LlamaBl
   ops.matmul_forward(stream, a.k, a.ln1, w[at.k], biased ? w[at.k_bias] : nullptr, rows, c, kv);
   ops.matmul_forward(stream, a.v, a.ln1, w[at.v], biased ? w[at.v_bias] : nullptr, rows, c, kv);
   ops.qkv_pack_forward(stream, a.qkv, a.q, a.k, a.v, rows, s.n_head, s.n_kv_head, d);
-  // q and k lie side by side in each packed row: one rotation covers both.
-  ops.rope_forward(stream, a.qkv, acts.inv_freq, s.batch, s.seq_len, 2 * s.n_head, d, 3 * q);
-  // k and v are packed repeated over the query heads (qkv_pack), so each head has its own.
-  ops.attention_forward(stream, a.atty, a.lse, a.qkv, s.batch, s.seq_len, s.n_head, s.n_head, d);
+  // The n_head q heads and n_kv_head k heads lie side by side at the start of each packed row
+  // [q | k | v]: one rotation covers both.
+  ops.rope_forward(stream, a.qkv, acts.inv_freq, s.batch, s.seq_len, s.n_head + s.n_kv_head, d,
+                   q + 2 * kv);
+  ops.attention_forward(stream, a.atty, a.lse, a.qkv, s.batch, s.seq_len, s.n_head, s.n_kv_head, d);
   ops.matmul_forward(stream, a.attproj, a.atty, w[at.o], nullptr, rows, q, c);
   ops.residual_rms_norm_forward(stream, a.residual2, a.ln2, a.ln2_rstd, x, a.attproj, w[at.ln2],
                                 s.rms_norm_eps, rows, c);
@@ -156,7 +158,7 @@ void LlamaBlock::backward(StepContext& context, const TensorViews& w,
     zero(context, buffer, rows * q);
   zero(context, g.dk, rows * kv);
   zero(context, g.dv, rows * kv);
-  zero(context, g.dqkv, rows * 3 * q);
+  zero(context, g.dqkv, rows * (q + 2 * kv));
   for (gpu::Tensor buffer : {g.dgate, g.dup, g.dact})
     zero(context, buffer, rows * f);
 
@@ -173,8 +175,9 @@ void LlamaBlock::backward(StepContext& context, const TensorViews& w,
   ops.matmul_backward(stream, g.datty, dw[at.o].f32(), nullptr, g.dattproj, a.atty, w[at.o], rows,
                       q, c);
   ops.attention_backward(stream, g.dqkv, g.datty, a.qkv, a.atty, a.lse, s.batch, s.seq_len,
-                         s.n_head, s.n_head, d);
-  ops.rope_backward(stream, g.dqkv, acts.inv_freq, s.batch, s.seq_len, 2 * s.n_head, d, 3 * q);
+                         s.n_head, s.n_kv_head, d);
+  ops.rope_backward(stream, g.dqkv, acts.inv_freq, s.batch, s.seq_len, s.n_head + s.n_kv_head, d,
+                    q + 2 * kv);
   ops.qkv_pack_backward(stream, g.dq, g.dk, g.dv, g.dqkv, rows, s.n_head, s.n_kv_head, d);
   ops.matmul_backward(stream, g.dln1, dw[at.q].f32(), biased ? dw[at.q_bias].f32() : nullptr, g.dq,
                       a.ln1, w[at.q], rows, c, q);

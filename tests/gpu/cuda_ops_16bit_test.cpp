@@ -2,7 +2,7 @@
 // the host backend's same op, on odd toy shapes. Both backends widen the same 16-bit inputs to fp32
 // exactly, compute in fp32 and round each output once to nearest even with base/half_bits.h, so:
 // - where the fp32 arithmetic is the same on both (one add, a copy), the results are the same bits:
-//   residual_forward, residual_backward, embedding_forward, qkv_pack_forward and the q part of
+//   residual_forward, residual_backward, embedding_forward, qkv_pack_forward and
 //   qkv_pack_backward;
 // - elsewhere the fp32 results differ by a few ulps (another summation order, the device's expf,
 //   cosf) and the rounded ones by at most one ulp of the type: tolerance_for(type, terms), 2^-7 of
@@ -177,6 +177,7 @@ TEST_P(Cuda16BitOpsTest, CrossEntropyMatchesTheHost) {
 TEST_P(Cuda16BitOpsTest, LlamaOpsMatchTheHost) {
   constexpr i64 q_heads = 2, kv_heads = 1, head_dim = 6;
   constexpr i64 width = q_heads * head_dim, kv_width = kv_heads * head_dim;
+  constexpr i64 qkv_width = width + 2 * kv_width;
   Pair& inp = fresh(type(), rows * channels, -3.0f, 5.0f);
   Pair& weight = fresh(type(), channels);
   Pair& normed = poisoned(rows * channels, type());
@@ -185,15 +186,15 @@ TEST_P(Cuda16BitOpsTest, LlamaOpsMatchTheHost) {
   Pair& q = fresh(type(), rows * width);
   Pair& k = fresh(type(), rows * kv_width);
   Pair& v = fresh(type(), rows * kv_width);
-  Pair& qkv = poisoned(rows * 3 * width, type());
-  Pair& rotated = fresh(type(), rows * 3 * width);
+  Pair& qkv = poisoned(rows * qkv_width, type());
+  Pair& rotated = fresh(type(), rows * qkv_width);
   both([&](Ops& ops, Stream& s, Side side) {
     ops.rms_norm_forward(s, normed.tensor(side), rstd.on(side), inp.tensor(side),
                          weight.tensor(side), 1e-6, rows, channels);
     ops.qkv_pack_forward(s, qkv.tensor(side), q.tensor(side), k.tensor(side), v.tensor(side), rows,
                          q_heads, kv_heads, head_dim);
-    ops.rope_forward(s, rotated.tensor(side), frequencies.on(side), batch, seq_len, 2 * q_heads,
-                     head_dim, 3 * width);
+    ops.rope_forward(s, rotated.tensor(side), frequencies.on(side), batch, seq_len,
+                     q_heads + kv_heads, head_dim, qkv_width);
   });
   expect_close(normed, "rms_norm_forward", tolerance_for(type(), channels));
   expect_close(rstd, "rms_norm_forward rstd", tolerance_for(channels));
@@ -203,26 +204,25 @@ TEST_P(Cuda16BitOpsTest, LlamaOpsMatchTheHost) {
   Pair& dout = fresh(type(), rows * channels);
   Pair& dinp = fresh(type(), rows * channels);
   Pair& dweight = fresh(DataType::float32, channels);
-  Pair& dqkv = fresh(type(), rows * 3 * width);
+  Pair& dqkv = fresh(type(), rows * qkv_width);
   Pair& dq = fresh(type(), rows * width);
   Pair& dk = fresh(type(), rows * kv_width);
   Pair& dv = fresh(type(), rows * kv_width);
-  Pair& drotated = fresh(type(), rows * 3 * width);
+  Pair& drotated = fresh(type(), rows * qkv_width);
   both([&](Ops& ops, Stream& s, Side side) {
     ops.rms_norm_backward(s, dinp.tensor(side), dweight.on(side), dout.tensor(side),
                           inp.tensor(side), weight.tensor(side), rstd.on(side), rows, channels);
     ops.qkv_pack_backward(s, dq.tensor(side), dk.tensor(side), dv.tensor(side), dqkv.tensor(side),
                           rows, q_heads, kv_heads, head_dim);
-    ops.rope_backward(s, drotated.tensor(side), frequencies.on(side), batch, seq_len, 2 * q_heads,
-                      head_dim, 3 * width);
+    ops.rope_backward(s, drotated.tensor(side), frequencies.on(side), batch, seq_len,
+                      q_heads + kv_heads, head_dim, qkv_width);
   });
   expect_close(dinp, "rms_norm_backward dinp", tolerance_for(type(), channels));
   expect_close(dweight, "rms_norm_backward dweight", tolerance_for(rows));
+  // One add per element on each side, the same fp32 arithmetic: the same bits.
   expect_equal_bits_written(dq, "qkv_pack_backward dq");
-  // Each kv head's gradient adds its query heads' in another order on each side (the host adds
-  // them one by one onto dk, the GPU sums them first).
-  expect_close(dk, "qkv_pack_backward dk", tolerance_for(type(), q_heads / kv_heads + 1));
-  expect_close(dv, "qkv_pack_backward dv", tolerance_for(type(), q_heads / kv_heads + 1));
+  expect_equal_bits_written(dk, "qkv_pack_backward dk");
+  expect_equal_bits_written(dv, "qkv_pack_backward dv");
   expect_close(drotated, "rope_backward", tolerance_for(type(), 2));
 }
 

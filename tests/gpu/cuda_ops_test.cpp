@@ -142,8 +142,9 @@ TEST_F(CudaOpsTest, LlamaOpsMatchTheHost) {
   Pair& q = upload(random_floats(rows * q_heads * head_dim, 45));
   Pair& k = upload(random_floats(rows * kv_heads * head_dim, 46));
   Pair& v = upload(random_floats(rows * kv_heads * head_dim, 47));
-  Pair& qkv = zeros(rows * 3 * q_heads * head_dim);
-  Pair& dqkv = upload(random_floats(rows * 3 * q_heads * head_dim, 48));
+  constexpr i64 qkv_width = (q_heads + 2 * kv_heads) * head_dim;
+  Pair& qkv = zeros(rows * qkv_width);
+  Pair& dqkv = upload(random_floats(rows * qkv_width, 48));
   Pair& dq = upload(random_floats(rows * q_heads * head_dim, 49));
   Pair& dk = upload(random_floats(rows * kv_heads * head_dim, 50));
   Pair& dv = upload(random_floats(rows * kv_heads * head_dim, 51));
@@ -159,10 +160,10 @@ TEST_F(CudaOpsTest, LlamaOpsMatchTheHost) {
                           weight.on(side), rstd.on(side), rows, channels);
     ops.qkv_pack_forward(s, qkv.on(side), q.on(side), k.on(side), v.on(side), rows, q_heads,
                          kv_heads, head_dim);
-    ops.rope_forward(s, qkv.on(side), frequencies.on(side), batch, seq_len, 2 * q_heads, head_dim,
-                     3 * q_heads * head_dim);
-    ops.rope_backward(s, dqkv.on(side), frequencies.on(side), batch, seq_len, 2 * q_heads, head_dim,
-                      3 * q_heads * head_dim);
+    ops.rope_forward(s, qkv.on(side), frequencies.on(side), batch, seq_len, q_heads + kv_heads,
+                     head_dim, qkv_width);
+    ops.rope_backward(s, dqkv.on(side), frequencies.on(side), batch, seq_len, q_heads + kv_heads,
+                      head_dim, qkv_width);
     ops.qkv_pack_backward(s, dq.on(side), dk.on(side), dv.on(side), dqkv.on(side), rows, q_heads,
                           kv_heads, head_dim);
     ops.swiglu_forward(s, act.on(side), gate.on(side), up.on(side), rows * channels);

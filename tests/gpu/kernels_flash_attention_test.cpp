@@ -1,9 +1,9 @@
 // The fused causal attention (flash_attention.h) against the materialised kernel (attention.h),
 // which is its reference: forward out and lse, backward dq, dk and dv, with as many kv heads as
 // query heads and with grouped-query heads (the reference reads k and v repeated over the query
-// heads by qkv_pack_forward, and its gradient is summed back by qkv_pack_backward). Also: central
-// finite differences in double, accumulation onto non-zero gradients, and the same bits for 1, 2
-// and 3 oneTBB threads.
+// heads, as transformers' repeat_kv does, and its gradient is summed back over the repeats). Also:
+// central finite differences in double, accumulation onto non-zero gradients, and the same bits for
+// 1, 2 and 3 oneTBB threads.
 
 #include <tbb/global_control.h>
 
@@ -20,7 +20,6 @@
 
 #include "gpu/host/kernels/attention.h"
 #include "gpu/host/kernels/flash_attention.h"
-#include "gpu/host/kernels/qkv_pack.h"
 #include "tests/gpu/kernels_test_util.h"
 
 namespace strata::gpu::host::kernels {
@@ -77,16 +76,43 @@ std::vector<double> part(const std::vector<Real>& fused, const Shape& shape, Par
   return columns(fused, shape.rows(), shape.qkv_width(), begin, end);
 }
 
-// The materialised kernel's layout: per row q, k and v for every query head (3 x heads x D).
+// The materialised kernel's layout: per row q, k and v for every query head (3 x heads x D), k
+// and v repeated from the fused row's kv heads (transformers' repeat_kv: head h reads kv head
+// h / group).
 std::vector<double> repeated_qkv(const std::vector<double>& fused, const Shape& shape) {
-  const auto q = part(fused, shape, Part::q);
-  const auto k = part(fused, shape, Part::k);
-  const auto v = part(fused, shape, Part::v);
-  std::vector<double> repeated(
-      static_cast<std::size_t>(shape.rows() * 3 * shape.heads * shape.head_dim));
-  qkv_pack_forward(repeated.data(), q.data(), k.data(), v.data(), shape.rows(), shape.heads,
-                   shape.kv_heads, shape.head_dim);
+  const std::int64_t d = shape.head_dim, width = shape.heads * d, kv_width = shape.kv_heads * d;
+  std::vector<double> repeated(static_cast<std::size_t>(shape.rows() * 3 * width));
+  for (std::int64_t r = 0; r < shape.rows(); ++r) {
+    const double* in = fused.data() + r * shape.qkv_width();
+    double* out = repeated.data() + r * 3 * width;
+    std::copy_n(in, width, out);
+    for (std::int64_t h = 0; h < shape.heads; ++h) {
+      const std::int64_t kv_head = h / shape.group();
+      std::copy_n(in + width + kv_head * d, d, out + width + h * d);
+      std::copy_n(in + width + kv_width + kv_head * d, d, out + 2 * width + h * d);
+    }
+  }
   return repeated;
+}
+
+// The transpose of repeated_qkv: each kv head's gradient summed over the query heads it was
+// repeated into, in head order, written to the fused layout.
+std::vector<double> summed_back(const std::vector<double>& drepeated, const Shape& shape) {
+  const std::int64_t d = shape.head_dim, width = shape.heads * d, kv_width = shape.kv_heads * d;
+  std::vector<double> fused(static_cast<std::size_t>(shape.qkv_size()), 0.0);
+  for (std::int64_t r = 0; r < shape.rows(); ++r) {
+    const double* in = drepeated.data() + r * 3 * width;
+    double* out = fused.data() + r * shape.qkv_width();
+    std::copy_n(in, width, out);
+    for (std::int64_t h = 0; h < shape.heads; ++h) {
+      const std::int64_t kv_head = h / shape.group();
+      for (std::int64_t e = 0; e < d; ++e) {
+        out[width + kv_head * d + e] += in[width + h * d + e];
+        out[width + kv_width + kv_head * d + e] += in[2 * width + h * d + e];
+      }
+    }
+  }
+  return fused;
 }
 
 // The materialised kernel in double on the repeated layout: out, and the gradient summed back to
@@ -108,19 +134,7 @@ Reference reference(const std::vector<double>& qkv, const std::vector<double>& d
   std::vector<double> drepeated(repeated.size(), 0.0);
   attention_backward(drepeated.data(), dout.data(), repeated.data(), att.data(), shape.batch,
                      shape.seq_len, channels, shape.heads);
-  const std::int64_t kv_width = shape.kv_heads * shape.head_dim;
-  std::vector<double> dq(static_cast<std::size_t>(shape.rows() * channels), 0.0);
-  std::vector<double> dk(static_cast<std::size_t>(shape.rows() * kv_width), 0.0);
-  std::vector<double> dv(dk.size(), 0.0);
-  qkv_pack_backward(dq.data(), dk.data(), dv.data(), drepeated.data(), shape.rows(), shape.heads,
-                    shape.kv_heads, shape.head_dim);
-  result.dqkv.resize(static_cast<std::size_t>(shape.qkv_size()));
-  for (std::int64_t r = 0; r < shape.rows(); ++r) {
-    double* row = result.dqkv.data() + r * shape.qkv_width();
-    std::copy_n(dq.data() + r * channels, channels, row);
-    std::copy_n(dk.data() + r * kv_width, kv_width, row + channels);
-    std::copy_n(dv.data() + r * kv_width, kv_width, row + channels + kv_width);
-  }
+  result.dqkv = summed_back(drepeated, shape);
   return result;
 }
 

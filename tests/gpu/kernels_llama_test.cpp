@@ -135,24 +135,24 @@ TEST(KernelsSwiglu, ForwardAndBackwardMatchTheDefinition) {
   EXPECT_LT(error_up, 1e-9);
 }
 
-// Four query heads over two kv heads: head h reads kv head h / 2; the backward sums the repeats.
-TEST(KernelsQkvPack, RepeatsKvHeadsAndSumsTheirGradients) {
+// Four query heads over two kv heads: each row is [q (4 heads) | k (2 heads) | v (2 heads)], k and
+// v not repeated; the backward hands each part of the gradient back to its source.
+TEST(KernelsQkvPack, PacksEachKvHeadOnceAndSplitsTheGradient) {
   constexpr std::int64_t n_rows = 3, q_heads = 4, kv_heads = 2, d = 2;
-  auto q = random_values(n_rows * q_heads * d, 12);
-  auto k = random_values(n_rows * kv_heads * d, 13);
-  auto v = random_values(n_rows * kv_heads * d, 14);
-  const auto dout = random_values(n_rows * 3 * q_heads * d, 15);
-  std::vector<double> qkv(n_rows * 3 * q_heads * d);
+  constexpr std::int64_t q_width = q_heads * d, kv_width = kv_heads * d;
+  constexpr std::int64_t row_width = q_width + 2 * kv_width;
+  auto q = random_values(n_rows * q_width, 12);
+  auto k = random_values(n_rows * kv_width, 13);
+  auto v = random_values(n_rows * kv_width, 14);
+  const auto dout = random_values(n_rows * row_width, 15);
+  std::vector<double> qkv(n_rows * row_width);
   qkv_pack_forward(qkv.data(), q.data(), k.data(), v.data(), n_rows, q_heads, kv_heads, d);
-  const std::int64_t width = q_heads * d;
   for (std::int64_t r = 0; r < n_rows; ++r) {
-    for (std::int64_t h = 0; h < q_heads; ++h) {
-      for (std::int64_t e = 0; e < d; ++e) {
-        EXPECT_EQ(qkv[r * 3 * width + h * d + e], q[r * width + h * d + e]);
-        EXPECT_EQ(qkv[r * 3 * width + width + h * d + e], k[r * kv_heads * d + (h / 2) * d + e]);
-        EXPECT_EQ(qkv[r * 3 * width + 2 * width + h * d + e],
-                  v[r * kv_heads * d + (h / 2) * d + e]);
-      }
+    for (std::int64_t i = 0; i < q_width; ++i)
+      EXPECT_EQ(qkv[r * row_width + i], q[r * q_width + i]);
+    for (std::int64_t i = 0; i < kv_width; ++i) {
+      EXPECT_EQ(qkv[r * row_width + q_width + i], k[r * kv_width + i]);
+      EXPECT_EQ(qkv[r * row_width + q_width + kv_width + i], v[r * kv_width + i]);
     }
   }
   const auto loss = [&] {
@@ -164,6 +164,27 @@ TEST(KernelsQkvPack, RepeatsKvHeadsAndSumsTheirGradients) {
   EXPECT_LT(scaled_error(dq, finite_difference(q, loss)), 1e-9);
   EXPECT_LT(scaled_error(dk, finite_difference(k, loss)), 1e-9);
   EXPECT_LT(scaled_error(dv, finite_difference(v, loss)), 1e-9);
+}
+
+// The backward accumulates, as every backward kernel does: onto a gradient that is not zero.
+TEST(KernelsQkvPack, BackwardAddsOntoTheGradients) {
+  constexpr std::int64_t n_rows = 2, q_heads = 2, kv_heads = 1, d = 3;
+  constexpr std::int64_t q_width = q_heads * d, kv_width = kv_heads * d;
+  const auto dout = random_values(n_rows * (q_width + 2 * kv_width), 16);
+  auto dq = random_values(n_rows * q_width, 17);
+  auto dk = random_values(n_rows * kv_width, 18);
+  auto dv = random_values(n_rows * kv_width, 19);
+  const auto dq_start = dq, dk_start = dk, dv_start = dv;
+  qkv_pack_backward(dq.data(), dk.data(), dv.data(), dout.data(), n_rows, q_heads, kv_heads, d);
+  for (std::int64_t r = 0; r < n_rows; ++r) {
+    const double* row = dout.data() + r * (q_width + 2 * kv_width);
+    for (std::int64_t i = 0; i < q_width; ++i)
+      EXPECT_EQ(dq[r * q_width + i], dq_start[r * q_width + i] + row[i]);
+    for (std::int64_t i = 0; i < kv_width; ++i) {
+      EXPECT_EQ(dk[r * kv_width + i], dk_start[r * kv_width + i] + row[q_width + i]);
+      EXPECT_EQ(dv[r * kv_width + i], dv_start[r * kv_width + i] + row[q_width + kv_width + i]);
+    }
+  }
 }
 
 }  // namespace

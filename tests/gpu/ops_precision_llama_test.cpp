@@ -28,6 +28,8 @@ constexpr i64 heads = 4;
 constexpr i64 kv_heads = 2;
 constexpr i64 head_dim = 16;
 constexpr i64 channels = heads * head_dim;
+constexpr i64 kv_channels = kv_heads * head_dim;
+constexpr i64 qkv_width = channels + 2 * kv_channels;  // [q | k | v] per row
 constexpr i64 hidden = 172;
 constexpr double rms_eps = 1e-5;
 
@@ -71,10 +73,10 @@ TEST_P(LlamaOpsPrecision, ResidualRmsNormIsTheTwoOps) {
 }
 
 // RoPE rotates in place inside the fused QKV rows, as the model calls it: the query and key
-// parts as 2 x heads heads of each row, rows 3 channels apart. The value part must come back
-// with its bits unchanged, having been widened and rounded back.
+// parts as heads + kv_heads heads at the start of each row, rows qkv_width apart. The value part
+// must come back with its bits unchanged, having been widened and rounded back.
 TEST_P(LlamaOpsPrecision, Rope) {
-  const i64 row_stride = 3 * channels;
+  const i64 row_stride = qkv_width;
   std::vector<float> frequencies(head_dim / 2);
   for (std::size_t j = 0; j < frequencies.size(); ++j) {
     frequencies[j] = static_cast<float>(
@@ -83,10 +85,10 @@ TEST_P(LlamaOpsPrecision, Rope) {
   const DeviceBuffer inv_freq = upload(frequencies);
   Pair qkv = accumulator(rows * row_stride), dqkv = accumulator(rows * row_stride);
   for (bool r : both_runs) {
-    ops_->rope_forward(stream(), qkv.in(r), inv_freq.as<float>(), batch, seq_len, 2 * heads,
+    ops_->rope_forward(stream(), qkv.in(r), inv_freq.as<float>(), batch, seq_len, heads + kv_heads,
                        head_dim, row_stride);
-    ops_->rope_backward(stream(), dqkv.in(r), inv_freq.as<float>(), batch, seq_len, 2 * heads,
-                        head_dim, row_stride);
+    ops_->rope_backward(stream(), dqkv.in(r), inv_freq.as<float>(), batch, seq_len,
+                        heads + kv_heads, head_dim, row_stride);
   }
   // Each rotated pair is computed in fp32 from the same values and rounded once.
   expect_close("rope_forward x (in place)", qkv, 2 * u());
@@ -94,7 +96,7 @@ TEST_P(LlamaOpsPrecision, Rope) {
   for (const Pair* rotated : {&qkv, &dqkv}) {
     const std::vector<float> values = rotated->tested_values();
     for (i64 i = 0; i < rows * row_stride; ++i) {
-      if (i % row_stride < 2 * channels) continue;
+      if (i % row_stride < channels + kv_channels) continue;
       ASSERT_EQ(std::bit_cast<std::uint32_t>(values[i]),
                 std::bit_cast<std::uint32_t>(rotated->start[i]))
           << "value element " << i;
@@ -118,10 +120,10 @@ TEST_P(LlamaOpsPrecision, Swiglu) {
 }
 
 TEST_P(LlamaOpsPrecision, QkvPack) {
-  const i64 n_q = rows * heads * head_dim, n_kv = rows * kv_heads * head_dim;
+  const i64 n_q = rows * channels, n_kv = rows * kv_channels;
   const Pair q = input(n_q), k = input(n_kv), v = input(n_kv);
-  const Pair dqkv = input(rows * 3 * heads * head_dim);
-  Pair qkv = output(rows * 3 * heads * head_dim);
+  const Pair dqkv = input(rows * qkv_width);
+  Pair qkv = output(rows * qkv_width);
   Pair dq = accumulator(n_q), dk = accumulator(n_kv), dv = accumulator(n_kv);
   for (bool r : both_runs) {
     ops_->qkv_pack_forward(stream(), qkv.in(r), q.in(r), k.in(r), v.in(r), rows, heads, kv_heads,
@@ -131,8 +133,7 @@ TEST_P(LlamaOpsPrecision, QkvPack) {
   }
   // The forward copies values the type holds exactly: its rounding changes nothing.
   expect_close("qkv_pack_forward qkv", qkv, 0.0);
-  // The start plus one head (dq) or the sum of the heads a kv head was repeated into (dk, dv),
-  // in fp32, rounded once.
+  // The start plus its element of dqkv, in fp32, rounded once.
   expect_close("qkv_pack_backward dq", dq, 2 * u());
   expect_close("qkv_pack_backward dk", dk, 2 * u());
   expect_close("qkv_pack_backward dv", dv, 2 * u());

@@ -9,8 +9,8 @@ namespace strata::gpu::cuda::kernels {
 template <typename T>
 cudaError_t qkv_pack_forward(cudaStream_t stream, T* qkv, const T* q, const T* k, const T* v,
                              i64 rows, i64 heads, i64 kv_heads, i64 head_dim);
-// One thread per element of dq, dk and dv, summing its repeats in head order in fp32 and adding
-// the sum once: no atomics.
+// One thread per element of dq, dk and dv, adding its element of dqkv: no atomics, and nothing to
+// sum, as the attention kernel has summed each kv head's gradient over its query heads.
 template <typename T>
 cudaError_t qkv_pack_backward(cudaStream_t stream, T* dq, T* dk, T* dv, const T* dqkv, i64 rows,
                               i64 heads, i64 kv_heads, i64 head_dim);

@@ -19,20 +19,17 @@ void qkv_pack_forward(Real* qkv, const Real* q, const Real* k, const Real* v, st
                       std::int64_t heads, std::int64_t kv_heads, std::int64_t head_dim) {
   check_shape(rows, heads, kv_heads, head_dim);
   STRATA_ASSERT(qkv != nullptr && q != nullptr && k != nullptr && v != nullptr);
-  const std::int64_t width = heads * head_dim, kv_width = kv_heads * head_dim;
-  const std::int64_t repeat = heads / kv_heads;
-  detail::parallel_chunks(rows, detail::grain_for(3 * width),
+  const std::int64_t q_width = heads * head_dim, kv_width = kv_heads * head_dim;
+  const std::int64_t row_width = q_width + 2 * kv_width;
+  detail::parallel_chunks(rows, detail::grain_for(row_width),
                           [&](std::int64_t begin, std::int64_t end) {
                             for (std::int64_t row = begin; row < end; ++row) {
-                              Real* out = qkv + row * 3 * width;
-                              for (std::int64_t i = 0; i < width; ++i)
-                                out[i] = q[row * width + i];
-                              for (std::int64_t h = 0; h < heads; ++h) {
-                                const std::int64_t from = row * kv_width + (h / repeat) * head_dim;
-                                for (std::int64_t d = 0; d < head_dim; ++d) {
-                                  out[width + h * head_dim + d] = k[from + d];
-                                  out[2 * width + h * head_dim + d] = v[from + d];
-                                }
+                              Real* out = qkv + row * row_width;
+                              for (std::int64_t i = 0; i < q_width; ++i)
+                                out[i] = q[row * q_width + i];
+                              for (std::int64_t i = 0; i < kv_width; ++i) {
+                                out[q_width + i] = k[row * kv_width + i];
+                                out[q_width + kv_width + i] = v[row * kv_width + i];
                               }
                             }
                           });
@@ -43,20 +40,17 @@ void qkv_pack_backward(Real* dq, Real* dk, Real* dv, const Real* dqkv, std::int6
                        std::int64_t heads, std::int64_t kv_heads, std::int64_t head_dim) {
   check_shape(rows, heads, kv_heads, head_dim);
   STRATA_ASSERT(dq != nullptr && dk != nullptr && dv != nullptr && dqkv != nullptr);
-  const std::int64_t width = heads * head_dim, kv_width = kv_heads * head_dim;
-  const std::int64_t repeat = heads / kv_heads;
-  detail::parallel_chunks(rows, detail::grain_for(3 * width),
+  const std::int64_t q_width = heads * head_dim, kv_width = kv_heads * head_dim;
+  const std::int64_t row_width = q_width + 2 * kv_width;
+  detail::parallel_chunks(rows, detail::grain_for(row_width),
                           [&](std::int64_t begin, std::int64_t end) {
                             for (std::int64_t row = begin; row < end; ++row) {
-                              const Real* in = dqkv + row * 3 * width;
-                              for (std::int64_t i = 0; i < width; ++i)
-                                dq[row * width + i] += in[i];
-                              for (std::int64_t h = 0; h < heads; ++h) {
-                                const std::int64_t to = row * kv_width + (h / repeat) * head_dim;
-                                for (std::int64_t d = 0; d < head_dim; ++d) {
-                                  dk[to + d] += in[width + h * head_dim + d];
-                                  dv[to + d] += in[2 * width + h * head_dim + d];
-                                }
+                              const Real* in = dqkv + row * row_width;
+                              for (std::int64_t i = 0; i < q_width; ++i)
+                                dq[row * q_width + i] += in[i];
+                              for (std::int64_t i = 0; i < kv_width; ++i) {
+                                dk[row * kv_width + i] += in[q_width + i];
+                                dv[row * kv_width + i] += in[q_width + kv_width + i];
                               }
                             }
                           });
