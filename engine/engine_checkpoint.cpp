@@ -196,7 +196,7 @@ checkpoint::Manifest Engine::State::manifest_for(const std::string& tag) const {
     if (m.model_config.is_discarded()) m.model_config = nullptr;
   }
   for (const zero::TensorSlot& slot : layout.all_tensors())
-    m.tensors.push_back({slot.name, slot.shape});
+    m.tensors.push_back({slot.name, slot.shape, slot.unpadded_rows});
   m.states = state_names();
   return m;
 }

@@ -3,6 +3,7 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
@@ -28,6 +29,12 @@ double normal(std::uint64_t key) {
 
 void init_tensor(const ParamSpec& spec, std::uint64_t seed, std::int64_t tensor_index,
                  std::int64_t first_element, std::span<float> values) {
+  // values[i] is element first_element + i: those from `unpadded` on are the padded rows.
+  const std::int64_t unpadded = spec.unpadded_numel() - first_element;
+  const std::size_t drawn =
+      static_cast<std::size_t>(std::clamp<std::int64_t>(unpadded, 0, std::ssize(values)));
+  std::fill(values.begin() + static_cast<std::ptrdiff_t>(drawn), values.end(), 0.0f);
+  values = values.first(drawn);
   switch (spec.init) {
     case ParamInit::zeros:
       for (float& value : values)

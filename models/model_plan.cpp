@@ -56,16 +56,20 @@ std::vector<engine::ParamSpec> declared(engine::Model& model) {
 
 std::string ModelPlan::summary() const {
   const std::string count = base::format_count(static_cast<double>(parameter_count()));
+  // The count includes the token tables' padded rows: say so wherever there are any.
+  const std::string padded =
+      padded_vocab() == vocab() ? "" : fmt::format(" (padded to {})", padded_vocab());
   if (gpt) {
     return fmt::format(
-        "{}, {} parameters (n_layer {}, n_head {}, d_model {}, seq_len {}, vocab {})", architecture,
-        count, gpt->n_layer, gpt->n_head, gpt->d_model, gpt->seq_len, gpt->vocab);
+        "{}, {} parameters (n_layer {}, n_head {}, d_model {}, seq_len {}, vocab {}{})",
+        architecture, count, gpt->n_layer, gpt->n_head, gpt->d_model, gpt->seq_len, gpt->vocab,
+        padded);
   }
   return fmt::format(
       "{}, {} parameters ({} layers, {} heads of which {} for k/v, hidden {}, MLP {}, seq_len "
-      "{}, vocab {}, {} head)",
+      "{}, vocab {}{}, {} head)",
       architecture, count, llama->n_layer, llama->n_head, llama->n_kv_head, llama->d_model,
-      llama->d_ff, llama->seq_len, llama->vocab, llama->tied_head ? "tied" : "untied");
+      llama->d_ff, llama->seq_len, llama->vocab, padded, llama->tied_head ? "tied" : "untied");
 }
 
 ModelPlan plan_model(const engine::ModelConfig& model, std::int64_t micro_batch) {

@@ -24,7 +24,9 @@ struct ModelPlan {
 
   std::int64_t seq_len() const { return gpt ? gpt->seq_len : llama->seq_len; }
   std::int64_t vocab() const { return gpt ? gpt->vocab : llama->vocab; }
+  std::int64_t padded_vocab() const { return gpt ? gpt->padded_vocab() : llama->padded_vocab(); }
   std::int64_t batch() const { return gpt ? gpt->batch : llama->batch; }
+  // As allocated: the token tables' padded rows included (GptShape::parameter_count).
   std::int64_t parameter_count() const {
     return gpt ? gpt->parameter_count() : llama->parameter_count();
   }

@@ -10,7 +10,7 @@ std::vector<GemmLayer> model_gemm_layers(const models::ModelPlan& plan) {
             {"attn_proj", rows, c, c, s.n_layer, true, false},
             {"mlp_fc", rows, c, 4 * c, s.n_layer, true, true},
             {"mlp_proj", rows, 4 * c, c, s.n_layer, true, false},
-            {"lm_head", rows, c, s.vocab, 1, false, false}};
+            {"lm_head", rows, c, s.padded_vocab(), 1, false, false}};
   }
   const models::LlamaShape& s = *plan.llama;
   const std::int64_t rows = s.rows(), c = s.d_model;
@@ -22,7 +22,7 @@ std::vector<GemmLayer> model_gemm_layers(const models::ModelPlan& plan) {
           {"gate_proj", rows, c, s.d_ff, s.n_layer, false, false},
           {"up_proj", rows, c, s.d_ff, s.n_layer, false, false},
           {"down_proj", rows, s.d_ff, c, s.n_layer, false, false},
-          {"lm_head", rows, c, s.vocab, 1, false, false}};
+          {"lm_head", rows, c, s.padded_vocab(), 1, false, false}};
 }
 
 }  // namespace strata::tools

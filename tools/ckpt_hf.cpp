@@ -2,7 +2,8 @@
 // Llama family the model came from), as save_pretrained writes one: config.json, and
 // model.safetensors or, past --max-shard-size, model-0000k-of-0000n.safetensors shards with
 // model.safetensors.index.json. Tensors carry HF's names and layouts (GPT-2's Conv1D weights
-// [in, out]); a tied LM head is not written, as transformers does not write it.
+// [in, out]); a token table keeps its vocabulary's rows, not the rows strata pads it with
+// (models/vocab_padding.h); a tied LM head is not written, as transformers does not write it.
 //
 // Into a folder that already holds a model, the export leaves only its own weights: as
 // save_pretrained does, it first removes the shards (model-XXXXX-of-YYYYY.safetensors) it does
@@ -25,6 +26,7 @@
 #include <regex>
 #include <set>
 
+#include "base/assert.h"
 #include "base/error.h"
 #include "base/units.h"
 #include "engine/checkpoint/manifest.h"
@@ -63,7 +65,13 @@ struct HfTensor {
   const ckpt::ManifestTensor* ours = nullptr;
   std::string name;  // HF's
   bool transposed = false;
-  std::vector<std::int64_t> shape;  // HF's
+  std::vector<std::int64_t> shape;  // HF's: a padded table's first unpadded_rows rows
+  std::int64_t numel() const {
+    std::int64_t count = 1;
+    for (std::int64_t extent : shape)
+      count *= extent;
+    return count;
+  }
 };
 
 // The checkpoint's tensors under HF's names: a Llama-family model (its tensors carry HF's names
@@ -81,7 +89,8 @@ std::vector<HfTensor> hf_tensors(const ckpt::Manifest& m, const fs::path& where)
                                   where.string(), tensor.name, naming.architecture),
                       "export the weights under strata's names with --out FILE.safetensors", 2);
     }
-    std::vector<std::int64_t> shape = tensor.shape;
+    std::vector<std::int64_t> shape = tensor.unpadded_shape();
+    STRATA_ASSERT(!(hf->transposed && tensor.unpadded_rows > 0));  // tables are not transposed
     if (hf->transposed) std::swap(shape[0], shape[1]);
     tensors.push_back({&tensor, prefix + hf->name, hf->transposed, shape});
   }
@@ -134,7 +143,7 @@ std::vector<std::vector<const HfTensor*>> plan_shards(const std::vector<HfTensor
   std::vector<std::vector<const HfTensor*>> shards(1);
   std::int64_t bytes = 0;
   for (const HfTensor& tensor : tensors) {
-    const std::int64_t size = tensor.ours->numel() * element_bytes;
+    const std::int64_t size = tensor.numel() * element_bytes;
     if (!shards.back().empty() && bytes + size > limit) {
       shards.emplace_back();
       bytes = 0;
@@ -145,12 +154,13 @@ std::vector<std::vector<const HfTensor*>> plan_shards(const std::vector<HfTensor
   return shards;
 }
 
-// Appends `tensor` as HF lays it out, reading strata's masters in flat order: a transposed weight
-// is read whole (its [out, in] rows), then written as [in, out].
+// Appends `tensor` as HF lays it out, reading strata's masters in flat order: a padded table's
+// first rows (the padding, all zero, is not read), a transposed weight read whole (its [out, in]
+// rows), then written as [in, out].
 void write_tensor(ckpt::StateStream& masters, const HfTensor& tensor,
                   ckpt::SafetensorsWriter& writer, ckpt::Dtype dtype, std::vector<float>& chunk,
                   std::vector<float>& whole, std::vector<std::uint16_t>& half) {
-  const std::int64_t numel = tensor.ours->numel();
+  const std::int64_t numel = tensor.numel();
   if (!tensor.transposed) {
     for (std::int64_t at = 0; at < numel; at += kExportChunk) {
       const auto count = static_cast<std::size_t>(std::min(kExportChunk, numel - at));
@@ -308,7 +318,7 @@ std::int64_t write_weights(const ckpt::ShardReader& reader, const fs::path& out,
       for (const HfTensor* tensor : shards[k]) {
         declared.push_back({tensor->name, dtype, tensor->shape});
         weight_map[tensor->name] = names[k];
-        total += tensor->ours->numel() * ckpt::element_bytes(dtype);
+        total += tensor->numel() * ckpt::element_bytes(dtype);
       }
       ckpt::SafetensorsWriter writer(io, out / names[k], declared, {{"format", "pt"}});
       for (const HfTensor* tensor : shards[k])
@@ -354,11 +364,14 @@ int export_hf(const HfExportOptions& options) {
   remove_stale_weights(out, writing);
   const std::int64_t total = write_weights(reader, out, shards, dtype);
   ckpt::write_durable(out / "config.json", config.dump(2) + "\n");
+  std::int64_t parameters = 0;  // as the folder holds them: without the tables' padded rows
+  for (const HfTensor& tensor : tensors)
+    parameters += tensor.numel();
   fmt::print(
       "exported {} parameters of {} at step {} to {} as a Hugging Face folder: "
       "config.json and {} ({} in {} file(s))\n",
-      base::format_count(static_cast<double>(m.parameter_count())), where.string(), m.step,
-      out.string(), shards.size() == 1 ? kSingleFile : "the shards and their index",
+      base::format_count(static_cast<double>(parameters)), where.string(), m.step, out.string(),
+      shards.size() == 1 ? kSingleFile : "the shards and their index",
       base::format_bytes(static_cast<double>(total)), shards.size());
   copy_tokenizer_files(m, out);
   return 0;

@@ -45,6 +45,9 @@ struct EstimatePlan {
   engine::MachineCapacity capacity;
   std::string gpu_description;  // "NVIDIA H100 80GB HBM3", "strata.device_memory_budget", ...
   std::string largest_layer_note;
+  // How the model's token tables are padded (models/vocab_padding.h), for the header: the params
+  // count the padded rows, which are allocated like any other. Empty when not padded.
+  std::string vocab_padding;
   bool config_given = false;
 };
 
@@ -202,6 +205,9 @@ EstimatePlan make_plan(const EstimateOptions& options) {
     model_plan.from_pretrained.clear();
     const std::unique_ptr<engine::Model> model = models::build_model(model_plan);
     engine::set_model(plan.inputs, engine::declare(*model));
+    if (model_plan.padded_vocab() != model_plan.vocab())
+      plan.vocab_padding = fmt::format("; vocab {} padded to {} rows", model_plan.vocab(),
+                                       model_plan.padded_vocab());
     plan.inputs.activation_bytes = model->activation_bytes(plan.inputs.activation_checkpointing,
                                                            engine::compute_type(*config));
   }
@@ -257,12 +263,13 @@ std::string gib(std::int64_t bytes) {
 
 void print_header(const EstimatePlan& plan) {
   const engine::EstimateInputs& inputs = plan.inputs;
-  fmt::print("model: {} params, largest layer {}{}; {} GPU{} per node x {} node{} (W = {})\n",
-             base::format_count(static_cast<double>(inputs.params)),
-             base::format_count(static_cast<double>(inputs.largest_layer_params)),
-             inputs.model ? " (from the config's strata.model)" : "", inputs.gpus_per_node,
-             inputs.gpus_per_node == 1 ? "" : "s", inputs.nodes, inputs.nodes == 1 ? "" : "s",
-             inputs.world_size());
+  fmt::print(
+      "model: {} params, largest layer {}{}; {} GPU{} per node x {} node{} (W = {})\n",
+      base::format_count(static_cast<double>(inputs.params)),
+      base::format_count(static_cast<double>(inputs.largest_layer_params)),
+      inputs.model ? fmt::format(" (from the config's strata.model{})", plan.vocab_padding) : "",
+      inputs.gpus_per_node, inputs.gpus_per_node == 1 ? "" : "s", inputs.nodes,
+      inputs.nodes == 1 ? "" : "s", inputs.world_size());
   fmt::print("parameters stored in {} ({} bytes){}; optimizer: master + {} fp32 state{}\n",
              inputs.storage_bytes == 2 ? "bf16/fp16" : "fp32", inputs.storage_bytes,
              plan.config_given ? "" : ", assumed without --config", inputs.optimizer_moments,

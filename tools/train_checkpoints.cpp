@@ -44,7 +44,7 @@ void check_resume_model(const ResumePoint& point, engine::Model& model) {
   std::vector<engine::checkpoint::ManifestTensor> tensors;
   for (const std::vector<engine::ParamSpec>& module : engine::declare(model).modules) {
     for (const engine::ParamSpec& spec : module)
-      tensors.push_back({spec.name, spec.shape});
+      tensors.push_back({spec.name, spec.shape, spec.unpadded_rows});
   }
   engine::checkpoint::check_model(point.manifest, point.checkpoint, tensors);
 }

@@ -80,6 +80,12 @@ std::int64_t ManifestTensor::numel() const {
   return count;
 }
 
+std::vector<std::int64_t> ManifestTensor::unpadded_shape() const {
+  std::vector<std::int64_t> unpadded = shape;
+  if (unpadded_rows > 0) unpadded.front() = unpadded_rows;
+  return unpadded;
+}
+
 std::int64_t Manifest::parameter_count() const {
   std::int64_t count = 0;
   for (const ManifestTensor& tensor : tensors)
@@ -96,8 +102,11 @@ std::int64_t Manifest::total_bytes() const {
 
 json to_json(const Manifest& m) {
   json tensors = json::array();
-  for (const ManifestTensor& t : m.tensors)
-    tensors.push_back({{"name", t.name}, {"shape", t.shape}});
+  for (const ManifestTensor& t : m.tensors) {
+    json tensor = {{"name", t.name}, {"shape", t.shape}};
+    if (t.unpadded_rows > 0) tensor["unpadded_rows"] = t.unpadded_rows;
+    tensors.push_back(std::move(tensor));
+  }
   json files = json::array();
   for (const ManifestFile& f : m.files) {
     files.push_back({{"name", f.name},
@@ -155,7 +164,16 @@ Manifest manifest_from_json(const json& root, const std::filesystem::path& path)
   if (root.contains("model_config")) m.model_config = root.at("model_config");
   for (const json& entry : top.at("tensors")) {
     const Fields t(entry, "tensor entry", path);
-    m.tensors.push_back({t.get<std::string>("name"), t.get<std::vector<std::int64_t>>("shape")});
+    ManifestTensor tensor{t.get<std::string>("name"), t.get<std::vector<std::int64_t>>("shape")};
+    if (entry.contains("unpadded_rows")) {
+      tensor.unpadded_rows = t.get<std::int64_t>("unpadded_rows");
+      if (tensor.shape.empty() || tensor.unpadded_rows < 1 ||
+          tensor.unpadded_rows > tensor.shape.front())
+        t.refuse(fmt::format("unpadded_rows {} is not within tensor \"{}\"'s {} rows",
+                             tensor.unpadded_rows, tensor.name,
+                             tensor.shape.empty() ? 0 : tensor.shape.front()));
+    }
+    m.tensors.push_back(std::move(tensor));
   }
   for (const json& entry : top.at("files")) {
     const Fields f(entry, "file entry", path);

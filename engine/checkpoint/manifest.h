@@ -26,7 +26,12 @@ inline constexpr const char* kExpAvgSqState = "exp_avg_sq";
 struct ManifestTensor {
   std::string name;
   std::vector<std::int64_t> shape;
+  // A token table padded past its vocabulary (engine/param_spec.h): the rows that are tokens, the
+  // rest zero; 0 for a tensor without padding. Written as "unpadded_rows" only when not 0.
+  std::int64_t unpadded_rows = 0;
   std::int64_t numel() const;
+  // The tensor as a Hugging Face file holds it: the shape with only the unpadded rows.
+  std::vector<std::int64_t> unpadded_shape() const;
 };
 
 struct ManifestFile {

@@ -25,6 +25,53 @@ std::string shape_keys(const json& object, std::initializer_list<const char*> ke
   return fmt::format("{}", fmt::join(parts, ", "));
 }
 
+// The rows of a token table that are tokens: all of them without padding.
+std::int64_t token_rows(const ManifestTensor& tensor) {
+  return tensor.unpadded_rows > 0 ? tensor.unpadded_rows : tensor.shape.front();
+}
+
+// A table saved with its vocabulary's rows alone where this model pads it (a checkpoint saved
+// before strata padded its token tables): the same model, but its files hold fewer elements.
+bool is_unpadded_table(const ManifestTensor& saved, const ManifestTensor& model) {
+  return model.unpadded_rows > 0 && saved.unpadded_rows == 0 &&
+         saved.shape == model.unpadded_shape();
+}
+
+// Refuses `saved` for `model`'s tensor of the same name when they differ in shape or, for a padded
+// table, in the rows that are tokens.
+void check_tensor(const ManifestTensor& saved, const ManifestTensor& model,
+                  const std::filesystem::path& path, const std::string& holds,
+                  const std::string& fix) {
+  if (is_unpadded_table(saved, model)) {
+    throw UserError(
+        fmt::format("{}: tensor \"{}\" is [{}] in the checkpoint, a row per token, but [{}] in "
+                    "this model, which pads its token tables to a multiple of 128 rows: the "
+                    "checkpoint was saved by a strata that did not pad them",
+                    path.string(), model.name, fmt::join(saved.shape, ", "),
+                    fmt::join(model.shape, ", ")),
+        fmt::format("export its weights with `strata ckpt export {} --hf DIR` and start a new "
+                    "run from them with \"strata\": {{\"model\": {{\"from_pretrained\": "
+                    "\"DIR\"}}}} (the optimizer's moments start anew), or resume it with the "
+                    "strata that saved it",
+                    path.parent_path().string()),
+        2);
+  }
+  if (saved.shape != model.shape) {
+    throw UserError(
+        fmt::format("{}: tensor \"{}\" is [{}] in the checkpoint but [{}] in this model: {}",
+                    path.string(), model.name, fmt::join(saved.shape, ", "),
+                    fmt::join(model.shape, ", "), holds),
+        fix, 2);
+  }
+  if (!model.shape.empty() && token_rows(saved) != token_rows(model)) {
+    throw UserError(fmt::format("{}: tensor \"{}\" holds {} tokens' rows in the checkpoint but "
+                                "{} in this model (both padded to [{}]): {}",
+                                path.string(), model.name, token_rows(saved), token_rows(model),
+                                fmt::join(model.shape, ", "), holds),
+                    fix, 2);
+  }
+}
+
 }  // namespace
 
 std::string describe_model(const Manifest& manifest) {
@@ -68,13 +115,7 @@ void check_model(const Manifest& manifest, const std::filesystem::path& checkpoi
                                   path.string(), tensor.name, holds),
                       fix, 2);
     }
-    if (found->second->shape != tensor.shape) {
-      throw UserError(
-          fmt::format("{}: tensor \"{}\" is [{}] in the checkpoint but [{}] in this model: {}",
-                      path.string(), tensor.name, fmt::join(found->second->shape, ", "),
-                      fmt::join(tensor.shape, ", "), holds),
-          fix, 2);
-    }
+    check_tensor(*found->second, tensor, path, holds, fix);
     saved.erase(found);
   }
   if (!saved.empty()) {

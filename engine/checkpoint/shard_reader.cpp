@@ -93,7 +93,7 @@ void ShardReader::check_model(std::span<const zero::TensorSlot> tensors) const {
   std::vector<ManifestTensor> model;
   model.reserve(tensors.size());
   for (const zero::TensorSlot& slot : tensors)
-    model.push_back({slot.name, slot.shape});
+    model.push_back({slot.name, slot.shape, slot.unpadded_rows});
   checkpoint::check_model(manifest_, path_, model);
 }
 

@@ -25,7 +25,8 @@ FlatLayout::FlatLayout(const std::vector<std::vector<ParamSpec>>& modules, int w
       STRATA_ASSERT(spec.numel() > 0);
       STRATA_ASSERT(find(spec.name) == nullptr);
       offset = round_up(offset, kTensorAlignment);
-      tensors_.push_back({spec.name, spec.shape, static_cast<int>(m), offset, spec.numel()});
+      tensors_.push_back(
+          {spec.name, spec.shape, static_cast<int>(m), offset, spec.numel(), spec.unpadded_rows});
       offset += spec.numel();
       parameter_count_ += spec.numel();
     }

@@ -17,6 +17,7 @@ struct TensorSlot {
   int module = 0;
   std::int64_t offset = 0;  // elements from the start of the module's flat buffer
   std::int64_t numel = 0;
+  std::int64_t unpadded_rows = 0;  // ParamSpec::unpadded_rows
 };
 
 // One module's flat buffer and how it is cut across ranks. Every rank owns the same-sized

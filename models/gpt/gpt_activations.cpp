@@ -29,7 +29,7 @@ void carve_block(Carver& carver, const GptShape& shape, gpu::DataType t, BlockAc
 
 void carve(Carver& carver, const GptShape& shape, bool checkpointing, gpu::DataType t,
            GptActivations& acts) {
-  std::int64_t rows = shape.rows(), c = shape.d_model, v = shape.vocab;
+  std::int64_t rows = shape.rows(), c = shape.d_model, v = shape.padded_vocab();
   acts.tokens = carver.take<std::int32_t>(rows);
   acts.targets = carver.take<std::int32_t>(rows);
   acts.residual.assign(static_cast<std::size_t>(shape.n_layer + 1), {});

@@ -67,7 +67,7 @@ class GptActivations {
   float* lnf_mean = nullptr;  // (rows)
   float* lnf_rstd = nullptr;  // (rows)
   gpu::Tensor dlnf;           // (rows, C)
-  gpu::Tensor logits;         // (rows, V), then their gradient (models/classifier.h)
+  gpu::Tensor logits;         // (rows, Vp), then their gradient (models/classifier.h)
   float* losses = nullptr;    // (rows)
   float* lse = nullptr;       // (rows)
   float* dlosses = nullptr;   // (rows)

@@ -50,8 +50,9 @@ ParamSpec bias(std::string name, std::int64_t channels) {
 
 std::vector<ParamSpec> GptEmbedding::parameters() const {
   const GptShape& s = *state_.shape;
-  return {weight("wte", {s.vocab, s.d_model}, 0.02f),
-          weight("wpe", {s.position_rows(), s.d_model}, 0.02f)};
+  ParamSpec wte = weight("wte", {s.padded_vocab(), s.d_model}, 0.02f);
+  wte.unpadded_rows = s.vocab;
+  return {std::move(wte), weight("wpe", {s.position_rows(), s.d_model}, 0.02f)};
 }
 
 void GptEmbedding::forward(StepContext& context, const TensorViews& params,
@@ -175,9 +176,10 @@ void GptHead::forward(StepContext& context, const TensorViews& params,
   const gpu::Tensor wte = borrowed[0][0];
   ops.layer_norm_forward(context.stream, acts.lnf, acts.lnf_mean, acts.lnf_rstd,
                          acts.residual.back(), params[0], params[1], rows, c);
-  ops.matmul_forward(context.stream, acts.logits, acts.lnf, wte, nullptr, rows, c, s.vocab);
+  ops.matmul_forward(context.stream, acts.logits, acts.lnf, wte, nullptr, rows, c,
+                     s.padded_vocab());
   classify(context, acts.logits, acts.losses, acts.lse, acts.loss, acts.dlosses, acts.targets, rows,
-           s.vocab, acts.logits_hold_gradient);
+           s.vocab, s.padded_vocab(), acts.logits_hold_gradient);
 }
 
 void GptHead::backward(StepContext& context, const TensorViews& params,
@@ -190,11 +192,11 @@ void GptHead::backward(StepContext& context, const TensorViews& params,
   std::int64_t rows = s.rows(), c = s.d_model;
   const gpu::Tensor dx = acts.dresidual[s.n_layer % 2];
   logits_gradient(context, acts.logits, acts.lse, acts.dlosses, acts.targets, rows, s.vocab,
-                  acts.logits_hold_gradient);
+                  s.padded_vocab(), acts.logits_hold_gradient);
   zero(context, acts.dlnf, rows * c);
   zero(context, dx, rows * c);
   ops.matmul_backward(stream, acts.dlnf, borrowed_grads[0][0].f32(), nullptr, acts.logits, acts.lnf,
-                      borrowed[0][0], rows, c, s.vocab);
+                      borrowed[0][0], rows, c, s.padded_vocab());
   ops.layer_norm_backward(stream, dx, grads[0].f32(), grads[1].f32(), acts.dlnf,
                           acts.residual.back(), params[0], acts.lnf_mean, acts.lnf_rstd, rows, c);
 }

@@ -48,6 +48,8 @@ PretrainedWeights::PretrainedWeights(HfWeights weights, const std::vector<engine
     }
     HfWeights::check_float(*tensor);
     std::vector<std::int64_t> expected = spec.shape;
+    if (spec.unpadded_rows > 0) expected.front() = spec.unpadded_rows;
+    STRATA_ASSERT(!(hf.transposed && spec.unpadded_rows > 0));  // tables are stored as declared
     if (hf.transposed) std::swap(expected[0], expected[1]);
     if (tensor->entry->shape != expected) {
       throw UserError(fmt::format("{}: tensor \"{}\" has shape {}, but config.json makes it {}",
@@ -57,7 +59,7 @@ PretrainedWeights::PretrainedWeights(HfWeights weights, const std::vector<engine
     }
     used.insert(tensor->name);
     const std::int64_t cols = spec.shape.size() == 2 ? spec.shape[1] : spec.numel();
-    sources_.push_back({tensor, hf.transposed, spec.numel() / cols, cols});
+    sources_.push_back({tensor, hf.transposed, spec.numel() / cols, cols, spec.unpadded_numel()});
   }
   for (const auto& [name, tensor] : weights_.tensors()) {
     if (used.contains(name) || naming.is_buffer(name)) continue;
@@ -75,7 +77,11 @@ void PretrainedWeights::read(std::size_t tensor_index, std::int64_t first_elemen
   STRATA_ASSERT(tensor_index < sources_.size());
   const Source& source = sources_[tensor_index];
   if (!source.transposed) {
-    HfWeights::read(*source.tensor, first_element, out);
+    // values[i] is element first_element + i: those from `held` on are padded rows.
+    const auto held = static_cast<std::size_t>(std::clamp<std::int64_t>(
+        source.unpadded_numel - first_element, 0, static_cast<std::int64_t>(out.size())));
+    std::fill(out.begin() + static_cast<std::ptrdiff_t>(held), out.end(), 0.0f);
+    if (held > 0) HfWeights::read(*source.tensor, first_element, out.first(held));
     return;
   }
   // strata's element (r, c) of [rows, cols] is HF's (c, r) of [cols, rows]: walk the range row

@@ -32,7 +32,7 @@ void carve_block(ActivationCarver& carver, const LlamaShape& s, gpu::DataType t,
 
 void carve(ActivationCarver& carver, const LlamaShape& s, bool checkpointing, gpu::DataType t,
            LlamaActivations& acts) {
-  const std::int64_t rows = s.rows(), c = s.d_model, f = s.d_ff, v = s.vocab;
+  const std::int64_t rows = s.rows(), c = s.d_model, f = s.d_ff, v = s.padded_vocab();
   const std::int64_t q = s.n_head * s.head_dim(), kv = s.n_kv_head * s.head_dim();
   acts.tokens = carver.take<std::int32_t>(rows);
   acts.targets = carver.take<std::int32_t>(rows);

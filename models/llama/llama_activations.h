@@ -71,7 +71,7 @@ class LlamaActivations {
   gpu::Tensor norm;            // (rows, C): the final RMSNorm
   float* norm_rstd = nullptr;  // (rows)
   gpu::Tensor dnorm;           // (rows, C)
-  gpu::Tensor logits;          // (rows, V), then their gradient (models/classifier.h)
+  gpu::Tensor logits;          // (rows, Vp), then their gradient (models/classifier.h)
   float* losses = nullptr;     // (rows)
   float* lse = nullptr;        // (rows)
   float* dlosses = nullptr;    // (rows)

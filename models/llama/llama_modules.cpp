@@ -33,11 +33,18 @@ ParamSpec bias(std::string name, std::int64_t channels) {
   return {std::move(name), {channels}, ParamInit::zeros, 0};
 }
 
+// embed_tokens or lm_head: a row per token, padded to padded_vocab rows (models/vocab_padding.h).
+ParamSpec token_table(std::string name, const LlamaShape& s) {
+  ParamSpec spec = weight(std::move(name), {s.padded_vocab(), s.d_model});
+  spec.unpadded_rows = s.vocab;
+  return spec;
+}
+
 }  // namespace
 
 std::vector<ParamSpec> LlamaEmbedding::parameters() const {
   const LlamaShape& s = *state_.shape;
-  return {weight("model.embed_tokens.weight", {s.vocab, s.d_model})};
+  return {token_table("model.embed_tokens.weight", s)};
 }
 
 void LlamaEmbedding::forward(StepContext& context, const TensorViews& params,
@@ -191,7 +198,7 @@ void LlamaBlock::backward(StepContext& context, const TensorViews& w,
 std::vector<ParamSpec> LlamaHead::parameters() const {
   const LlamaShape& s = *state_.shape;
   std::vector<ParamSpec> specs = {norm("model.norm.weight", s.d_model)};
-  if (!s.tied_head) specs.push_back(weight("lm_head.weight", {s.vocab, s.d_model}));
+  if (!s.tied_head) specs.push_back(token_table("lm_head.weight", s));
   return specs;
 }
 
@@ -209,9 +216,10 @@ void LlamaHead::forward(StepContext& context, const TensorViews& params,
   const gpu::Tensor head = s.tied_head ? borrowed[0][0] : params[1];
   ops.rms_norm_forward(context.stream, acts.norm, acts.norm_rstd, acts.residual.back(), params[0],
                        s.rms_norm_eps, rows, c);
-  ops.matmul_forward(context.stream, acts.logits, acts.norm, head, nullptr, rows, c, s.vocab);
+  ops.matmul_forward(context.stream, acts.logits, acts.norm, head, nullptr, rows, c,
+                     s.padded_vocab());
   classify(context, acts.logits, acts.losses, acts.lse, acts.loss, acts.dlosses, acts.targets, rows,
-           s.vocab, acts.logits_hold_gradient);
+           s.vocab, s.padded_vocab(), acts.logits_hold_gradient);
 }
 
 void LlamaHead::backward(StepContext& context, const TensorViews& params,
@@ -226,11 +234,11 @@ void LlamaHead::backward(StepContext& context, const TensorViews& params,
   float* dhead = s.tied_head ? borrowed_grads[0][0].f32() : grads[1].f32();
   const gpu::Tensor dx = acts.dresidual[s.n_layer % 2];
   logits_gradient(context, acts.logits, acts.lse, acts.dlosses, acts.targets, rows, s.vocab,
-                  acts.logits_hold_gradient);
+                  s.padded_vocab(), acts.logits_hold_gradient);
   zero(context, acts.dnorm, rows * c);
   zero(context, dx, rows * c);
   ops.matmul_backward(stream, acts.dnorm, dhead, nullptr, acts.logits, acts.norm, head, rows, c,
-                      s.vocab);
+                      s.padded_vocab());
   ops.rms_norm_backward(stream, dx, grads[0].f32(), acts.dnorm, acts.residual.back(), params[0],
                         acts.norm_rstd, rows, c);
 }

@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "models/vocab_padding.h"
+
 namespace strata::models {
 
 // The shape of a Llama-family decoder (Llama 2/3, Mistral, Qwen2, TinyLlama, SmolLM): RMSNorm,
@@ -26,14 +28,19 @@ struct LlamaShape {
 
   std::int64_t head_dim() const { return d_model / n_head; }
   std::int64_t rows() const { return batch * seq_len; }
+  // Rows of embed_tokens and lm_head and columns of the logits: vocab padded to a multiple of 128
+  // (models/vocab_padding.h).
+  std::int64_t padded_vocab() const { return pad_vocab(vocab); }
+  // The parameters as allocated: the tables' padded rows are counted, as GptShape counts them.
   std::int64_t parameter_count() const {
     const std::int64_t c = d_model, q = n_head * head_dim(), kv = n_kv_head * head_dim();
     const std::int64_t block =
         c + c * q + 2 * c * kv + q * c + c + 3 * c * d_ff + (qkv_bias ? q + 2 * kv : 0);
-    return vocab * c + n_layer * block + c + (tied_head ? 0 : vocab * c);
+    const std::int64_t table = padded_vocab() * c;
+    return table + n_layer * block + c + (tied_head ? 0 : table);
   }
   // Training FLOPs per token: 6 per parameter plus attention's scores and weighted sums,
-  // 12 * L * C * T, as GptShape counts them.
+  // 12 * L * C * T, as GptShape counts them (padded rows included).
   double flops_per_token() const {
     return 6.0 * static_cast<double>(parameter_count()) +
            12.0 * static_cast<double>(n_layer * d_model * seq_len);

@@ -88,7 +88,8 @@ std::string gpt2_config_json(const std::string& extra = "") {
 }
 
 // What the masters must hold: strata's tensors in declaration order, each HF tensor under its
-// strata name, Conv1D weights transposed to [out, in], `round` applied to every value.
+// strata name, Conv1D weights transposed to [out, in], `round` applied to every value; wte's
+// rows past the vocabulary's 16 (to 128, models/vocab_padding.h) zero.
 std::vector<float> expected_masters(const std::map<std::string, Tensor>& state,
                                     const std::string& prefix, float (*round)(float)) {
   Gpt gpt(GptShape{kLayers, kHeads, kWidth, 4, kVocab, 1, kPositions});
@@ -100,6 +101,7 @@ std::vector<float> expected_masters(const std::map<std::string, Tensor>& state,
       if (!hf.transposed) {
         for (float value : tensor.values)
           all.push_back(round(value));
+        all.resize(all.size() + static_cast<std::size_t>(spec.numel() - spec.unpadded_numel()));
         continue;
       }
       const std::int64_t rows = spec.shape[0], cols = spec.shape[1];

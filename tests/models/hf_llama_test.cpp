@@ -70,7 +70,8 @@ std::map<std::string, Tensor> llama_state(bool biased, bool tied) {
   return state;
 }
 
-// The masters in the model's declaration order: HF's names are the Llama's own.
+// The masters in the model's declaration order: HF's names are the Llama's own; the tables'
+// rows past the vocabulary's 20 (to 128, models/vocab_padding.h) are zero.
 std::vector<float> expected_masters(const std::map<std::string, Tensor>& state,
                                     const std::filesystem::path& config_json) {
   const engine::Config config =
@@ -82,9 +83,11 @@ std::vector<float> expected_masters(const std::map<std::string, Tensor>& state,
   std::unique_ptr<engine::Model> model = build_model(plan_model(config.strata.model, 1));
   std::vector<float> all;
   for (engine::Module* module : model->modules())
-    for (const engine::ParamSpec& spec : module->parameters())
+    for (const engine::ParamSpec& spec : module->parameters()) {
       for (float value : state.at(spec.name).values)
         all.push_back(value);
+      all.resize(all.size() + static_cast<std::size_t>(spec.numel() - spec.unpadded_numel()));
+    }
   return all;
 }
 

@@ -98,7 +98,8 @@ Outcome run_strata(const std::string& name, const std::string& zero, int steps) 
   return outcome;
 }
 
-// torch's parameters after the AdamW steps, in the model's declaration order and strata's layout.
+// torch's parameters after the AdamW steps, in the model's declaration order and strata's layout:
+// a token table's padded rows (models/vocab_padding.h) zero.
 std::vector<float> reference_masters(const std::string& name, const Outcome& outcome) {
   const ckpt::SafetensorsFile reference =
       ckpt::SafetensorsFile::open(fixture(name) / "reference.safetensors");
@@ -114,6 +115,7 @@ std::vector<float> reference_masters(const std::string& name, const Outcome& out
           tensor_values<float>(reference, "adamw:" + prefix + hf.name);
       if (!hf.transposed) {
         all.insert(all.end(), values.begin(), values.end());
+        all.resize(all.size() + static_cast<std::size_t>(spec.numel() - spec.unpadded_numel()));
         continue;
       }
       const std::int64_t rows = spec.shape[0], cols = spec.shape[1];
@@ -129,6 +131,22 @@ float reference_loss(const std::string& name) {
   const ckpt::SafetensorsFile reference =
       ckpt::SafetensorsFile::open(fixture(name) / "reference.safetensors");
   return tensor_values<float>(reference, "loss").at(0);
+}
+
+// Every fixture's vocabulary (64 to 80 tokens) is padded to 128 rows: after the AdamW steps, with
+// weight decay, the padded rows of embed_tokens / wte and of an untied lm_head are exactly zero.
+void expect_padded_rows_zero(const std::string& name, const Outcome& outcome) {
+  std::size_t at = 0, padded = 0;
+  for (const auto& module : outcome.modules) {
+    for (const engine::ParamSpec& spec : module) {
+      const auto real = static_cast<std::size_t>(spec.unpadded_numel());
+      const auto end = at + static_cast<std::size_t>(spec.numel());
+      for (std::size_t i = at + real; i < end; ++i, ++padded)
+        EXPECT_EQ(outcome.masters.at(i), 0.0f) << name << " " << spec.name << " element " << i - at;
+      at = end;
+    }
+  }
+  EXPECT_GT(padded, 0u) << name;
 }
 
 // Loss within 1e-5 relative; every parameter after the steps within 1e-5 of the largest.
@@ -150,6 +168,7 @@ void expect_matches_torch(const std::string& name, const std::string& zero) {
   }
   EXPECT_LE(worst, 1e-5 * largest) << name << ": element " << worst_at << " is "
                                    << outcome.masters[worst_at] << ", torch's " << theirs[worst_at];
+  expect_padded_rows_zero(name, outcome);
   std::printf(
       "[ measured ] %s: loss %.7f vs torch %.7f; parameters after 5 AdamW steps within "
       "%.2e of max |p| %.3f\n",

@@ -9,8 +9,10 @@
 #include <fmt/format.h>
 
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -64,6 +66,19 @@ std::string read_text(const fs::path& path) {
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+// The shapes a safetensors file's header gives its tensors, by name (the format: an 8-byte
+// little-endian header length, then the JSON header).
+std::map<std::string, std::vector<std::int64_t>> tensor_shapes(const fs::path& file) {
+  const std::string bytes = read_text(file);
+  std::uint64_t length = 0;
+  std::memcpy(&length, bytes.data(), sizeof(length));
+  const nlohmann::json header = nlohmann::json::parse(bytes.substr(8, length));
+  std::map<std::string, std::vector<std::int64_t>> shapes;
+  for (const auto& [name, entry] : header.items())
+    if (name != "__metadata__") shapes[name] = entry.at("shape").get<std::vector<std::int64_t>>();
+  return shapes;
 }
 
 // The weights file transformers' from_pretrained reads in a local folder: model.safetensors
@@ -181,6 +196,9 @@ TEST_F(CkptExportHf, ASingleFileOverAShardedExportLeavesOnlyTheNewWeights) {
   EXPECT_THAT(exported.out, HasSubstr("removed 8 weight file(s) of an earlier export"));
   EXPECT_EQ(files_in(hf_), (std::set<std::string>{"config.json", "model.safetensors"}));
   EXPECT_EQ(transformers_reads(hf_), "model.safetensors");
+  // wte as GPT-2 holds it: the vocabulary's 64 rows, not the 128 strata pads it to.
+  EXPECT_EQ(tensor_shapes(hf_ / "model.safetensors").at("transformer.wte.weight"),
+            (std::vector<std::int64_t>{64, 16}));
   EXPECT_EQ(loss_of_folder(), loss_of_checkpoint("global_step10"));
 }
 
@@ -233,6 +251,7 @@ TEST_F(CkptExportHf, ALlamaExportsWithItsTokenizerFilesAndLoadsBack) {
                   ckpt_.string(), "--out", (dir_.path() / "out").string()});
   ASSERT_EQ(trained.exit_status, 0) << trained.err;
   EXPECT_THAT(trained.out, HasSubstr("llama, "));
+  EXPECT_THAT(trained.out, HasSubstr("vocab 64 (padded to 128), untied head"));
 
   const RunResult exported = export_hf("");
   EXPECT_THAT(exported.out,
@@ -249,6 +268,10 @@ TEST_F(CkptExportHf, ALlamaExportsWithItsTokenizerFilesAndLoadsBack) {
   const nlohmann::json written = nlohmann::json::parse(std::ifstream(hf_ / "config.json"));
   EXPECT_EQ(written["model_type"], "llama");
   EXPECT_EQ(written["num_key_value_heads"], 2);
+  // Both tables as LlamaForCausalLM holds them: vocab_size rows, not the 128 strata pads them to.
+  const auto shapes = tensor_shapes(hf_ / "model.safetensors");
+  EXPECT_EQ(shapes.at("model.embed_tokens.weight"), (std::vector<std::int64_t>{64, 16}));
+  EXPECT_EQ(shapes.at("lm_head.weight"), (std::vector<std::int64_t>{64, 16}));
 
   const fs::path from_hf = dir_.write("from_hf.json", fmt::format(R"({{
   "train_micro_batch_size_per_gpu": 2,

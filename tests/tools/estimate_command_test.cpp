@@ -146,6 +146,33 @@ TEST(EstimateCommand, ModelShapeAndSizesComeFromTheConfig) {
   EXPECT_EQ(z3_nn->at("fits"), false);
 }
 
+// A vocabulary of 200 is held in 256 rows (models/vocab_padding.h): the parameters and the memory
+// are those of the 256 rows the run allocates, and the header says so.
+TEST(EstimateCommand, APaddedVocabularyIsCountedAsAllocatedAndNamed) {
+  TempDir dir;
+  const std::string model = R"({"n_layer": 2, "n_head": 4, "d_model": 64, "seq_len": 32, )";
+  const auto config = [&](int vocab) {
+    return dir.write(fmt::format("vocab{}.json", vocab),
+                     fmt::format(R"({{"train_micro_batch_size_per_gpu": 2,
+                       "zero_optimization": {{"stage": 3}},
+                       "strata": {{"model": {}"vocab": {}}}}}}})",
+                                 model, vocab));
+  };
+  const nlohmann::json padded = estimate_json({"--config", config(200).string(), "--model"});
+  const nlohmann::json aligned = estimate_json({"--config", config(256).string(), "--model"});
+  // 256 x 64 + 32 x 64 + 2 x 49,984 + 128, as for a vocabulary of 256.
+  EXPECT_EQ(padded[0].at("params"), 118'528);
+  ASSERT_EQ(padded.size(), aligned.size());
+  for (std::size_t row = 0; row < padded.size(); ++row)
+    EXPECT_EQ(padded[row].at("per_gpu_bytes"), aligned[row].at("per_gpu_bytes")) << row;
+  const RunResult text = run_strata({"estimate", "--config", config(200).string(), "--model"});
+  EXPECT_EQ(text.exit_status, 0) << text.err;
+  EXPECT_NE(text.out.find("118.53K params, largest layer 49.98K (from the config's strata.model; "
+                          "vocab 200 padded to 256 rows)"),
+            std::string::npos)
+      << text.out;
+}
+
 // Where `strata train` runs on the host backend, estimate judges against the device train gets:
 // the emulated GPU of the configured budget, or of half the RAM when the config sets none.
 TEST(EstimateCommand, OnTheHostBackendTheGpuIsTheBudgetTrainGets) {

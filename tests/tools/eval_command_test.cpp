@@ -177,6 +177,8 @@ TEST(EvalCommand, AFileShorterThanOneWindowIsRefused) {
   EXPECT_THAT(result.err, HasSubstr("fix:"));
 }
 
+// Token 64 is within the 128 rows the model pads its 64-token vocabulary to
+// (models/vocab_padding.h), but the ids are checked against the vocabulary itself.
 TEST(TrainCommand, ATokenPastTheVocabularyIsRefusedNamingFileAndPosition) {
   TempDir dir;
   std::vector<std::uint16_t> tokens(200, 5);

@@ -294,6 +294,18 @@ TEST_F(CheckpointRefusal, AnotherModelNamesTheTensorAndTheFix) {
               AllOf(HasSubstr("manifest.json"), HasSubstr("not in the checkpoint")));
 }
 
+// A vocabulary of 200 tokens pads wte to the 256 rows of the saved one's 256 tokens: the same
+// shape, another model.
+TEST_F(CheckpointRefusal, AnotherVocabularyInTheSamePaddedRowsNamesTheTokenRows) {
+  nlohmann::json other = config_;
+  other["strata"]["model"]["vocab"] = 200;
+  EXPECT_THAT(refusal(other),
+              AllOf(HasSubstr("manifest.json: tensor \"wte\" holds 256 tokens' rows in the "
+                              "checkpoint but 200 in this model"),
+                    HasSubstr("both padded to [256, ")));
+  EXPECT_THAT(fix_, HasSubstr("strata ckpt inspect"));
+}
+
 TEST_F(CheckpointRefusal, AnotherOptimizerNamesBoth) {
   nlohmann::json other = config_;
   other["optimizer"]["type"] = "Adagrad";
