@@ -42,6 +42,11 @@
 #   gpt_1p3b          configs/gpt_1p3b_in_gpu.json, nothing offloaded, 6 steps with the timeline
 #                     of step 2; tokens/s and MFU of steps 3-6 (scripts/torch_peer.py strata)
 #   torch_peer        PyTorch at the same shape in the same run (scripts/torch_peer.py torch)
+#   offload_placements the same GPT in five placements (in GPU memory, optimizer on CPU, parameters
+#                     and optimizer on CPU, optimizer on NVMe, both on NVMe): s/step, tokens/s and
+#                     the compute stream's busy fraction (scripts/offload_placements.py)
+#   fsdp2_peer        PyTorch FSDP2 with CPUOffloadPolicy at the same shape (torch_peer.py fsdp2)
+#   bench_adam        CPU Adam over 1.31B parameters beside its memory bound (the CPU's bound)
 #   zero_stages       configs/demo_no_offload.json at stages 0-3, and at stages 1-3 with the
 #                     optimizer on the CPU (and stage 3 with the parameters there too), 20 steps
 #                     each on the CUDA device and on the host device; losses compared
@@ -304,6 +309,9 @@ plan_checks() {
   add_check sass 30 "sass_check $b/bin/strata_gpu_cuda_tests | tee $logs/sass.txt"
   add_check gpt_1p3b 180 "mkdir -p $logs/gpt_1p3b && cd $logs/gpt_1p3b && $b/bin/strata train --config $big --steps 6 --eval-every 1000 --metrics metrics.jsonl --out . --timeline timeline.png --timeline-step 2 && $peer strata --config $big --metrics metrics.jsonl --skip 2"
   add_check torch_peer 150 "$peer torch --config $big --steps 10 --warmup 3"
+  add_check offload_placements 420 "mkdir -p $logs/placements && python3 $root/scripts/offload_placements.py --config $big --strata $b/bin/strata --swap $logs/placements/swap --out $logs/placements; rm -rf $logs/placements/swap"
+  add_check fsdp2_peer 150 "$peer fsdp2 --config $big --steps 3 --warmup 2"
+  add_check bench_adam 60 "$b/bin/strata bench adam --params 1310M --json > $logs/bench_adam.json; cat $logs/bench_adam.json"
   add_check zero_stages 150 "mkdir -p $logs/zero && cd $logs/zero && failed=0 && for variant in 0:none:none 1:none:none 2:none:none 3:none:none 1:none:cpu 2:none:cpu 3:none:cpu 3:cpu:cpu; do IFS=: read -r stage param optimizer <<<\$variant; name=stage\${stage}_\${param}_\${optimizer}; zero_config $root/configs/demo_no_offload.json \$stage \$param \$optimizer \$PWD/\$name.json && train_pair \$name \$PWD/\$name.json 20 || failed=1; done; exit \$failed"
   add_check demo 240 "mkdir -p $logs/demo && cd $logs && train_pair demo $root/configs/demo.json 300 --timeline timeline.png --timeline-step 2"
   add_check hf_transformers 180 "python3 $root/scripts/hf_transformers_check.py --strata $b/bin/strata --work $logs/hf --device cuda"

@@ -5,12 +5,16 @@
 train it when the model fits: SDPA attention, fp32 weights under bf16 autocast, fused AdamW with
 the config's hyper-parameters, gradient checkpointing (when the config checkpoints activations),
 gradient clipping at the config's norm, random tokens; it times steps after a warm-up and prints
-tokens/s and MFU. `strata` reads a `strata train --metrics` file of the same config and prints the
+tokens/s and MFU. `fsdp2` trains the same model as PyTorch users train one that does not fit:
+FSDP2 (`fully_shard` per block and at the root) with `CPUOffloadPolicy`, so the parameters,
+gradients and AdamW's states live in pinned CPU memory and the optimizer steps on the CPU, with
+bf16 compute and fp32 gradient reduction (`MixedPrecisionPolicy`); one rank. `strata` reads a `strata train --metrics` file of the same config and prints the
 same figures for strata, counted the same way: FLOPs per token are 6 x parameters plus 12 x
 layers x d_model x seq_len for attention (GptShape::flops_per_token, PaLM's count), and MFU is
 against the GPU's dense bf16 peak. scripts/gpu_check.sh runs both on the GPU machine.
 
   scripts/torch_peer.py torch --config configs/gpt_1p3b_in_gpu.json [--steps 10] [--warmup 3]
+  scripts/torch_peer.py fsdp2 --config configs/gpt_1p3b_in_gpu.json [--steps 5] [--warmup 2]
   scripts/torch_peer.py strata --config configs/gpt_1p3b_in_gpu.json --metrics M.jsonl [--skip 2]
   add --peak-tflops X where the GPU is not in the table below; --dry-run prints the shape and
   the FLOP count without torch or a GPU.
@@ -92,24 +96,28 @@ def report(who, s, gpu_name, peak, seconds_per_step):
                       "parameters": parameter_count(s)}))
 
 
-def run_torch(s, args):
+def import_torch():
     try:
         import torch
         from transformers import AutoModelForCausalLM, GPT2Config
     except ImportError as missing:
-        sys.exit(f"torch_peer: {missing}: the torch peer needs torch and transformers (the GPU "
+        sys.exit(f"torch_peer: {missing}: the torch peers need torch and transformers (the GPU "
                  "machine has them; --dry-run needs neither)")
-
     if not torch.cuda.is_available():
-        sys.exit("torch_peer: torch sees no GPU: this peer is PyTorch in GPU memory")
-    device = torch.device("cuda")
+        sys.exit("torch_peer: torch sees no GPU: the torch peers train on one")
+    return torch, AutoModelForCausalLM, GPT2Config
+
+
+def build_model(s, args, torch, AutoModelForCausalLM, GPT2Config):
+    """GPT2LMHeadModel at the config's shape, fp32 weights on the CPU, checked against strata's
+    parameter count."""
     torch.manual_seed(args.seed)
     # No dropout: strata's GPT has none, and it changes the work per step.
     config = GPT2Config(vocab_size=s["vocab"], n_positions=s["seq_len"], n_embd=s["d_model"],
                         n_layer=s["n_layer"], n_head=s["n_head"], resid_pdrop=0.0,
                         embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False)
     model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa",
-                                             torch_dtype=torch.float32).to(device)
+                                             torch_dtype=torch.float32)
     counted = sum(p.numel() for p in model.parameters())
     if counted != parameter_count(s):
         sys.exit(f"torch_peer: {type(model).__name__} has {counted} parameters, strata's "
@@ -117,15 +125,17 @@ def run_torch(s, args):
     if s["checkpointing"]:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=s["lr"], betas=s["betas"],
-                                  eps=s["eps"], weight_decay=s["weight_decay"], fused=True)
-    dtype = torch.bfloat16 if s["bf16"] else torch.float32
+    return model
+
+
+def time_steps(s, args, torch, model, optimizer, device, autocast):
+    """Seconds per step after the warm-up, and the last loss."""
     batch = (s["micro_batch"], s["seq_len"])
 
     def step():
         for _ in range(s["accumulation"]):
             tokens = torch.randint(0, s["vocab"], batch, device=device)
-            with torch.autocast("cuda", dtype=dtype, enabled=s["bf16"]):
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
                 loss = model(input_ids=tokens, labels=tokens).loss
             (loss / s["accumulation"]).backward()
         if s["clip"] > 0:
@@ -141,12 +151,50 @@ def run_torch(s, args):
     for _ in range(args.steps):
         loss = step()
     torch.cuda.synchronize()
-    seconds = (time.perf_counter() - start) / args.steps
+    return (time.perf_counter() - start) / args.steps, loss
+
+
+def run_torch(s, args):
+    torch, AutoModelForCausalLM, GPT2Config = import_torch()
+    device = torch.device("cuda")
+    model = build_model(s, args, torch, AutoModelForCausalLM, GPT2Config).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=s["lr"], betas=s["betas"],
+                                  eps=s["eps"], weight_decay=s["weight_decay"], fused=True)
+    seconds, loss = time_steps(s, args, torch, model, optimizer, device, s["bf16"])
     name = torch.cuda.get_device_name(device)
     print(f"torch {torch.__version__}, {type(model).__name__}, attention "
           f"{model.config._attn_implementation}, loss {loss.item():.4f}, peak memory "
           f"{torch.cuda.max_memory_allocated(device) / 2**30:.1f} GiB")
     report("pytorch", s, name, peak_tflops(name, args.peak_tflops), seconds)
+
+
+def run_fsdp2(s, args):
+    torch, AutoModelForCausalLM, GPT2Config = import_torch()
+    import os
+    import torch.distributed as dist
+    from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
+
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29517")
+    dist.init_process_group("nccl", rank=0, world_size=1)
+    device = torch.device("cuda", 0)
+    torch.cuda.set_device(device)
+    model = build_model(s, args, torch, AutoModelForCausalLM, GPT2Config)
+    precision = MixedPrecisionPolicy(
+        param_dtype=torch.bfloat16 if s["bf16"] else torch.float32, reduce_dtype=torch.float32)
+    for block in model.transformer.h:
+        fully_shard(block, offload_policy=CPUOffloadPolicy(), mp_policy=precision)
+    fully_shard(model, offload_policy=CPUOffloadPolicy(), mp_policy=precision)
+    # The parameters (and so AdamW's states) are in pinned CPU memory: the step runs on the CPU.
+    optimizer = torch.optim.AdamW(model.parameters(), lr=s["lr"], betas=s["betas"],
+                                  eps=s["eps"], weight_decay=s["weight_decay"])
+    seconds, loss = time_steps(s, args, torch, model, optimizer, device, False)
+    name = torch.cuda.get_device_name(device)
+    print(f"torch {torch.__version__}, FSDP2 with CPUOffloadPolicy, {type(model).__name__}, "
+          f"loss {loss.item():.4f}, peak GPU memory "
+          f"{torch.cuda.max_memory_allocated(device) / 2**30:.1f} GiB")
+    report("pytorch-fsdp2-cpu-offload", s, name, peak_tflops(name, args.peak_tflops), seconds)
+    dist.destroy_process_group()
 
 
 def run_strata(s, args):
@@ -167,10 +215,11 @@ def run_strata(s, args):
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("system", choices=["torch", "strata"])
+    parser.add_argument("system", choices=["torch", "fsdp2", "strata"])
     parser.add_argument("--config", required=True, help="a strata GPT config (configs/*.json)")
-    parser.add_argument("--steps", type=int, default=10, help="torch: steps timed")
-    parser.add_argument("--warmup", type=int, default=3, help="torch: steps before the timing")
+    parser.add_argument("--steps", type=int, default=10, help="torch, fsdp2: steps timed")
+    parser.add_argument("--warmup", type=int, default=3,
+                        help="torch, fsdp2: steps before the timing")
     parser.add_argument("--seed", type=int, default=1234)
     parser.add_argument("--metrics", help="strata: the strata train --metrics file")
     parser.add_argument("--skip", type=int, default=2, help="strata: warm-up steps left out")
@@ -194,7 +243,7 @@ def main(argv):
                           "flops_per_token": flops_per_token(s),
                           "tokens_per_step": tokens_per_step(s)}))
         return
-    (run_torch if args.system == "torch" else run_strata)(s, args)
+    {"torch": run_torch, "fsdp2": run_fsdp2, "strata": run_strata}[args.system](s, args)
 
 
 if __name__ == "__main__":

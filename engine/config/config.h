@@ -257,7 +257,9 @@ struct StrataConfig {
   // host backend this is the emulated GPU's size. 0 = all of the device's free memory.
   std::int64_t device_memory_budget = 0;
   // Let a sub-group's optimizer step start as soon as its gradients are final, while backward
-  // still runs on earlier layers.
+  // still runs on earlier layers. Left out, it is on exactly when the optimizer is offloaded and
+  // the gradients cannot change the step (gradients_can_change_the_step): then the result has
+  // the same bits either way, and nothing is kept to undo.
   bool overlap_optimizer = false;
   std::string job_name = "strata";  // names the swap directory <nvme_path>/strata-<job_name>/
   // pin_memory that cannot be had (more than this process may lock) refuses the run instead of
@@ -374,6 +376,21 @@ LoadedConfig load_config_file(const std::filesystem::path& path, int world_size 
 // The resolved config as DeepSpeed JSON with every default filled in; parse_config reads it back
 // to the same Config.
 nlohmann::json to_json(const Config& config);
+
+// Whether an inf or NaN gradient skips the step: fp16 always (DeepSpeed's overflow check); bf16
+// when bf16.check_grad_overflow (DeepSpeed's key, default true); fp32 (neither enabled) always.
+// The last differs from DeepSpeed, which checks no overflow for fp32 and would write inf/NaN into
+// the master weights: strata already has the verdict from the norm scan at no cost, and a
+// skipped step is recoverable where NaN weights are not. With bf16.check_grad_overflow false
+// the step runs with the non-finite gradients, unclipped, as DeepSpeed's does.
+bool checks_overflow(const Fp16Config& fp16, const Bf16Config& bf16);
+
+// Whether the gradients can change how a step runs: not when nothing clips (max_norm <= 0) and
+// nothing checks for overflow (bf16 with check_grad_overflow false). Then every step's
+// multiplier is 1 / loss_scale (a constant) and none is skipped, so the step is known before
+// backward: strata.overlap_optimizer steps every sub-group during backward, keeping none to undo,
+// and is on by default with the optimizer offloaded.
+bool gradients_can_change_the_step(double max_norm, const Fp16Config& fp16, const Bf16Config& bf16);
 
 // Names as they are written in JSON ("nvme", "AdamW", "WarmupLR", "linear").
 const char* to_string(OffloadDevice device);

@@ -14,6 +14,27 @@ namespace strata::engine {
 namespace {
 
 // `seed` holds what an earlier reading found (an Accelerate config's warnings and notes).
+// With the optimizer offloaded and a step the gradients cannot change (no clipping, no overflow
+// check), stepping each sub-group beside backward as soon as its gradients are final gives the
+// bits of the step after backward, with nothing kept to undo: then overlap_optimizer is on unless
+// the file says otherwise, and `strata config check` says so.
+void default_overlap_optimizer(const nlohmann::json& root, Config& config,
+                               detail::Diagnostics& diagnostics) {
+  const bool written = root.contains("strata") && root.at("strata").is_object() &&
+                       root.at("strata").contains("overlap_optimizer");
+  const OffloadDevice device = config.zero.offload_optimizer.device;
+  if (written || device == OffloadDevice::none ||
+      gradients_can_change_the_step(config.gradient_clipping, config.fp16, config.bf16))
+    return;
+  config.strata.overlap_optimizer = true;
+  diagnostics.notes.push_back(fmt::format(
+      "strata.overlap_optimizer is on: with offload_optimizer on {} and a step the gradients "
+      "cannot change (gradient_clipping 0, no overflow check), each sub-group is stepped beside "
+      "backward as soon as its gradients are final, with the same result; set \"strata\": "
+      "{{\"overlap_optimizer\": false}} to step after backward",
+      to_string(device)));
+}
+
 LoadedConfig parse(const nlohmann::json& root, int world_size, const std::string& source,
                    const ConfigOverrides& overrides, detail::Diagnostics seed) {
   STRATA_ASSERT(world_size >= 1);
@@ -45,6 +66,7 @@ LoadedConfig parse(const nlohmann::json& root, int world_size, const std::string
   detail::read_activation_checkpointing(top, config.activation_checkpointing);
   detail::read_checkpoint(top, config.checkpoint);
   detail::read_ignored_deepspeed_keys(top);
+  default_overlap_optimizer(root, config, diagnostics);
   top.finish(/*as_warnings=*/true);
   if (!diagnostics.errors.empty()) throw ConfigError(source, std::move(diagnostics.errors));
   loaded.warnings = std::move(diagnostics.warnings);

@@ -114,3 +114,18 @@ void read_precision(JsonReader& top, const ConfigOverrides& overrides, Fp16Confi
 }
 
 }  // namespace strata::engine::detail
+
+namespace strata::engine {
+
+bool checks_overflow(const Fp16Config& fp16, const Bf16Config& bf16) {
+  if (fp16.enabled) return true;
+  if (bf16.enabled) return bf16.check_grad_overflow;
+  return true;
+}
+
+bool gradients_can_change_the_step(double max_norm, const Fp16Config& fp16,
+                                   const Bf16Config& bf16) {
+  return max_norm > 0 || checks_overflow(fp16, bf16);
+}
+
+}  // namespace strata::engine

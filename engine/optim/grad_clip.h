@@ -60,18 +60,9 @@ struct GradStepPlan {
 // loss_scale must be positive and finite (LossScaler guarantees it).
 GradStepPlan plan_grad_step(double global_sum_squares, double loss_scale, double max_norm);
 
-// Whether an inf or NaN gradient skips the step: fp16 always (DeepSpeed's overflow check); bf16
-// when bf16.check_grad_overflow (DeepSpeed's key, default true); fp32 (neither enabled) always.
-// The last differs from DeepSpeed, which checks no overflow for fp32 and would write inf/NaN into
-// the master weights: strata already has the verdict from the norm scan at no cost, and a
-// skipped step is recoverable where NaN weights are not. With bf16.check_grad_overflow false
-// the step runs with the non-finite gradients, unclipped, as DeepSpeed's does.
-bool checks_overflow(const Fp16Config& fp16, const Bf16Config& bf16);
-
-// Whether the gradients can change how a step runs: not when nothing clips (max_norm <= 0) and
-// nothing checks for overflow (bf16 with check_grad_overflow false). Then every step's
-// multiplier is 1 / loss_scale (a constant) and none is skipped, so the step is known before
-// backward: strata.overlap_optimizer steps every sub-group during backward, keeping none to undo.
-bool gradients_can_change_the_step(double max_norm, const Fp16Config& fp16, const Bf16Config& bf16);
+// The step's rules that a config decides alone (engine/config/config.h): whether an inf or NaN
+// gradient skips the step, and whether the gradients can change how a step runs at all.
+using engine::checks_overflow;
+using engine::gradients_can_change_the_step;
 
 }  // namespace strata::engine::optim

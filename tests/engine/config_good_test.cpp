@@ -1,7 +1,10 @@
 // Realistic configs (Hugging Face templates, DeepSpeed tutorials, accelerate output, strata's own)
 // load with the values their authors meant.
 #include <gmock/gmock.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include <string_view>
 
 #include "tests/engine/config_test_util.h"
 
@@ -12,6 +15,7 @@ using ::testing::AllOf;
 using ::testing::Contains;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 using testing::load_good;
 
 TEST(ConfigGood, HuggingFaceZero2TemplateResolvesAuto) {
@@ -242,6 +246,39 @@ TEST(ConfigGood, StrataSection) {
   EXPECT_EQ(c.zero.sub_group_size, 4'000'000);
   EXPECT_EQ(c.zero.offload_param.buffer_count, 6);
   EXPECT_EQ(c.aio.intra_op_parallelism, 2);
+}
+
+// With the optimizer offloaded and nothing in the gradients able to change the step, stepping
+// beside backward is exact, so it is the default, and said; a file's own choice stands, and a
+// clipped (or overflow-checked) step keeps it off.
+TEST(ConfigGood, OverlapOptimizerIsOnByDefaultWhereItIsExact) {
+  const auto load = [](std::string_view extra) {
+    return parse_config_text(
+        fmt::format(R"({{"train_micro_batch_size_per_gpu": 1, "gradient_clipping": 0,
+                       "bf16": {{"enabled": true, "check_grad_overflow": false}},
+                       "zero_optimization": {{"stage": 2, "offload_optimizer": {{"device": "cpu"}}}}
+                       {}}})",
+                    extra),
+        "config", 1);
+  };
+  const LoadedConfig exact = load("");
+  EXPECT_TRUE(exact.config.strata.overlap_optimizer);
+  EXPECT_THAT(exact.notes, Contains(HasSubstr("strata.overlap_optimizer is on: with "
+                                              "offload_optimizer on cpu and a step the gradients "
+                                              "cannot change")));
+  const LoadedConfig declined = load(R"(, "strata": {"overlap_optimizer": false})");
+  EXPECT_FALSE(declined.config.strata.overlap_optimizer);
+  EXPECT_THAT(declined.notes, Not(Contains(HasSubstr("overlap_optimizer"))));
+  const LoadedConfig clipped = parse_config_text(
+      R"({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true},
+          "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}})",
+      "config", 1);
+  EXPECT_FALSE(clipped.config.strata.overlap_optimizer);
+  const LoadedConfig on_device = parse_config_text(
+      R"({"train_micro_batch_size_per_gpu": 1, "gradient_clipping": 0,
+          "bf16": {"enabled": true, "check_grad_overflow": false}})",
+      "config", 1);
+  EXPECT_FALSE(on_device.config.strata.overlap_optimizer);
 }
 
 TEST(ConfigGood, CheckpointSections) {

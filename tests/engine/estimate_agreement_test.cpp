@@ -384,19 +384,21 @@ class LlamaConfigJson {
 // The host does not wait for the device to allocate. Device memory released in stream
 // order is reused by the next module of its size at once, or fresh memory is taken beside it;
 // only where the budget (here exactly the estimate) has no room beside the released buffers does
-// an allocation wait: at most twice a step for 2 blocks as for 6, and the peak in stream order is
-// still the estimate to the byte.
+// an allocation wait, and the peak in stream order is still the estimate to the byte. A module's
+// gradient buffer goes back on the copy stream once its shard has been copied down (the compute
+// stream never waits for that copy), so a wait may come once per block, not once per module and
+// pass (24 at 6 blocks).
 TEST(EstimateAgreement, AStepWaitsForTheDeviceAFewTimesWhateverItsDepth) {
   SwapDirectory swap;
-  std::vector<std::int64_t> waits;
+  const std::int64_t blocks[] = {2, 6};  // everything_on_nvme_at_two_depths's
+  std::size_t i = 0;
   for (const DepthRun& depth : everything_on_nvme_at_two_depths(swap)) {
     EXPECT_EQ(depth.run.use.device_peak_bytes, depth.row.per_gpu_bytes) << describe(depth.row);
-    waits.push_back(depth.run.last.allocation_waits);
+    // Whether a wait happens depends on how far the device is behind the host at that moment, so
+    // the count is a bound.
+    EXPECT_LE(depth.run.last.allocation_waits, blocks[i] + 2) << blocks[i] << " blocks";
+    ++i;
   }
-  // Whether a wait happens depends on how far the device is behind the host at that moment, so
-  // the count is a bound, the same for both depths: one per module and pass would be 24.
-  for (const std::int64_t count : waits)
-    EXPECT_LE(count, 2);
 }
 
 // At a budget with room for the step's arena (the estimate's step peak plus one largest
