@@ -1,7 +1,7 @@
 // Realistic configs (Hugging Face templates, DeepSpeed tutorials, accelerate output, strata's own)
 // load with the values their authors meant.
-#include <gmock/gmock.h>
 #include <fmt/format.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <string_view>
@@ -15,8 +15,8 @@ using ::testing::AllOf;
 using ::testing::Contains;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
-using ::testing::Not;
 using testing::load_good;
+using ::testing::Not;
 
 TEST(ConfigGood, HuggingFaceZero2TemplateResolvesAuto) {
   LoadedConfig loaded = load_good("hf_zero2_auto.json");
