@@ -14,15 +14,15 @@ namespace {
 // Rows from the top: what the host enqueues, then the device's streams, then the CPU and the
 // disk; lanes without spans are left out. Lanes not listed (a stream of another name) come
 // after, in order of appearance.
-constexpr std::array<std::string_view, 7> kLaneOrder = {
-    "host", "compute", "h2d", "d2h", "optimizer", "nvme read", "nvme write"};
+constexpr std::array<std::string_view, 8> kLaneOrder = {
+    "host", "compute", "h2d", "d2h", "gradients", "optimizer", "nvme read", "nvme write"};
 
 // The kinds a span is drawn as, by the first word of its label or by its lane.
 struct Kind {
   std::string_view name;
   std::string_view colour;
 };
-constexpr std::array<Kind, 10> kKinds = {{{"forward", "#4a4a4a"},
+constexpr std::array<Kind, 11> kKinds = {{{"forward", "#4a4a4a"},
                                           {"backward", "#8c8c8c"},
                                           {"step", "#17becf"},
                                           {"kernel", "#1f77b4"},
@@ -30,6 +30,7 @@ constexpr std::array<Kind, 10> kKinds = {{{"forward", "#4a4a4a"},
                                           {"fill", "#bcbd22"},
                                           {"wait", "#c7c7c7"},
                                           {"optimizer", "#9467bd"},
+                                          {"gradients", "#e377c2"},
                                           {"read", "#2ca02c"},
                                           {"write", "#d62728"}}};
 
@@ -46,6 +47,8 @@ int kind_of(const base::Timeline::Span& span) {
     return index("step");
   }
   if (span.lane == "optimizer") return index("optimizer");
+  // The gradient reducer's CPU queue: adds, scans and swaps of landed gradients.
+  if (span.lane == "gradients") return index("gradients");
   if (span.lane == "nvme read") return index("read");
   if (span.lane == "nvme write") return index("write");
   const std::string_view label = span.label;

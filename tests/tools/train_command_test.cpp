@@ -212,7 +212,9 @@ TEST(TrainCommand, TimelineRecordsEveryLaneOfAnOffloadedStep) {
     ++spans;
   }
   EXPECT_GT(spans, 100);
-  for (const char* lane : {"host", "compute", "h2d", "optimizer", "nvme read", "nvme write"})
+  // "gradients": the reducer's CPU queue landing the gradients, beside the compute stream.
+  for (const char* lane :
+       {"host", "compute", "h2d", "d2h", "gradients", "optimizer", "nvme read", "nvme write"})
     EXPECT_TRUE(lanes.contains(lane)) << lane;
   EXPECT_TRUE(forward_task);
   EXPECT_TRUE(backward_task);
