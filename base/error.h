@@ -1,5 +1,6 @@
 #pragma once
 
+#include <exception>
 #include <stdexcept>
 #include <string>
 
@@ -30,6 +31,17 @@ inline std::string fix_of(const std::exception& error,
                           const std::string& otherwise = "check the disk and the system log") {
   const auto* user = dynamic_cast<const UserError*>(&error);
   return user != nullptr ? user->fix() : otherwise;
+}
+
+// What a captured exception says, for a log line: its what(), or that it is of no std type.
+inline std::string describe(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& exception) {
+    return exception.what();
+  } catch (...) {
+    return "an exception of unknown type";
+  }
 }
 
 }  // namespace strata

@@ -5,22 +5,10 @@
 #include <utility>
 
 #include "base/assert.h"
+#include "base/error.h"
 #include "base/log.h"
 
 namespace strata::engine::zero {
-namespace {
-
-std::string describe(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& exception) {
-    return exception.what();
-  } catch (...) {
-    return "an exception of unknown type";
-  }
-}
-
-}  // namespace
 
 CpuQueue::CpuQueue(std::string name, std::int64_t capacity)
     : name_(std::move(name)), ring_(static_cast<std::size_t>(capacity)) {
@@ -32,7 +20,8 @@ CpuQueue::~CpuQueue() {
   thread_.request_stop();
   thread_.join();
   if (failure_) {
-    base::logger("engine").debug("{}: a failed job nobody drained: {}", name_, describe(failure_));
+    base::logger("engine").debug("{}: a failed job nobody drained: {}", name_,
+                                 strata::describe(failure_));
   }
 }
 

@@ -4,21 +4,12 @@
 #include <utility>
 
 #include "base/assert.h"
+#include "base/error.h"
 #include "base/log.h"
 #include "gpu/cuda/cuda_check.h"
 
 namespace strata::gpu::cuda {
 namespace {
-
-std::string describe(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& exception) {
-    return exception.what();
-  } catch (...) {
-    return "an exception of unknown type";
-  }
-}
 
 // One launched host task, on the heap from launch() until the CUDA driver has run it.
 struct TaskRecord {
@@ -72,7 +63,7 @@ CudaStream::~CudaStream() {
   std::exception_ptr error = drain();
   if (error) {
     base::logger("gpu").error("stream={} destroyed with an error nobody synchronized: {}", name_,
-                              describe(error));
+                              strata::describe(error));
   }
   cudaError_t status = cudaStreamDestroy(stream_);
   if (status != cudaSuccess) {

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "base/assert.h"
+#include "base/error.h"
 #include "base/log.h"
 #include "base/timeline.h"
 
@@ -16,16 +17,6 @@ namespace {
 void name_this_thread(const std::string& stream_name) {
   std::string thread_name = ("strata-" + stream_name).substr(0, 15);
   pthread_setname_np(pthread_self(), thread_name.c_str());
-}
-
-std::string describe(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& exception) {
-    return exception.what();
-  } catch (...) {
-    return "an exception of unknown type";
-  }
 }
 
 }  // namespace
@@ -48,7 +39,7 @@ HostStream::~HostStream() {
   STRATA_ASSERT(queued_ == 0);
   if (error_) {
     base::logger("gpu").error("stream={} destroyed with an error nobody synchronized: {}", name_,
-                              describe(error_));
+                              strata::describe(error_));
   }
 }
 
