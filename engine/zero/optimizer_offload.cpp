@@ -134,9 +134,9 @@ OptimizerOffload::OptimizerOffload(gpu::Device& device, const Optimizer& optimiz
     std::int64_t total = 0;
     for (std::int64_t bytes : extents)
       total += bytes;
-    cpu_shelf_ =
-        pool_->reserve(1, std::max<std::int64_t>(total, kBlock),
-                       memory::PinnedPoolOptions{false, "optimizer states in CPU memory", true});
+    cpu_shelf_ = pool_->reserve(
+        1, std::max<std::int64_t>(total, kBlock),
+        memory::PinnedPoolOptions{options_.pin_memory, "optimizer states in CPU memory", true});
   } else {
     shelf_ =
         pool_->reserve(options_.buffer_count, std::max<std::int64_t>(largest, kBlock),

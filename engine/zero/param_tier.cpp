@@ -39,7 +39,8 @@ ParamTier::ParamTier(gpu::Device& device, const FlatLayout& layout, ParamTierOpt
     book_ = own_book_.get();
   }
   user_ = book_->add_user("parameter shards");
-  const memory::PinnedPoolOptions host_shelf{false, "parameter shards in CPU memory", true};
+  const memory::PinnedPoolOptions host_shelf{options_.pin_memory, "parameter shards in CPU memory",
+                                             true};
   if (options_.device == OffloadDevice::cpu) {
     for (int m = 0; m < layout.module_count(); ++m)
       cpu_offset_[static_cast<std::size_t>(m)] = layout.module(m).partition_offset;

@@ -144,18 +144,18 @@ TEST(EstimateRows, Stage3EverythingOnNvmeByHand) {
   // [master | exp_avg | exp_avg_sq] extent, 3 x 8,257,536 bytes.
   EXPECT_EQ(term_bytes(row, "param_swap_buffers"), 5 * 503'808);
   EXPECT_EQ(term_bytes(row, "optimizer_swap_buffers"), 4 * 3 * 4 * kPart);
-  // The gradients are in their swap file: CPU memory holds three shards (two sums, one written
-  // behind the other, and the staging) and one sub-group of them.
+  // The gradients are in their swap file: CPU memory holds five shards (two sums, one written
+  // behind the other, and the staging ring of three) and one sub-group of them.
   EXPECT_EQ(find_term(row, "gradient_partition_fp32"), nullptr);
   EXPECT_EQ(term_bytes(row, "gradient_accumulation_fp32"), 2 * 4 * 251'904);
-  EXPECT_EQ(term_bytes(row, "gradient_staging_fp32"), 4 * 251'904);
+  EXPECT_EQ(term_bytes(row, "gradient_staging_fp32"), 3 * 4 * 251'904);
   EXPECT_EQ(term_bytes(row, "gradient_read_fp32"), 4 * kPart);
   const std::int64_t per_rank_cpu =
-      2 * kPart + 5 * 503'808 + 4 * 3 * 4 * kPart + 3 * 4 * 251'904 + 4 * kPart + 8192;
+      2 * kPart + 5 * 503'808 + 4 * 3 * 4 * kPart + 5 * 4 * 251'904 + 4 * kPart + 8192;
   EXPECT_EQ(row.per_node_cpu_bytes, 4 * per_rank_cpu);
   // pin_memory defaults to true, as DeepSpeed's: both pools and the gradient buffer are
   // page-locked, beside the step's two pages.
-  EXPECT_EQ(row.pinned_bytes_per_rank, 5 * 503'808 + 4 * 3 * 4 * kPart + 3 * 4 * 251'904 + 8192);
+  EXPECT_EQ(row.pinned_bytes_per_rank, 5 * 503'808 + 4 * 3 * 4 * kPart + 5 * 4 * 251'904 + 8192);
   // Turned off, only those two pages are; the sizes do not change.
   inputs.param_pin_memory = false;
   inputs.optimizer_pin_memory = false;
@@ -202,10 +202,27 @@ TEST(EstimateRows, Stage2OptimizerOnCpuByHand) {
   EXPECT_EQ(term_bytes(row, "param_shards"), 2 * kPart);
   EXPECT_EQ(find_term(row, "gradient_partition_fp32")->tier, Tier::cpu);
   // CPU: the two staging slots of the 16-bit parameters the optimizer writes (one uploading while
-  // the next is made), gradients, their staging, states, pinned pages.
+  // the next is made), gradients, their staging ring of three shards, states, pinned pages.
   EXPECT_EQ(row.per_node_cpu_bytes,
-            4 * (2 * 2 * kPart + 4 * kPart + 4 * 251'904 + 12 * kPart + 8192));
-  EXPECT_EQ(row.pinned_bytes_per_rank, 4 * kPart + 4 * 251'904 + 8192);
+            4 * (2 * 2 * kPart + 4 * kPart + 3 * 4 * 251'904 + 12 * kPart + 8192));
+  // offload_optimizer.pin_memory page-locks the gradients, their staging and the states, as
+  // DeepSpeed pins its CPU fp32 partitions; the parameters' staging is not.
+  EXPECT_EQ(row.pinned_bytes_per_rank, 4 * kPart + 3 * 4 * 251'904 + 12 * kPart + 8192);
+}
+
+// The memory the tiers keep in CPU is page-locked as its own section's pin_memory says: the
+// parameters' shards by offload_param's, the optimizer's states by offload_optimizer's.
+TEST(EstimateRows, CpuTiersArePinnedAsTheirSectionsSay) {
+  EstimateInputs inputs = small_inputs();
+  EstimateRow row = estimate_row(inputs, 3, cpu, cpu);
+  EXPECT_TRUE(find_term(row, "param_host_partition")->pinned);
+  EXPECT_TRUE(find_term(row, "optimizer_states_fp32")->pinned);
+  inputs.param_pin_memory = false;
+  row = estimate_row(inputs, 3, cpu, cpu);
+  EXPECT_FALSE(find_term(row, "param_host_partition")->pinned);
+  EXPECT_TRUE(find_term(row, "optimizer_states_fp32")->pinned);
+  inputs.optimizer_pin_memory = false;
+  EXPECT_EQ(estimate_row(inputs, 3, cpu, cpu).pinned_bytes_per_rank, 8192);
 }
 
 // n_layer 1, d 64, vocab 256, seq 32 on 2 ranks, as engine/zero's FlatLayout cuts it:

@@ -123,6 +123,29 @@ TEST(OffloadMemory, OneArenaAndOneBookServeTheTierTheOptimizerAndTheReducer) {
   EXPECT_TRUE(same_memory(stores[0]->registered(), pool->pinned_arena()));
 }
 
+// With both tiers in CPU memory, their shelves are page-locked as their own sections' pin_memory
+// says (the parameters' off here, the optimizer's and the gradients' on by default), and no store
+// is made.
+TEST(OffloadMemory, CpuTiersArePinnedAsTheirSectionsSay) {
+  const TrainedEngine run(offload_config(R"("offload_param": {"device": "cpu", "pin_memory": false},
+      "offload_optimizer": {"device": "cpu"})"));
+  EXPECT_TRUE(std::isfinite(run.loss));
+  const memory::PinnedPool* pool = run.engine.host_pool();
+  ASSERT_NE(pool, nullptr);
+  EXPECT_EQ(shelf_names(*pool), (std::vector<std::string>{"parameter shards in CPU memory",
+                                                          "optimizer states in CPU memory",
+                                                          "gradient partition in CPU memory"}));
+  EXPECT_FALSE(pool->pinned(0));
+  // pin_memory's default, within this test's lock limit.
+  EXPECT_TRUE(pool->pinned(1));
+  EXPECT_TRUE(pool->pinned(2));
+  EXPECT_EQ(pool->swap_buffer_bytes(), 0);
+  EXPECT_TRUE(run.engine.swap_stores().empty());
+  const std::map<std::string, int> partitions = partitions_by_user(run.engine.residency());
+  EXPECT_EQ(partitions.at("parameter shards"), run.engine.layout().module_count());
+  EXPECT_EQ(partitions.at("gradients"), 1);
+}
+
 // Parameters under another nvme_path than the optimizer's get a second store there, not a second
 // pool: its rings register the tier's read buffers inside the one pool's page-locked arena.
 TEST(OffloadMemory, ASecondNvmePathRegistersTheOnePoolsMemory) {
