@@ -28,16 +28,10 @@ ParamTier::ParamTier(gpu::Device& device, const FlatLayout& layout, ParamTierOpt
     device_partition_ = device.allocate(bytes, "parameter shards");
     return;
   }
-  if (options_.pool != nullptr) {
-    STRATA_ASSERT(options_.book != nullptr);
-    pool_ = options_.pool;
-    book_ = options_.book;
-  } else {
-    own_pool_ = std::make_unique<memory::PinnedPool>(device);
-    own_book_ = std::make_unique<memory::Residency>();
-    pool_ = own_pool_.get();
-    book_ = own_book_.get();
-  }
+  STRATA_ASSERT(options_.pool != nullptr && !options_.pool->is_open());
+  STRATA_ASSERT(options_.book != nullptr);
+  pool_ = options_.pool;
+  book_ = options_.book;
   user_ = book_->add_user("parameter shards");
   const memory::PinnedPoolOptions host_shelf{options_.pin_memory, "parameter shards in CPU memory",
                                              true};
@@ -48,12 +42,6 @@ ParamTier::ParamTier(gpu::Device& device, const FlatLayout& layout, ParamTierOpt
     host_shelf_ = pool_->reserve(1, host_bytes_, host_shelf);
   } else {
     reserve_nvme(host_shelf);
-  }
-  if (own_pool_) {
-    own_pool_->open();
-    // A store of its own registers the tier's own pool (the engine's store registers the engine's).
-    if (own_store_) own_store_->open(own_pool_->pinned_arena());
-    open();
   }
 }
 
@@ -92,16 +80,8 @@ void ParamTier::reserve_nvme(const memory::PinnedPoolOptions& host_shelf) {
         fmt::format("set offload_param.buffer_size to at least {}", largest / element_bytes()), 2);
   shelf_ = pool_->reserve(options_.buffer_count, largest,
                           memory::PinnedPoolOptions{options_.pin_memory, "parameter swap buffers"});
-  if (options_.store != nullptr) {
-    store_ = options_.store;
-  } else {
-    // Only a tier with a pool of its own opens a store of its own (tests).
-    STRATA_ASSERT(own_pool_ != nullptr);
-    memory::NvmeStoreOptions store_options = options_.nvme;
-    store_options.store_name = "params";
-    own_store_ = std::make_unique<memory::NvmeStore>(std::move(store_options));
-    store_ = own_store_.get();
-  }
+  STRATA_ASSERT(options_.store != nullptr && !options_.store->is_open());
+  store_ = options_.store;
   first_extent_ = store_->reserve(extents);
   extent_count_ = static_cast<int>(extents.size());
   for (int m = 0; m < layout_.module_count(); ++m) {
@@ -481,9 +461,7 @@ std::int64_t ParamTier::nvme_write_bytes() const {
 
 std::int64_t ParamTier::unpinned_host_bytes() const {
   const std::lock_guard lock(mutex_);
-  std::int64_t bytes = staging_[0].size_bytes() + staging_[1].size_bytes();
-  if (own_pool_) bytes += own_pool_->unpinned_bytes();
-  return bytes;
+  return staging_[0].size_bytes() + staging_[1].size_bytes();
 }
 
 }  // namespace strata::engine::zero

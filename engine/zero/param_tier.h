@@ -35,17 +35,16 @@ struct ParamTierOptions {
   std::int64_t buffer_count = 5;
   std::int64_t buffer_size = 100'000'000;
   bool pin_memory = false;
-  memory::NvmeStoreOptions nvme;  // nvme: where, and the aio settings
+  memory::NvmeStoreOptions nvme;  // nvme: where, and the aio settings (the engine's store's)
   // nvme: the store, not yet open, in which the tier reserves its extents (the engine's: the
   // rank's one store, or a second one under offload_param.nvme_path when that is another
-  // directory); null: the tier opens a store of its own with `nvme` (tests).
+  // directory).
   memory::NvmeStore* store = nullptr;
   // cpu, nvme: the rank's pool, not yet open, in which the tier reserves its shelves (the shards
   // it keeps in CPU memory, and with nvme offload_param.buffer_count read buffers); the engine
-  // then opens it and calls open(). Null: the tier makes and opens a pool of its own, and a book
-  // of its own below (tests).
+  // then opens it and calls open().
   memory::PinnedPool* pool = nullptr;
-  // The rank's residency book, in which the tier registers its shards (with `pool`).
+  // cpu, nvme: the rank's residency book, in which the tier registers its shards.
   memory::Residency* book = nullptr;
 };
 
@@ -78,13 +77,12 @@ struct ParamTierOptions {
 class ParamTier final : public ParamSink {
  public:
   // An empty tier: every range is written through values() + commit() before the first fetch.
-  // Throws the store's and pool's UserErrors (nvme_path, free space, RLIMIT_MEMLOCK), and one
-  // naming offload_param.buffer_size when a module's shard does not fit one buffer.
+  // Throws the pool's UserError for a shelf it refuses, and one naming offload_param.buffer_size
+  // when a module's shard does not fit one buffer.
   ParamTier(gpu::Device& device, const FlatLayout& layout, ParamTierOptions options);
   ~ParamTier() override;
-  // Once the engine's pool is open: takes the tier's CPU memory from its shelf and registers the
-  // shards there in the book. Before any other call; done by the constructor when the tier made
-  // its own pool.
+  // Once the pool is open (and the store): takes the tier's CPU memory from its shelf and
+  // registers the shards there in the book. Before any other call.
   void open();
   ParamTier(const ParamTier&) = delete;
   ParamTier& operator=(const ParamTier&) = delete;
@@ -126,8 +124,7 @@ class ParamTier final : public ParamSink {
   std::int64_t nvme_bytes() const {
     return store_ ? store_->planned_bytes(first_extent_, extent_count_) : 0;
   }
-  // Host bytes the tier holds that are not page-locked, outside the engine's pool (the staging
-  // range, and its own pool's shelves unless pinned: pinned memory is the device's to count).
+  // Host bytes the tier holds outside the pool, none page-locked: the staging range.
   std::int64_t unpinned_host_bytes() const;
   // The tier's shelves in its pool (-1: none): the read buffers, and the shards kept in CPU.
   memory::PinnedPool::Shelf swap_shelf() const noexcept { return pool_ ? shelf_ : -1; }
@@ -178,20 +175,16 @@ class ParamTier final : public ParamSink {
   int staging_slot_ = 0;
   // Waits for staging slot `slot`'s upload, if any.
   void wait_staged(int slot);
-  // A tier made without the engine's memory (tests) owns its pool, book and store; the leases
-  // below are destroyed first, the book's partitions before the store.
-  std::unique_ptr<memory::PinnedPool> own_pool_;
-  std::unique_ptr<memory::NvmeStore> own_store_;
-  std::unique_ptr<memory::Residency> own_book_;
-  memory::PinnedPool* pool_ = nullptr;         // own_pool_ or the engine's
+  // The engine's pool, store and book, which outlive the tier.
+  memory::PinnedPool* pool_ = nullptr;
   memory::PinnedPool::Shelf shelf_ = -1;       // the tier's read buffers in pool_
   memory::PinnedPool::Shelf host_shelf_ = -1;  // the shards kept in CPU memory
   memory::PinnedPool::Lease host_lease_;       // host_shelf_'s one buffer, from open() on
-  memory::NvmeStore* store_ = nullptr;         // own_store_ or the engine's
-  int first_extent_ = 0;                       // this tier's extents in store_
+  memory::NvmeStore* store_ = nullptr;
+  int first_extent_ = 0;  // this tier's extents in store_
   int extent_count_ = 0;
-  memory::Residency* book_ = nullptr;  // own_book_ or the engine's
-  memory::User user_ = -1;             // the tier's partitions in book_
+  memory::Residency* book_ = nullptr;
+  memory::User user_ = -1;  // the tier's partitions in book_
   // Per module: its NVMe partition in the book (-1 when it is not on NVMe) and the read in
   // flight.
   std::vector<memory::PartitionId> nvme_partition_;
