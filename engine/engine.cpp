@@ -161,6 +161,22 @@ std::int64_t Engine::State::overlap_window(const zero::OptimizerOffloadOptions& 
   return std::min(options.buffer_count, sub_groups);
 }
 
+// The pool allocates every shelf at once; the store's rings register its page-locked arena (a
+// second store's only the tier's read buffers, all it reads into); then each client takes the
+// memory it keeps for the run.
+void Engine::State::open_offload_memory() {
+  if (!pool) return;
+  pool->open();
+  if (swap) swap->open(pool->pinned_arena());
+  if (param_swap) {
+    const memory::PinnedPool::Shelf shelf = tier->swap_shelf();
+    param_swap->open(pool->pinned(shelf) ? pool->shelf_memory(shelf) : std::span<std::byte>());
+  }
+  tier->open();
+  if (offload) offload->open();
+  reducer->open();
+}
+
 void Engine::State::build() {
   settle_pinning(config, model, runtime);
   gpu::Device& device = runtime.device;
@@ -170,23 +186,28 @@ void Engine::State::build() {
 
   zero::ParamTierOptions tier_options = zero::param_tier_options(config, rank, element);
   tier_options.nvme.faults = runtime.faults.swap;
-  // One swap store per rank serves the optimizer's states, the gradients and, on the same
-  // nvme_path, the parameters, and one pool their swap buffers; each reserves its extents and its
-  // shelves, then both open once, below.
+  // One pool per rank holds the host memory of everything offloaded, and one swap store per rank
+  // serves the optimizer's states, the gradients and, on the same nvme_path, the parameters; each
+  // client reserves its shelves and extents, then both open once, below.
   const bool optimizer_on_nvme = config.zero.offload_optimizer.device == OffloadDevice::nvme;
   const bool params_on_nvme = config.zero.offload_param.device == OffloadDevice::nvme;
   memory::NvmeStoreOptions swap_options =
       optimizer_on_nvme ? zero::optimizer_offload_options(config, rank).nvme : tier_options.nvme;
   swap_options.faults = runtime.faults.swap;
-  if (optimizer_on_nvme || params_on_nvme) {
-    swap_buffers = std::make_unique<memory::PinnedPool>(device);
-    swap = std::make_unique<memory::NvmeStore>(swap_options);
-  }
-  // Parameters on another disk than the optimizer's get a store and a pool of their own there,
-  // so that that store's rings register the buffers it reads into.
-  if (params_on_nvme && same_directory(tier_options.nvme.nvme_path, swap_options.nvme_path)) {
-    tier_options.store = swap.get();
-    tier_options.pool = swap_buffers.get();
+  if (offloaded(config.zero.offload_param.device) ||
+      offloaded(config.zero.offload_optimizer.device))
+    pool = std::make_unique<memory::PinnedPool>(device);
+  if (optimizer_on_nvme || params_on_nvme) swap = std::make_unique<memory::NvmeStore>(swap_options);
+  tier_options.pool = pool.get();
+  tier_options.book = &book;
+  tier_options.store = swap.get();
+  // Parameters on another disk than the optimizer's get a store of their own there, whose rings
+  // register the tier's read buffers in the one pool.
+  if (params_on_nvme && !same_directory(tier_options.nvme.nvme_path, swap_options.nvme_path)) {
+    memory::NvmeStoreOptions param_options = tier_options.nvme;
+    param_options.store_name = "params";
+    param_swap = std::make_unique<memory::NvmeStore>(std::move(param_options));
+    tier_options.store = param_swap.get();
   }
   tier = std::make_unique<zero::ParamTier>(device, layout, tier_options);
 
@@ -196,10 +217,9 @@ void Engine::State::build() {
   if (offloaded(config.zero.offload_optimizer.device)) {
     zero::OptimizerOffloadOptions options = zero::optimizer_offload_options(config, rank);
     options.nvme.faults = runtime.faults.swap;
-    if (optimizer_on_nvme) {
-      options.store = swap.get();
-      options.pool = swap_buffers.get();
-    }
+    options.pool = pool.get();
+    options.book = &book;
+    if (optimizer_on_nvme) options.store = swap.get();
     options.sub_groups = zero::make_sub_groups(layout, config.zero.sub_group_size);
     // A step the gradients cannot change is known before backward: all of it overlaps, with
     // nothing kept to undo.
@@ -229,9 +249,10 @@ void Engine::State::build() {
   // only (docs/memory.md).
   reduce.to_nvme = optimizer_on_nvme;
   reduce.bf16 = state_types(config.bf16).bf16_master_and_grads;
+  reduce.pool = pool.get();
+  reduce.book = &book;
   if (reduce.to_nvme) {
     reduce.store = swap.get();
-    reduce.pool = swap_buffers.get();
     for (const zero::Range& group : offload->sub_groups())
       reduce.largest_read = std::max(reduce.largest_read, group.size());
   }
@@ -245,11 +266,7 @@ void Engine::State::build() {
         reducer->reductions(), layout, *offload, window,
         fixed ? zero::OverlappedStep::Guess::fixed : zero::OverlappedStep::Guess::may_change);
   }
-  if (swap) {
-    // Every page-locked swap buffer is registered with the store's rings.
-    swap_buffers->open();
-    swap->open(swap_buffers->pinned_arena());
-  }
+  open_offload_memory();
 
   zero::CoordinatorOptions gather;
   gather.release_after_use = settings.stage == 3;
@@ -520,13 +537,9 @@ std::int64_t Engine::State::nvme_write_bytes() const {
 // partition, the optimizer's states (all of them in CPU, or its swap buffers with NVMe), and the
 // device's page-locked memory.
 std::int64_t Engine::State::host_bytes() const {
-  std::int64_t bytes = tier->unpinned_host_bytes() + reducer->unpinned_host_bytes();
-  if (swap_buffers) bytes += swap_buffers->unpinned_bytes();
-  if (offload) {
-    bytes += offload->rollback_bytes();
-    if (offload->pool() == nullptr)
-      bytes += offload->counters().resident_bytes[static_cast<std::size_t>(memory::Tier::cpu)];
-  }
+  std::int64_t bytes = tier->unpinned_host_bytes();
+  if (pool) bytes += pool->unpinned_bytes();
+  if (offload) bytes += offload->rollback_bytes();
   // Page-locked buffers (pools, the gradient partition, small step buffers) once, as locked.
   return bytes + runtime.device.pinned_bytes_in_use();
 }
@@ -673,12 +686,23 @@ MemoryUse Engine::memory_use() const {
   use.cpu_bytes = s.host_bytes();
   use.nvme_bytes = s.tier->nvme_bytes() + s.reducer->nvme_bytes();
   if (s.offload) use.nvme_bytes += s.offload->nvme_bytes();
-  if (s.swap_buffers) {
-    for (int shelf = 0; shelf < s.swap_buffers->shelf_count(); ++shelf)
-      use.swap_buffer_bytes +=
-          s.swap_buffers->buffer_count(shelf) * s.swap_buffers->buffer_size_bytes(shelf);
-  }
+  if (s.pool) use.swap_buffer_bytes = s.pool->swap_buffer_bytes();
   return use;
+}
+
+const memory::PinnedPool* Engine::host_pool() const {
+  return state_->pool.get();
+}
+
+const memory::Residency& Engine::residency() const {
+  return state_->book;
+}
+
+std::vector<const memory::NvmeStore*> Engine::swap_stores() const {
+  std::vector<const memory::NvmeStore*> stores;
+  for (const memory::NvmeStore* store : {state_->swap.get(), state_->param_swap.get()})
+    if (store != nullptr) stores.push_back(store);
+  return stores;
 }
 
 std::int64_t Engine::steps_taken() const {

@@ -18,6 +18,12 @@ class Comm;
 class Ops;
 }  // namespace strata::gpu
 
+namespace strata::engine::memory {
+class NvmeStore;
+class PinnedPool;
+class Residency;
+}  // namespace strata::engine::memory
+
 namespace strata::engine {
 
 // Seeded I/O faults (aio/fault_plan.h) for tests that drive the whole engine through failing
@@ -136,6 +142,12 @@ class Engine {
 
   const zero::FlatLayout& layout() const;
   MemoryUse memory_use() const;
+  // The rank's offload memory (docs/memory.md), read-only: its one pool (null when nothing is
+  // offloaded), its one residency book, and its swap stores (the rank's one store, then the
+  // parameters' second one under another nvme_path; empty without NVMe).
+  const memory::PinnedPool* host_pool() const;
+  const memory::Residency& residency() const;
+  std::vector<const memory::NvmeStore*> swap_stores() const;
   std::int64_t steps_taken() const;
   // Batches trained so far (the data position), skipped steps included; a loaded checkpoint's.
   std::int64_t batches_trained() const;

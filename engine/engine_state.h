@@ -23,6 +23,7 @@
 #include "engine/engine.h"
 #include "engine/memory/nvme_store.h"
 #include "engine/memory/pinned_pool.h"
+#include "engine/memory/residency.h"
 #include "engine/memory/stream_ordered_memory.h"
 #include "engine/optim/loss_scaler.h"
 #include "engine/optim/lr_schedule.h"
@@ -104,11 +105,17 @@ struct Engine::State {
   gpu::DataType storage;
   memory::StreamOrderedMemory memory;
 
-  // The rank's swap buffers and its one swap store, when anything is on NVMe: the tier, the
-  // reducer and the offloaded optimizer reserve their shelves and extents in them (declared
-  // first: they outlive them; the pool before the store, whose rings register its arena).
-  std::unique_ptr<memory::PinnedPool> swap_buffers;
+  // The rank's one residency book and, when anything is offloaded (cpu or nvme), its one pool:
+  // the tier, the offloaded optimizer and the reducer reserve their shelves in the pool (their
+  // swap buffers and the memory they keep in CPU) and register their partitions in the book.
+  // With anything on NVMe, the rank's one swap store, in which they reserve their extents, and
+  // a second one under offload_param.nvme_path when that is another directory; each store's
+  // rings register the part of the pool's page-locked arena it reads into. Declared first: they
+  // outlive their clients (the pool before the stores, whose rings register its arena).
+  memory::Residency book;
+  std::unique_ptr<memory::PinnedPool> pool;
   std::unique_ptr<memory::NvmeStore> swap;
+  std::unique_ptr<memory::NvmeStore> param_swap;
   std::unique_ptr<zero::ParamTier> tier;
   std::unique_ptr<zero::ParamCoordinator> coordinator;
   std::unique_ptr<zero::GradReducer> reducer;
@@ -141,6 +148,8 @@ struct Engine::State {
   int shard_rank() const { return layout.world_size() > 1 ? runtime.comm.rank() : 0; }
 
   void build();
+  // Opens the pool and the stores once every client has reserved in them, then the clients.
+  void open_offload_memory();
   std::int64_t overlap_window(const zero::OptimizerOffloadOptions& options) const;
   // Where each state's values come from, range by range in partition order: the seed's initial
   // values, or a checkpoint. `state` is one of state_names().

@@ -356,7 +356,7 @@ void add_param_tier(RowBuilder& builder, const EstimateInputs& inputs, const Cho
   const std::int64_t part = layout.partition_numel();
   if (choice.offload_param == OffloadDevice::cpu) {
     builder.add("param_host_partition", Tier::cpu, host_buffer(storage * part),
-                fmt::format("{} x part (the tier)", storage));
+                fmt::format("{} x part (the tier)", storage), inputs.param_pin_memory);
     return;
   }
   // With nvme, modules stay in CPU memory, in module order, while their shards total at most
@@ -404,7 +404,8 @@ void add_param_tier(RowBuilder& builder, const EstimateInputs& inputs, const Cho
     builder.add("param_cpu_modules", Tier::cpu, round_up(storage * in_cpu, kBlock),
                 fmt::format("round_up({} x {} elements, 4 KiB) (the modules offload_param."
                             "max_in_cpu keeps in CPU memory)",
-                            storage, grouped(in_cpu)));
+                            storage, grouped(in_cpu)),
+                inputs.param_pin_memory);
   }
   if (on_nvme == 0) return;
   builder.add(
@@ -487,7 +488,8 @@ void add_optimizer_offload(RowBuilder& builder, const EstimateInputs& inputs, co
                             inputs.storage_bytes));
   }
   if (choice.offload_optimizer == OffloadDevice::cpu) {
-    builder.add("optimizer_states_fp32", Tier::cpu, total, extent_formula);
+    builder.add("optimizer_states_fp32", Tier::cpu, total, extent_formula,
+                inputs.optimizer_pin_memory);
     return;
   }
   builder.add("optimizer_swap_buffers", Tier::cpu,

@@ -268,6 +268,7 @@ void NvmeStore::open(std::span<std::byte> registered) {
     aio::EngineOptions engine_options = options_.aio;
     engine_options.verify_checksums = true;
     engine_ = std::make_unique<aio::Engine>(engine_options, options_.faults, registered);
+    registered_ = registered;
     file_.emplace(engine_->open(swap_path_, aio::OpenMode::create));
     if (planned_bytes_ > 0) file_->allocate(planned_bytes_);
   } catch (...) {

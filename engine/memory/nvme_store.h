@@ -93,6 +93,8 @@ class NvmeStore {
   std::int64_t planned_bytes(int first, int count) const;
   const std::filesystem::path& directory() const noexcept { return rank_directory_; }
   const std::filesystem::path& swap_file() const noexcept { return swap_path_; }
+  // The memory open() registered with the engine's rings (empty when none).
+  std::span<std::byte> registered() const noexcept { return registered_; }
 
  private:
   void check_partition(int partition, std::int64_t bytes) const;
@@ -106,6 +108,7 @@ class NvmeStore {
   std::vector<std::int64_t> offsets_;
   std::vector<std::int64_t> sizes_;
   std::int64_t planned_bytes_ = 0;
+  std::span<std::byte> registered_;
   std::unique_ptr<aio::Engine> engine_;
   std::optional<aio::File> file_;  // optional: aio::File's default constructor is not usable here
 };

@@ -112,6 +112,7 @@ PinnedPool::Shelf PinnedPool::reserve(std::int64_t buffer_count, std::int64_t bu
   shelf.buffer_count = buffer_count;
   shelf.buffer_size_bytes = round_up(buffer_size_bytes, kPage);
   shelf.pin_memory = options.pin_memory;
+  shelf.resident = options.resident;
   shelf.what = std::move(options.what);
   shelves_.push_back(std::move(shelf));
   return static_cast<Shelf>(shelves_.size() - 1);
@@ -219,6 +220,18 @@ std::int64_t PinnedPool::unpinned_bytes() const {
   std::int64_t bytes = 0;
   for (const ShelfState& shelf : shelves_)
     if (!shelf.pin_memory) bytes += shelf.buffer_count * shelf.buffer_size_bytes;
+  return bytes;
+}
+
+std::span<std::byte> PinnedPool::shelf_memory(Shelf shelf) const {
+  STRATA_ASSERT(open_);
+  return at(shelf).buffers;
+}
+
+std::int64_t PinnedPool::swap_buffer_bytes() const {
+  std::int64_t bytes = 0;
+  for (const ShelfState& shelf : shelves_)
+    if (!shelf.resident) bytes += shelf.buffer_count * shelf.buffer_size_bytes;
   return bytes;
 }
 

@@ -20,16 +20,21 @@ struct PinnedPoolOptions {
   bool pin_memory = true;
   // Names the shelf in errors and logs ("optimizer swap buffers").
   std::string what = "pinned pool";
+  // Memory its client holds for the whole run (a tier's CPU-resident partition: one buffer,
+  // taken once the pool opens) rather than swap buffers lent for one transfer at a time.
+  bool resident = false;
 };
 
-// A rank's swap buffers: the shelves of its clients (the parameter tier's read buffers, the
-// optimizer's sub-group buffers, the gradient reducer's), each `buffer_count` buffers of one size
-// rounded up to 4 KiB. Planned before it opens, as the NvmeStore is: each client reserves its
-// shelf as it is made, then open() allocates them all at once: the page-locked shelves from one
-// 4 KiB-aligned arena (so that aio can register it whole), the others from one plain aligned
-// arena, each bound to the NUMA node of the calling thread where hwloc sees more than one node.
-// Borrowed through move-only leases; `acquire` waits (condition variable) while all of a shelf's
-// buffers are lent, it never allocates more. Thread-safe once open.
+// A rank's host memory for its offloaded model states, one arena with a size class (a shelf) per
+// use: the swap buffers of its clients (the parameter tier's read buffers, the optimizer's
+// sub-group buffers, the gradient reducer's) and the memory they keep in CPU for the whole run
+// (the cpu tier's shards, the optimizer's CPU states, the gradient partition), each shelf
+// `buffer_count` buffers of one size rounded up to 4 KiB. Planned before it opens, as the NvmeStore
+// is: each client reserves its shelf as it is made, then open() allocates them all at once: the
+// page-locked shelves from one 4 KiB-aligned arena (so that aio can register it whole), the others
+// from one plain aligned arena, each bound to the NUMA node of the calling thread where hwloc sees
+// more than one node. Borrowed through move-only leases; `acquire` waits (condition variable) while
+// all of a shelf's buffers are lent, it never allocates more. Thread-safe once open.
 class PinnedPool {
  public:
   // A shelf's number, from reserve(); the one-shelf constructor's is 0.
@@ -95,6 +100,14 @@ class PinnedPool {
   // The size of each buffer of `shelf`, a multiple of 4 KiB (at least the size asked for).
   std::int64_t buffer_size_bytes(Shelf shelf = 0) const { return at(shelf).buffer_size_bytes; }
   bool pinned(Shelf shelf = 0) const { return at(shelf).pin_memory; }
+  // Whether the shelf is memory held for the run rather than swap buffers (PinnedPoolOptions).
+  bool resident(Shelf shelf = 0) const { return at(shelf).resident; }
+  const std::string& what(Shelf shelf = 0) const { return at(shelf).what; }
+  // Every buffer of `shelf`, back to back (once open): part of pinned_arena() when the shelf is
+  // page-locked, so that a second store registers only what it reads into.
+  std::span<std::byte> shelf_memory(Shelf shelf) const;
+  // Bytes of the shelves that are swap buffers (not resident), page-locked or not.
+  std::int64_t swap_buffer_bytes() const;
   std::int64_t in_use(Shelf shelf = 0) const;
   std::int64_t peak_in_use(Shelf shelf = 0) const;
   // Host bytes of the shelves that are not page-locked (page-locked ones are the device's to
@@ -110,6 +123,7 @@ class PinnedPool {
     std::int64_t buffer_count = 0;
     std::int64_t buffer_size_bytes = 0;
     bool pin_memory = false;
+    bool resident = false;
     std::string what;
     std::span<std::byte> buffers;  // once open
     std::vector<int> free;

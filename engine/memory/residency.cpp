@@ -133,19 +133,35 @@ Residency::GpuView& Residency::GpuView::operator=(GpuView&& other) noexcept {
   return *this;
 }
 
-Residency::Residency(NvmeStore* store) : store_(store) {}
+namespace {
+
+// Moves `partition_bytes` of a partition from the tiers of `before` to those of `after`.
+void count_state_change(ResidencyCounters& counters, const std::array<bool, kTierCount>& before,
+                        const std::array<bool, kTierCount>& after, std::int64_t partition_bytes) {
+  for (std::size_t t = 0; t < kTierCount; ++t) {
+    counters.resident_bytes[t] +=
+        (static_cast<int>(after[t]) - static_cast<int>(before[t])) * partition_bytes;
+    STRATA_ASSERT(counters.resident_bytes[t] >= 0);
+    counters.peak_resident_bytes[t] =
+        std::max(counters.peak_resident_bytes[t], counters.resident_bytes[t]);
+  }
+}
+
+}  // namespace
 
 void Residency::enter(Partition& partition, State state) {
   const auto before = tiers_held(partition.state);
   const auto after = tiers_held(state);
-  for (std::size_t t = 0; t < kTierCount; ++t) {
-    counters_.resident_bytes[t] +=
-        (static_cast<int>(after[t]) - static_cast<int>(before[t])) * partition.bytes;
-    STRATA_ASSERT(counters_.resident_bytes[t] >= 0);
-    counters_.peak_resident_bytes[t] =
-        std::max(counters_.peak_resident_bytes[t], counters_.resident_bytes[t]);
-  }
+  count_state_change(counters_, before, after, partition.bytes);
+  count_state_change(users_[static_cast<std::size_t>(partition.user)].counters, before, after,
+                     partition.bytes);
   partition.state = state;
+}
+
+void Residency::count_move(const Partition& partition, Direction direction, std::int64_t bytes) {
+  counters_.moved_bytes[static_cast<std::size_t>(direction)] += bytes;
+  users_[static_cast<std::size_t>(partition.user)]
+      .counters.moved_bytes[static_cast<std::size_t>(direction)] += bytes;
 }
 
 Residency::Partition& Residency::at(PartitionId partition) {
@@ -158,36 +174,53 @@ const Residency::Partition& Residency::at(PartitionId partition) const {
   return partitions_[static_cast<std::size_t>(partition)];
 }
 
-PartitionId Residency::add_in_cpu(std::string name, std::span<std::byte> memory) {
+User Residency::add_user(std::string what) {
   std::lock_guard lock(mutex_);
-  Partition partition{std::move(name), static_cast<std::int64_t>(memory.size()), State::lost, -1,
-                      memory};
-  enter(partition, State::in_cpu);
+  users_.push_back(UserBook{std::move(what), {}});
+  return static_cast<User>(users_.size() - 1);
+}
+
+const std::string& Residency::user_name(User user) const {
+  std::lock_guard lock(mutex_);
+  STRATA_ASSERT(user >= 0 && user < static_cast<int>(users_.size()));
+  return users_[static_cast<std::size_t>(user)].what;
+}
+
+int Residency::user_count() const {
+  std::lock_guard lock(mutex_);
+  return static_cast<int>(users_.size());
+}
+
+PartitionId Residency::add(Partition partition, State state) {
+  std::lock_guard lock(mutex_);
+  STRATA_ASSERT(partition.user >= 0 && partition.user < static_cast<int>(users_.size()));
+  partition.state = State::lost;  // holds nothing until it enters `state`
+  enter(partition, state);
   partitions_.push_back(std::move(partition));
   return static_cast<PartitionId>(partitions_.size() - 1);
 }
 
-PartitionId Residency::add_on_nvme(std::string name, std::int64_t bytes, int extent) {
-  STRATA_ASSERT(store_ != nullptr);
-  STRATA_ASSERT(bytes % 4096 == 0 && bytes <= store_->extent_bytes(extent));
-  std::lock_guard lock(mutex_);
-  Partition partition{std::move(name), bytes, State::lost, extent, {}};
-  enter(partition, State::on_nvme);
-  partitions_.push_back(std::move(partition));
-  return static_cast<PartitionId>(partitions_.size() - 1);
+PartitionId Residency::add_in_cpu(User user, std::string name, std::span<std::byte> memory) {
+  return add(Partition{user, std::move(name), static_cast<std::int64_t>(memory.size()), State::lost,
+                       nullptr, -1, memory},
+             State::in_cpu);
 }
 
-PartitionId Residency::add_in_cpu_with_extent(std::string name, std::span<std::byte> memory,
+PartitionId Residency::add_on_nvme(User user, std::string name, std::int64_t bytes,
+                                   NvmeStore& store, int extent) {
+  STRATA_ASSERT(bytes % kBlockBytes == 0 && bytes <= store.extent_bytes(extent));
+  return add(Partition{user, std::move(name), bytes, State::lost, &store, extent, {}},
+             State::on_nvme);
+}
+
+PartitionId Residency::add_in_cpu_with_extent(User user, std::string name,
+                                              std::span<std::byte> memory, NvmeStore& store,
                                               int extent) {
-  STRATA_ASSERT(store_ != nullptr);
-  STRATA_ASSERT(memory.size() % 4096 == 0);
-  STRATA_ASSERT(static_cast<std::int64_t>(memory.size()) <= store_->extent_bytes(extent));
-  std::lock_guard lock(mutex_);
-  Partition partition{std::move(name), static_cast<std::int64_t>(memory.size()), State::lost,
-                      extent, memory};
-  enter(partition, State::in_cpu);
-  partitions_.push_back(std::move(partition));
-  return static_cast<PartitionId>(partitions_.size() - 1);
+  STRATA_ASSERT(memory.size() % kBlockBytes == 0);
+  STRATA_ASSERT(static_cast<std::int64_t>(memory.size()) <= store.extent_bytes(extent));
+  return add(Partition{user, std::move(name), static_cast<std::int64_t>(memory.size()), State::lost,
+                       &store, extent, memory},
+             State::in_cpu);
 }
 
 void Residency::drop_clean(CpuView view) {
@@ -224,6 +257,11 @@ const std::string& Residency::name(PartitionId partition) const {
   return at(partition).name;
 }
 
+User Residency::user(PartitionId partition) const {
+  std::lock_guard lock(mutex_);
+  return at(partition).user;
+}
+
 int Residency::partition_count() const {
   std::lock_guard lock(mutex_);
   return static_cast<int>(partitions_.size());
@@ -238,24 +276,26 @@ Residency::CpuView Residency::view(PartitionId partition) {
 
 Residency::Move Residency::begin_read(PartitionId partition, std::span<std::byte> staging) {
   std::span<std::byte> target;
+  NvmeStore* store = nullptr;
   int extent = 0;
   {
     std::lock_guard lock(mutex_);
     Partition& p = at(partition);
     STRATA_ASSERT(p.state == State::on_nvme);
+    store = p.store;
     STRATA_ASSERT(static_cast<std::int64_t>(staging.size()) >= p.bytes);
     target = staging.first(static_cast<std::size_t>(p.bytes));
     extent = p.extent;
     p.memory = staging.first(static_cast<std::size_t>(p.bytes));
     enter(p, State::reading);
   }
-  return Move(partition, store_->submit_read(extent, target), staging);
+  return Move(partition, store->submit_read(extent, target), staging);
 }
 
 Residency::CpuView Residency::finish_read(Move move) {
   STRATA_ASSERT(move);
   try {
-    store_->wait(move.ticket_);
+    store_of(move.partition_).wait(move.ticket_);
   } catch (...) {
     std::lock_guard lock(mutex_);
     Partition& p = at(move.partition_);
@@ -267,50 +307,54 @@ Residency::CpuView Residency::finish_read(Move move) {
   Partition& p = at(move.partition_);
   STRATA_ASSERT(p.state == State::reading);
   enter(p, State::in_cpu);
-  counters_.moved_bytes[static_cast<std::size_t>(Direction::nvme_read)] += p.bytes;
+  count_move(p, Direction::nvme_read, p.bytes);
   return CpuView(move.partition_, p.memory);
 }
 
 Residency::Move Residency::begin_write(CpuView view) {
   STRATA_ASSERT(view);
   std::span<const std::byte> source;
+  NvmeStore* store = nullptr;
   int extent = 0;
   {
     std::lock_guard lock(mutex_);
     Partition& p = at(view.partition_);
     STRATA_ASSERT(p.state == State::in_cpu);
     STRATA_ASSERT(p.extent >= 0);
+    store = p.store;
     STRATA_ASSERT(p.memory.data() == view.bytes_.data());
     extent = p.extent;
     STRATA_ASSERT(view.bytes_.size() == static_cast<std::size_t>(p.bytes));
     source = view.bytes_;
     enter(p, State::writing_back);
   }
-  return Move(view.partition_, store_->submit_write(extent, source), view.bytes_);
+  return Move(view.partition_, store->submit_write(extent, source), view.bytes_);
 }
 
 Residency::Move Residency::begin_patch(PartitionId partition, std::int64_t offset,
                                        std::span<const std::byte> source) {
   STRATA_ASSERT(offset >= 0 && offset % kBlockBytes == 0);
   STRATA_ASSERT(source.size() % kBlockBytes == 0);
+  NvmeStore* store = nullptr;
   int extent = 0;
   {
     std::lock_guard lock(mutex_);
     Partition& p = at(partition);
     STRATA_ASSERT(p.state == State::on_nvme && p.extent >= 0);
     STRATA_ASSERT(offset + static_cast<std::int64_t>(source.size()) <= p.bytes);
+    store = p.store;
     extent = p.extent;
     enter(p, State::patching);
   }
   // The move's bytes are only read by finish_write's accounting.
   std::span<std::byte> bytes(const_cast<std::byte*>(source.data()), source.size());
-  return Move(partition, store_->submit_write(extent, offset, source), bytes);
+  return Move(partition, store->submit_write(extent, offset, source), bytes);
 }
 
 void Residency::finish_write(Move move) {
   STRATA_ASSERT(move);
   try {
-    store_->wait(move.ticket_);
+    store_of(move.partition_).wait(move.ticket_);
   } catch (...) {
     std::lock_guard lock(mutex_);
     Partition& p = at(move.partition_);
@@ -323,8 +367,7 @@ void Residency::finish_write(Move move) {
   STRATA_ASSERT(p.state == State::writing_back || p.state == State::patching);
   p.memory = {};
   enter(p, State::on_nvme);
-  counters_.moved_bytes[static_cast<std::size_t>(Direction::nvme_write)] +=
-      static_cast<std::int64_t>(move.bytes_.size());
+  count_move(p, Direction::nvme_write, static_cast<std::int64_t>(move.bytes_.size()));
 }
 
 Residency::Move Residency::begin_upload(CpuView view, gpu::Device& device, gpu::Stream& stream,
@@ -371,7 +414,7 @@ Residency::GpuView Residency::finish_upload(Move move) {
   // The CPU copy stays valid memory of the caller's, but the partition now lives on the GPU.
   p.memory = {};
   enter(p, State::on_gpu);
-  counters_.moved_bytes[static_cast<std::size_t>(Direction::h2d)] += p.bytes;
+  count_move(p, Direction::h2d, p.bytes);
   return GpuView(move.partition_, p.device);
 }
 
@@ -402,13 +445,26 @@ Residency::CpuView Residency::finish_download(Move move) {
   STRATA_ASSERT(p.state == State::downloading);
   p.device = nullptr;
   enter(p, State::in_cpu);
-  counters_.moved_bytes[static_cast<std::size_t>(Direction::d2h)] += p.bytes;
+  count_move(p, Direction::d2h, p.bytes);
   return CpuView(move.partition_, p.memory);
 }
 
 ResidencyCounters Residency::counters() const {
   std::lock_guard lock(mutex_);
   return counters_;
+}
+
+ResidencyCounters Residency::counters(User user) const {
+  std::lock_guard lock(mutex_);
+  STRATA_ASSERT(user >= 0 && user < static_cast<int>(users_.size()));
+  return users_[static_cast<std::size_t>(user)].counters;
+}
+
+NvmeStore& Residency::store_of(PartitionId partition) {
+  std::lock_guard lock(mutex_);
+  Partition& p = at(partition);
+  STRATA_ASSERT(p.store != nullptr);
+  return *p.store;
 }
 
 }  // namespace strata::engine::memory

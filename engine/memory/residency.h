@@ -47,12 +47,16 @@ struct ResidencyCounters {
 };
 
 using PartitionId = int;
+// Who a partition belongs to (the parameter tier, the optimizer, the gradients): the rank's one
+// book counts each user's partitions apart as well as all of them together.
+using User = int;
 
 // The memory manager's book of partitions (docs/architecture.md, "The tiers"): each partition (a
 // contiguous slice of a flat buffer: params, grads or optimizer states of one sub-group) is in
 // exactly one State, changed only here. Moves are tickets; the bytes of a partition are reachable
 // only through a CpuView, which comes from a finished read or from a partition already in CPU
-// memory, so reading a partition whose move has not completed cannot be written. Thread-safe.
+// memory, so reading a partition whose move has not completed cannot be written. One book per
+// rank holds the partitions of every user, whichever store holds their extents. Thread-safe.
 class Residency {
  public:
   // The bytes of a partition in CPU memory. Move-only; handing it to begin_write gives it up.
@@ -115,22 +119,28 @@ class Residency {
     std::unique_ptr<gpu::Event> event_;  // GPU moves: recorded after the copy
   };
 
-  // `store` (optional) holds the NVMe extents; partition i of the store is partition i here for
-  // partitions added with add_on_nvme.
-  explicit Residency(NvmeStore* store = nullptr);
+  Residency() = default;
 
-  // A partition that lives in CPU memory `memory` (state in_cpu).
-  PartitionId add_in_cpu(std::string name, std::span<std::byte> memory);
-  // A partition of `bytes` (a multiple of 4 KiB) in the NVMe extent `extent` of the store (state
-  // on_nvme).
-  PartitionId add_on_nvme(std::string name, std::int64_t bytes, int extent);
-  // A partition with the NVMe extent `extent` whose bytes are first made in CPU memory `memory`
-  // (state in_cpu; its extent holds nothing yet): how a tier is filled at start.
-  PartitionId add_in_cpu_with_extent(std::string name, std::span<std::byte> memory, int extent);
+  // A new user of the book, named in logs (`what`: "parameter shards").
+  User add_user(std::string what);
+  const std::string& user_name(User user) const;
+  int user_count() const;
+
+  // A partition of `user` that lives in CPU memory `memory` (state in_cpu).
+  PartitionId add_in_cpu(User user, std::string name, std::span<std::byte> memory);
+  // A partition of `bytes` (a multiple of 4 KiB) in the NVMe extent `extent` of `store` (state
+  // on_nvme). The store must outlive the book's use of the partition.
+  PartitionId add_on_nvme(User user, std::string name, std::int64_t bytes, NvmeStore& store,
+                          int extent);
+  // A partition with the NVMe extent `extent` of `store` whose bytes are first made in CPU memory
+  // `memory` (state in_cpu; its extent holds nothing yet): how a tier is filled at start.
+  PartitionId add_in_cpu_with_extent(User user, std::string name, std::span<std::byte> memory,
+                                     NvmeStore& store, int extent);
 
   State state(PartitionId partition) const;
   std::int64_t bytes(PartitionId partition) const;
   const std::string& name(PartitionId partition) const;
+  User user(PartitionId partition) const;
   int partition_count() const;
 
   // The view of a partition in state in_cpu (asserted).
@@ -170,26 +180,38 @@ class Residency {
   // downloading -> in_cpu (counted d2h); the view of host_target.
   CpuView finish_download(Move move);
 
+  // Every user's partitions together, and one user's.
   ResidencyCounters counters() const;
+  ResidencyCounters counters(User user) const;
 
  private:
   struct Partition {
+    User user = -1;
     std::string name;
     std::int64_t bytes = 0;
     State state = State::on_nvme;
+    NvmeStore* store = nullptr;  // holds its extent (null: CPU only)
     int extent = -1;
     std::span<std::byte> memory;  // CPU memory while in_cpu / writing_back
     void* device = nullptr;       // device memory while uploading / on_gpu / downloading
   };
   void enter(Partition& partition, State state);  // mutex_ held
-  void wait_for_copy(Move& move);                 // mutex_ not held
+  // Counts a finished move of `bytes` in `direction` for the partition's user and the book.
+  void count_move(const Partition& partition, Direction direction, std::int64_t bytes);
+  PartitionId add(Partition partition, State state);  // mutex_ not held
+  void wait_for_copy(Move& move);                     // mutex_ not held
+  NvmeStore& store_of(PartitionId partition);         // mutex_ not held
   Partition& at(PartitionId partition);
   const Partition& at(PartitionId partition) const;
 
-  NvmeStore* store_;
   mutable std::mutex mutex_;
   std::vector<Partition> partitions_;
-  ResidencyCounters counters_;
+  struct UserBook {
+    std::string what;
+    ResidencyCounters counters;
+  };
+  std::vector<UserBook> users_;
+  ResidencyCounters counters_;  // every user's
 };
 
 }  // namespace strata::engine::memory

@@ -75,27 +75,24 @@ GradReducer::GradReducer(gpu::Device& device, gpu::Ops& ops, gpu::Comm& comm, gp
         options_.to_nvme ? kPieceWrites * piece_elements_ * grad_bytes() : partition * grad_bytes();
     host_bytes_ = accumulated + kGradStagingSlots * piece_elements_ * 4;
     staging_offset_ = accumulated;
+    STRATA_ASSERT(options_.pool != nullptr && !options_.pool->is_open());
     if (options_.to_nvme) {
       STRATA_ASSERT(options_.store != nullptr && !options_.store->is_open());
-      STRATA_ASSERT(options_.pool != nullptr && !options_.pool->is_open());
       STRATA_ASSERT(options_.largest_read > 0);
       store_ = options_.store;
       const std::int64_t bytes = std::max<std::int64_t>(partition * grad_bytes(), 4096);
       extent_ = store_->reserve(std::span<const std::int64_t>(&bytes, 1));
-      swap_shelf_ = options_.pool->reserve(
+      host_shelf_ = options_.pool->reserve(
           1, host_bytes_, memory::PinnedPoolOptions{options_.pin_memory, "gradient swap buffer"});
       read_shelf_ =
           options_.pool->reserve(1, options_.largest_read * grad_bytes(),
                                  memory::PinnedPoolOptions{false, "gradient read buffer"});
-    } else if (options_.pin_memory) {
-      pinned_memory_ = device.allocate_pinned(host_bytes_);
-      host_partition_ = pinned_memory_.as<std::byte>();
     } else {
-      host_memory_ = aio::AlignedBuffer(host_bytes_);
-      host_partition_ = host_memory_.data();
+      STRATA_ASSERT(options_.book != nullptr);
+      host_shelf_ = options_.pool->reserve(
+          1, host_bytes_,
+          memory::PinnedPoolOptions{options_.pin_memory, "gradient partition in CPU memory", true});
     }
-    if (host_partition_ != nullptr)
-      staging_ = reinterpret_cast<float*>(host_partition_ + staging_offset_);
     reduced_ = device.create_event();
     copies_done_ = device.create_event();
     // A copy event per piece in flight: enough for two of the largest module's pieces and more.
@@ -176,7 +173,24 @@ void GradReducer::make(int module) {
     buffer.tensors.push_back(buffer.grads.as<float>() + slot.offset);
 }
 
+void GradReducer::open() {
+  if (!options_.to_host) return;
+  STRATA_ASSERT(!host_buffer_ && options_.pool->is_open());
+  host_buffer_ = options_.pool->acquire(host_shelf_);
+  host_partition_ = host_buffer_.bytes().data();
+  staging_ = reinterpret_cast<float*>(host_partition_ + staging_offset_);
+  if (store_) {
+    read_buffer_ = options_.pool->acquire(read_shelf_);
+    return;
+  }
+  const std::int64_t partition_bytes = layout_.partition_numel() * grad_bytes();
+  static_cast<void>(options_.book->add_in_cpu(
+      options_.book->add_user("gradients"), "gradient partition",
+      host_buffer_.bytes().first(static_cast<std::size_t>(partition_bytes))));
+}
+
 void GradReducer::begin_step() {
+  STRATA_ASSERT(!options_.to_host || host_buffer_);  // open() came first
   if (options_.to_host) {
     // A failed step may have left jobs queued (skipped after its failure) and writes in flight:
     // theirs is the old step's data, and the failure was reported with that step.
@@ -200,13 +214,6 @@ void GradReducer::begin_step() {
     stream_.wait(*copies_done_);
   } else {
     stream_.fill_zero(device_partition_.data(), device_partition_.bytes());
-  }
-  if (store_ && !swap_buffer_) {
-    // The pool opened after the reducer was made; its buffers are held from now on.
-    swap_buffer_ = options_.pool->acquire(swap_shelf_);
-    read_buffer_ = options_.pool->acquire(read_shelf_);
-    host_partition_ = swap_buffer_.bytes().data();
-    staging_ = reinterpret_cast<float*>(host_partition_ + staging_offset_);
   }
   if (keeps_full_buffers()) {
     for (Buffer& buffer : buffers_)

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "aio/aligned_buffer.h"
 #include "cpu_adam/optimizer.h"
 #include "engine/memory/nvme_store.h"
 #include "engine/memory/pinned_pool.h"
+#include "engine/memory/residency.h"
 #include "engine/memory/stream_ordered_memory.h"
 #include "engine/zero/cpu_queue.h"
 #include "engine/zero/flat_layout.h"
@@ -36,10 +36,13 @@ struct GradReducerOptions {
   bool to_nvme = false;
   // to_nvme: that store, not yet open; the reducer reserves its extent in it.
   memory::NvmeStore* store = nullptr;
-  // to_nvme: the rank's swap buffer pool, not yet open; the reducer reserves two shelves in it
-  // (the two piece sums with the staging, and the buffer grads(range) reads into), and
-  // holds one buffer of each from the first begin_step on.
+  // to_host: the rank's pool, not yet open; the reducer reserves its shelves in it (the partition
+  // with the staging ring; with to_nvme the two piece sums with the staging, and the buffer
+  // grads(range) reads into), and holds one buffer of each from open() on.
   memory::PinnedPool* pool = nullptr;
+  // to_host: the rank's residency book, in which the gradient partition in CPU memory is
+  // registered (with to_nvme the swap file is the reducer's own to move).
+  memory::Residency* book = nullptr;
   // to_nvme: the most elements grads(range) is asked for at once (the largest sub-group).
   std::int64_t largest_read = 0;
   // With to_host, the partition holds bf16 gradients (bf16.bf16_master_weights_and_grads): each
@@ -101,6 +104,10 @@ class GradReducer final : public GradSource {
   GradReducer(const GradReducer&) = delete;
   GradReducer& operator=(const GradReducer&) = delete;
 
+  // to_host, once the pool is open: takes the reducer's buffers from its shelves (and registers
+  // the partition in CPU memory in the book). Before the first begin_step.
+  void open();
+
   // Starts a step: the device partition (and at stages 0-1 every module's buffer) is zeroed; a
   // partition off the device is not touched (each module's first contribution overwrites it).
   // Jobs left by a failed step are waited for first, their failure logged: it was reported.
@@ -126,9 +133,6 @@ class GradReducer final : public GradSource {
   // together); waits for the reductions and the stream. Throws what a landing job threw.
   cpu_adam::GradStats global_stats();
 
-  // Host memory held that is not page-locked (pinned memory is the device's to count, and the
-  // swap buffers with to_nvme are the pool's).
-  std::int64_t unpinned_host_bytes() const { return host_memory_.size_bytes(); }
   // The gradient swap file's size (0 unless to_nvme), and the bytes moved through it so far.
   std::int64_t nvme_bytes() const { return store_ ? store_->planned_bytes(extent_, 1) : 0; }
   std::int64_t nvme_read_bytes() const { return nvme_read_bytes_; }
@@ -188,15 +192,13 @@ class GradReducer final : public GradSource {
   std::vector<Buffer> buffers_;
   gpu::DeviceBuffer device_partition_;
   // to_host: the partition (or with to_nvme the two piece sums), in the gradient type, and the
-  // staging ring (kGradStagingSlots pieces of fp32), in host memory that is page-locked when
-  // pin_memory (one allocation either way; with to_nvme a pool buffer).
+  // staging ring (kGradStagingSlots pieces of fp32), in one buffer of the pool that is
+  // page-locked when pin_memory.
   std::int64_t grad_bytes() const { return options_.bf16 ? 2 : 4; }
   float* staging(int slot) const { return staging_ + slot * piece_elements_; }
   // out[i] = (earlier[i] + staged[i]) in the gradient type (earlier null: 0 + staged[i]).
   void add_staged(const std::byte* earlier, std::byte* out, const float* staged,
                   std::int64_t count) const;
-  aio::AlignedBuffer host_memory_;
-  gpu::PinnedBuffer pinned_memory_;
   std::byte* host_partition_ = nullptr;
   float* staging_ = nullptr;
   std::int64_t piece_elements_ = 0;
@@ -215,13 +217,14 @@ class GradReducer final : public GradSource {
   int next_slot_ = 0;
   std::vector<int> contributions_;
   cpu_adam::GradStats landed_stats_;
-  // to_nvme: the swap file (one extent: the partition) and the pool's buffers: the piece sums
-  // with the staging, and what grads() reads into.
+  // to_host: the pool's buffers: the partition (with to_nvme the piece sums) with the staging,
+  // and with to_nvme what grads() reads into; to_nvme: the swap file (one extent: the
+  // partition).
   memory::NvmeStore* store_ = nullptr;
   int extent_ = 0;  // the partition's extent in store_
-  memory::PinnedPool::Shelf swap_shelf_ = 0;
-  memory::PinnedPool::Shelf read_shelf_ = 0;
-  memory::PinnedPool::Lease swap_buffer_;
+  memory::PinnedPool::Shelf host_shelf_ = -1;
+  memory::PinnedPool::Shelf read_shelf_ = -1;
+  memory::PinnedPool::Lease host_buffer_;
   memory::PinnedPool::Lease read_buffer_;
   // The piece sums' writes in flight, the partition elements each covers, and the buffer the
   // next sum is formed in. The queue's jobs submit; they and grads() (the overlapped step's

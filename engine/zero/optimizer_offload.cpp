@@ -118,44 +118,62 @@ OptimizerOffload::OptimizerOffload(gpu::Device& device, const Optimizer& optimiz
     kept_params_ = aio::AlignedBuffer(options_.keep_capacity * kept_param_bytes_);
   }
 
+  extent_bytes_ = extents;
+  if (options_.pool != nullptr) {
+    STRATA_ASSERT(options_.book != nullptr);
+    pool_ = options_.pool;
+    book_ = options_.book;
+  } else {
+    own_pool_ = std::make_unique<memory::PinnedPool>(device);
+    own_book_ = std::make_unique<memory::Residency>();
+    pool_ = own_pool_.get();
+    book_ = own_book_.get();
+  }
+  user_ = book_->add_user("optimizer states");
   if (options_.device == OffloadDevice::cpu) {
     std::int64_t total = 0;
     for (std::int64_t bytes : extents)
       total += bytes;
-    cpu_states_ = aio::AlignedBuffer(std::max<std::int64_t>(total, kBlock));
-    residency_ = std::make_unique<memory::Residency>();
-    std::int64_t offset = 0;
-    for (std::size_t g = 0; g < sub_groups_.size(); ++g) {
-      auto bytes = cpu_states_.span().subspan(static_cast<std::size_t>(offset),
-                                              static_cast<std::size_t>(extents[g]));
-      partitions_.push_back(residency_->add_in_cpu(fmt::format("optimizer states {}", g), bytes));
-      offset += extents[g];
+    cpu_shelf_ = pool_->reserve(
+        1, std::max<std::int64_t>(total, kBlock),
+        memory::PinnedPoolOptions{options_.pin_memory, "optimizer states in CPU memory", true});
+  } else {
+    shelf_ =
+        pool_->reserve(options_.buffer_count, std::max<std::int64_t>(largest, kBlock),
+                       memory::PinnedPoolOptions{options_.pin_memory, "optimizer swap buffers"});
+    if (options_.store != nullptr) {
+      store_ = options_.store;
+    } else {
+      STRATA_ASSERT(own_pool_ != nullptr);
+      own_store_ = std::make_unique<memory::NvmeStore>(options_.nvme);
+      store_ = own_store_.get();
     }
-    return;
+    first_extent_ = store_->reserve(extents);
+    // The extents hold nothing until fill_states writes them.
+    for (std::size_t g = 0; g < sub_groups_.size(); ++g) {
+      partitions_.push_back(book_->add_on_nvme(user_, fmt::format("optimizer states {}", g),
+                                               extents[g], *store_,
+                                               first_extent_ + static_cast<int>(g)));
+    }
   }
+  if (own_pool_) {
+    own_pool_->open();
+    if (own_store_) own_store_->open(own_pool_->pinned_arena());
+    open();
+  }
+}
 
-  if (options_.pool != nullptr) {
-    pool_ = options_.pool;
-  } else {
-    own_pool_ = std::make_unique<memory::PinnedPool>(device);
-    pool_ = own_pool_.get();
-  }
-  shelf_ = pool_->reserve(options_.buffer_count, std::max<std::int64_t>(largest, kBlock),
-                          memory::PinnedPoolOptions{options_.pin_memory, "optimizer swap buffers"});
-  if (own_pool_) own_pool_->open();
-  if (options_.store != nullptr) {
-    store_ = options_.store;
-  } else {
-    own_store_ = std::make_unique<memory::NvmeStore>(options_.nvme);
-    store_ = own_store_.get();
-  }
-  first_extent_ = store_->reserve(extents);
-  if (own_store_) own_store_->open(own_pool_ ? own_pool_->pinned_arena() : std::span<std::byte>());
-  residency_ = std::make_unique<memory::Residency>(store_);
-  // The extents hold nothing until fill_states writes them.
+void OptimizerOffload::open() {
+  STRATA_ASSERT(pool_->is_open());
+  if (cpu_shelf_ < 0) return;
+  STRATA_ASSERT(!cpu_states_);
+  cpu_states_ = pool_->acquire(cpu_shelf_);
+  std::int64_t offset = 0;
   for (std::size_t g = 0; g < sub_groups_.size(); ++g) {
-    partitions_.push_back(residency_->add_on_nvme(fmt::format("optimizer states {}", g), extents[g],
-                                                  first_extent_ + static_cast<int>(g)));
+    auto bytes = cpu_states_.bytes().subspan(static_cast<std::size_t>(offset),
+                                             static_cast<std::size_t>(extent_bytes_[g]));
+    partitions_.push_back(book_->add_in_cpu(user_, fmt::format("optimizer states {}", g), bytes));
+    offset += extent_bytes_[g];
   }
 }
 
@@ -367,17 +385,17 @@ void OptimizerOffload::undo_kept(const StepHyperparameters* redo, const StepIo& 
     for (std::size_t slot = 0; slot < kept_.size(); ++slot) {
       const int g = kept_[slot];
       const memory::PartitionId id = partitions_[static_cast<std::size_t>(g)];
-      const auto bytes = static_cast<std::size_t>(residency_->bytes(id));
+      const auto bytes = static_cast<std::size_t>(book_->bytes(id));
       if (!store_) {
-        memory::Residency::CpuView view = residency_->view(id);
+        memory::Residency::CpuView view = book_->view(id);
         std::memcpy(view.bytes().data(), kept_states(slot).data(), bytes);
         if (redo != nullptr) compute_into_sink(g, view.bytes(), *redo, io);
         continue;
       }
       // The extent holds the step being undone: the prior value (redone or not) replaces it.
-      memory::Residency::CpuView view = residency_->replace(id, kept_states(slot).first(bytes));
+      memory::Residency::CpuView view = book_->replace(id, kept_states(slot).first(bytes));
       if (redo != nullptr) compute_into_sink(g, view.bytes(), *redo, io);
-      residency_->finish_write(residency_->begin_write(std::move(view)));
+      book_->finish_write(book_->begin_write(std::move(view)));
     }
   } catch (const std::exception& error) {
     kept_.clear();
@@ -409,7 +427,7 @@ int OptimizerOffload::run_step(const StepHyperparameters& hyper, const StepIo& i
   if (!store_) {
     for (int g : order) {
       if (ready && !ready(g)) break;
-      memory::Residency::CpuView view = residency_->view(partitions_[static_cast<std::size_t>(g)]);
+      memory::Residency::CpuView view = book_->view(partitions_[static_cast<std::size_t>(g)]);
       step_one(g, view.bytes());
       ++stepped;
     }
@@ -435,7 +453,7 @@ int OptimizerOffload::run_step(const StepHyperparameters& hyper, const StepIo& i
     if (!lease && wait_for_write && !writes.empty()) {
       InFlight oldest = std::move(writes.front());
       writes.pop_front();
-      residency_->finish_write(std::move(oldest.move));
+      book_->finish_write(std::move(oldest.move));
       lease = std::move(oldest.lease);
     }
     if (!lease && must) lease = pool_->acquire(shelf_);
@@ -444,7 +462,7 @@ int OptimizerOffload::run_step(const StepHyperparameters& hyper, const StepIo& i
   auto issue_read = [&](memory::PinnedPool::Lease lease) {
     const int g = order[static_cast<std::size_t>(next_read)];
     const memory::PartitionId id = partitions_[static_cast<std::size_t>(g)];
-    memory::Residency::Move move = residency_->begin_read(id, lease.bytes());
+    memory::Residency::Move move = book_->begin_read(id, lease.bytes());
     reads.push_back({g, std::move(lease), std::move(move)});
     ++next_read;
   };
@@ -452,7 +470,7 @@ int OptimizerOffload::run_step(const StepHyperparameters& hyper, const StepIo& i
     while (!writes.empty()) {
       InFlight oldest = std::move(writes.front());
       writes.pop_front();
-      residency_->finish_write(std::move(oldest.move));
+      book_->finish_write(std::move(oldest.move));
     }
   };
 
@@ -472,27 +490,27 @@ int OptimizerOffload::run_step(const StepHyperparameters& hyper, const StepIo& i
         while (!reads.empty()) {
           InFlight read = std::move(reads.front());
           reads.pop_front();
-          residency_->drop_clean(residency_->finish_read(std::move(read.move)));
+          book_->drop_clean(book_->finish_read(std::move(read.move)));
         }
         break;
       }
       InFlight current = std::move(reads.front());
       reads.pop_front();
       STRATA_ASSERT(current.sub_group == g);
-      memory::Residency::CpuView view = residency_->finish_read(std::move(current.move));
+      memory::Residency::CpuView view = book_->finish_read(std::move(current.move));
       step_one(g, view.bytes());
       ++stepped;
-      current.move = residency_->begin_write(std::move(view));
+      current.move = book_->begin_write(std::move(view));
       if (options_.pipeline_write) {
         writes.push_back(std::move(current));
       } else {
-        residency_->finish_write(std::move(current.move));
+        book_->finish_write(std::move(current.move));
       }
     }
     finish_writes();
   } catch (...) {
-    drain_reads(*residency_, reads);
-    drain_writes(*residency_, writes);
+    drain_reads(*book_, reads);
+    drain_writes(*book_, writes);
     throw;
   }
   return stepped;
@@ -569,8 +587,7 @@ void OptimizerOffload::visit_states(const StatesVisitor& visit) {
                                  static_cast<std::size_t>(scratch_memory.size_bytes()) / 4);
   if (!store_) {
     for (int g = 0; g < count; ++g) {
-      visit(states_of(g, residency_->view(partitions_[static_cast<std::size_t>(g)]).bytes(),
-                      scratch));
+      visit(states_of(g, book_->view(partitions_[static_cast<std::size_t>(g)]).bytes(), scratch));
     }
     return;
   }
@@ -586,25 +603,25 @@ void OptimizerOffload::visit_states(const StatesVisitor& visit) {
             next == g ? pool_->acquire(shelf_) : pool_->try_acquire(shelf_);
         if (!lease) break;
         memory::Residency::Move move =
-            residency_->begin_read(partitions_[static_cast<std::size_t>(next)], lease.bytes());
+            book_->begin_read(partitions_[static_cast<std::size_t>(next)], lease.bytes());
         reads.push_back({next++, std::move(lease), std::move(move)});
       }
       read = std::move(reads.front());
       reads.pop_front();
-      view = residency_->finish_read(std::move(read.move));
+      view = book_->finish_read(std::move(read.move));
     } catch (const aio::IoError& error) {
-      drain_reads(*residency_, reads);
+      drain_reads(*book_, reads);
       throw fail(error, "reading the optimizer states for a checkpoint");
     }
     try {
       visit(states_of(g, view.bytes(), scratch));
     } catch (...) {
       // The visitor's own failure (the checkpoint's disk): the states are intact.
-      residency_->drop_clean(std::move(view));
-      drain_reads(*residency_, reads);
+      book_->drop_clean(std::move(view));
+      drain_reads(*book_, reads);
       throw;
     }
-    residency_->drop_clean(std::move(view));
+    book_->drop_clean(std::move(view));
   }
 }
 
@@ -636,7 +653,7 @@ void OptimizerOffload::fill_and_write(const StatesVisitor& fill, const FilledSub
   };
   if (!store_) {
     for (int g = 0; g < count; ++g)
-      filled(g, residency_->view(partitions_[static_cast<std::size_t>(g)]).bytes());
+      filled(g, book_->view(partitions_[static_cast<std::size_t>(g)]).bytes());
     return;
   }
   std::deque<InFlight> writes;
@@ -647,22 +664,22 @@ void OptimizerOffload::fill_and_write(const StatesVisitor& fill, const FilledSub
         // Out of the queue first: a failed write must not be waited for again by the drain.
         InFlight oldest = std::move(writes.front());
         writes.pop_front();
-        residency_->finish_write(std::move(oldest.move));
+        book_->finish_write(std::move(oldest.move));
         lease = std::move(oldest.lease);
       }
       const memory::PartitionId id = partitions_[static_cast<std::size_t>(g)];
-      auto bytes = lease.bytes().first(static_cast<std::size_t>(residency_->bytes(id)));
+      auto bytes = lease.bytes().first(static_cast<std::size_t>(book_->bytes(id)));
       filled(g, bytes);
-      memory::Residency::CpuView view = residency_->replace(id, bytes);
-      writes.push_back({g, std::move(lease), residency_->begin_write(std::move(view))});
+      memory::Residency::CpuView view = book_->replace(id, bytes);
+      writes.push_back({g, std::move(lease), book_->begin_write(std::move(view))});
     }
     while (!writes.empty()) {
       InFlight oldest = std::move(writes.front());
       writes.pop_front();
-      residency_->finish_write(std::move(oldest.move));
+      book_->finish_write(std::move(oldest.move));
     }
   } catch (...) {
-    drain_writes(*residency_, writes);
+    drain_writes(*book_, writes);
     throw;  // the caller marks the states inconsistent
   }
 }

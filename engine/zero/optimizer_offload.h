@@ -46,9 +46,13 @@ struct OptimizerOffloadOptions {
   // nvme: the rank's swap store, not yet open, in which the states reserve their extents (the
   // engine's one store); null: a store of their own, opened with `nvme` (tests, benchmarks).
   memory::NvmeStore* store = nullptr;
-  // nvme: the rank's swap buffer pool, not yet open, in which the states reserve their shelf
-  // (buffer_count buffers of the largest sub-group's extent); null: a pool of their own.
+  // The rank's pool, not yet open, in which the states reserve their shelf: on cpu the states
+  // themselves, on nvme buffer_count buffers of the largest sub-group's extent; the engine then
+  // opens it and calls open(). Null: a pool of their own, opened at once, and a book of their
+  // own below (tests, benchmarks).
   memory::PinnedPool* pool = nullptr;
+  // The rank's residency book, in which the states register their sub-groups (with `pool`).
+  memory::Residency* book = nullptr;
 };
 
 // The step's third stage (docs/architecture.md, "One training step", 3): a rank's optimizer
@@ -80,6 +84,10 @@ class OptimizerOffload {
   OptimizerOffload(gpu::Device& device, const Optimizer& optimizer,
                    std::span<const float> master_params, OptimizerOffloadOptions options);
   ~OptimizerOffload();
+  // Once the engine's pool is open: on cpu takes the states' memory from their shelf and
+  // registers each sub-group in the book. Before any other call; done by the constructor when the
+  // states made their own pool.
+  void open();
   OptimizerOffload(const OptimizerOffload&) = delete;
   OptimizerOffload& operator=(const OptimizerOffload&) = delete;
 
@@ -158,9 +166,10 @@ class OptimizerOffload {
   // overlapped step whose backward failed after it had stepped sub-groups it cannot put back):
   // every later call refuses, naming `cause`. The first cause stands.
   void mark_inconsistent(const std::string& cause);
-  memory::ResidencyCounters counters() const { return residency_->counters(); }
+  // The states' own counters in the book.
+  memory::ResidencyCounters counters() const { return book_->counters(user_); }
   // The swap buffer pool (nvme only; null on cpu) and the states' shelf in it.
-  const memory::PinnedPool* pool() const noexcept { return pool_; }
+  const memory::PinnedPool* pool() const noexcept { return store_ ? pool_ : nullptr; }
   memory::PinnedPool::Shelf shelf() const noexcept { return shelf_; }
   const memory::NvmeStore* store() const noexcept { return store_; }
   // Bytes of the swap file the states take (0 on cpu).
@@ -219,15 +228,21 @@ class OptimizerOffload {
   std::vector<std::int64_t> moment_region_bytes_;
   bool has_exp_avg_;
   bool has_exp_avg_sq_;
-  aio::AlignedBuffer cpu_states_;  // cpu tier: every sub-group's extent, back to back
-  // Before the store: the store's rings register it.
+  // States made without the engine's memory (tests, benchmarks) own their pool (before the
+  // store: the store's rings register it), store and book.
   std::unique_ptr<memory::PinnedPool> own_pool_;
-  memory::PinnedPool* pool_ = nullptr;   // own_pool_ or the engine's
-  memory::PinnedPool::Shelf shelf_ = 0;  // the states' buffers in pool_
   std::unique_ptr<memory::NvmeStore> own_store_;
-  memory::NvmeStore* store_ = nullptr;  // own_store_ or the engine's
-  int first_extent_ = 0;                // the states' extents in store_
-  std::unique_ptr<memory::Residency> residency_;
+  std::unique_ptr<memory::Residency> own_book_;
+  memory::PinnedPool* pool_ = nullptr;    // own_pool_ or the engine's
+  memory::PinnedPool::Shelf shelf_ = -1;  // nvme: the states' swap buffers in pool_
+  // cpu: every sub-group's extent, back to back (a resident shelf's one buffer, from open() on).
+  memory::PinnedPool::Shelf cpu_shelf_ = -1;
+  memory::PinnedPool::Lease cpu_states_;
+  std::vector<std::int64_t> extent_bytes_;       // per sub-group
+  memory::NvmeStore* store_ = nullptr;           // own_store_ or the engine's
+  int first_extent_ = 0;                         // the states' extents in store_
+  memory::Residency* book_ = nullptr;            // own_book_ or the engine's
+  memory::User user_ = -1;                       // the states' partitions in book_
   std::vector<memory::PartitionId> partitions_;  // per sub-group
   std::string failure_;                          // the first error, once inconsistent
   std::int64_t peak_in_flight_ = 0;

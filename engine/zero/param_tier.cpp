@@ -28,20 +28,31 @@ ParamTier::ParamTier(gpu::Device& device, const FlatLayout& layout, ParamTierOpt
     device_partition_ = device.allocate(bytes, "parameter shards");
     return;
   }
+  STRATA_ASSERT(options_.pool != nullptr && !options_.pool->is_open());
+  STRATA_ASSERT(options_.book != nullptr);
+  pool_ = options_.pool;
+  book_ = options_.book;
+  user_ = book_->add_user("parameter shards");
+  const memory::PinnedPoolOptions host_shelf{options_.pin_memory, "parameter shards in CPU memory",
+                                             true};
   if (options_.device == OffloadDevice::cpu) {
     for (int m = 0; m < layout.module_count(); ++m)
       cpu_offset_[static_cast<std::size_t>(m)] = layout.module(m).partition_offset;
-    host_partition_ = aio::AlignedBuffer(std::max<std::int64_t>(bytes, 4096));
-    return;
+    host_bytes_ = bytes;
+    host_shelf_ = pool_->reserve(1, host_bytes_, host_shelf);
+  } else {
+    reserve_nvme(host_shelf);
   }
+}
 
-  // NVMe: modules stay in CPU memory, in module order, while their shards total at most
-  // max_in_cpu elements; the others get an extent each.
+// NVMe: modules stay in CPU memory, in module order, while their shards total at most max_in_cpu
+// elements; the others get an extent each, read through the pool's buffers.
+void ParamTier::reserve_nvme(const memory::PinnedPoolOptions& host_shelf) {
   std::vector<std::int64_t> extents;
   std::int64_t in_cpu = 0;
   std::int64_t largest = 0;
-  for (int m = 0; m < layout.module_count(); ++m) {
-    const std::int64_t shard = layout.module(m).shard_numel;
+  for (int m = 0; m < layout_.module_count(); ++m) {
+    const std::int64_t shard = layout_.module(m).shard_numel;
     if (in_cpu + shard <= options_.max_in_cpu) {
       cpu_offset_[static_cast<std::size_t>(m)] = in_cpu;
       in_cpu += shard;
@@ -55,7 +66,10 @@ ParamTier::ParamTier(gpu::Device& device, const FlatLayout& layout, ParamTierOpt
       "parameters: {} elements of this rank's shards kept in CPU memory (offload_param.max_in_cpu "
       "{}), {} modules' shards on NVMe",
       in_cpu, options_.max_in_cpu, extents.size());
-  if (in_cpu > 0) host_partition_ = aio::AlignedBuffer(in_cpu * element_bytes());
+  if (in_cpu > 0) {
+    host_bytes_ = in_cpu * element_bytes();
+    host_shelf_ = pool_->reserve(1, host_bytes_, host_shelf);
+  }
   if (extents.empty()) return;
   const std::int64_t buffer_bytes = options_.buffer_size * element_bytes();
   if (largest > buffer_bytes)
@@ -64,34 +78,30 @@ ParamTier::ParamTier(gpu::Device& device, const FlatLayout& layout, ParamTierOpt
                     "needs {} ({} bytes) in one buffer",
                     options_.buffer_size, largest / element_bytes(), largest),
         fmt::format("set offload_param.buffer_size to at least {}", largest / element_bytes()), 2);
-  if (options_.pool != nullptr) {
-    pool_ = options_.pool;
-  } else {
-    own_pool_ = std::make_unique<memory::PinnedPool>(device);
-    pool_ = own_pool_.get();
-  }
   shelf_ = pool_->reserve(options_.buffer_count, largest,
                           memory::PinnedPoolOptions{options_.pin_memory, "parameter swap buffers"});
-  if (own_pool_) own_pool_->open();
-  if (options_.store != nullptr) {
-    store_ = options_.store;
-  } else {
-    memory::NvmeStoreOptions store_options = options_.nvme;
-    store_options.store_name = "params";
-    own_store_ = std::make_unique<memory::NvmeStore>(std::move(store_options));
-    store_ = own_store_.get();
-  }
+  STRATA_ASSERT(options_.store != nullptr && !options_.store->is_open());
+  store_ = options_.store;
   first_extent_ = store_->reserve(extents);
   extent_count_ = static_cast<int>(extents.size());
-  // A store of its own registers the tier's own pool (the engine's store registers the engine's).
-  if (own_store_) own_store_->open(own_pool_ ? own_pool_->pinned_arena() : std::span<std::byte>());
-  residency_ = std::make_unique<memory::Residency>(store_);
-  for (int m = 0; m < layout.module_count(); ++m) {
-    const int index = nvme_partition_[static_cast<std::size_t>(m)];
-    if (index < 0) continue;
-    const memory::PartitionId id = residency_->add_on_nvme(
-        fmt::format("parameter shard of module {}", m), shard_bytes(m), first_extent_ + index);
-    STRATA_ASSERT(id == index);
+  for (int m = 0; m < layout_.module_count(); ++m) {
+    memory::PartitionId& id = nvme_partition_[static_cast<std::size_t>(m)];
+    if (id < 0) continue;
+    id = book_->add_on_nvme(user_, fmt::format("parameter shard of module {}", m), shard_bytes(m),
+                            *store_, first_extent_ + id);
+  }
+}
+
+void ParamTier::open() {
+  if (host_shelf_ < 0) return;
+  STRATA_ASSERT(pool_->is_open());
+  STRATA_ASSERT(!host_lease_);
+  host_lease_ = pool_->acquire(host_shelf_);
+  host_partition_ = host_lease_.bytes().first(static_cast<std::size_t>(host_bytes_));
+  for (int m = 0; m < layout_.module_count(); ++m) {
+    if (cpu_offset_[static_cast<std::size_t>(m)] < 0) continue;
+    static_cast<void>(book_->add_in_cpu(user_, fmt::format("parameter shard of module {} (CPU)", m),
+                                        host_shard(m)));
   }
 }
 
@@ -115,7 +125,7 @@ ParamTier::~ParamTier() {
   for (std::optional<Read>& read : reads_) {
     if (!read) continue;
     try {
-      residency_->drop_clean(residency_->finish_read(std::move(read->move)));
+      book_->drop_clean(book_->finish_read(std::move(read->move)));
     } catch (const std::exception& error) {
       base::logger("engine").debug("parameter read dropped at shutdown: {}", error.what());
     }
@@ -134,8 +144,8 @@ std::int64_t ParamTier::partition_offset_bytes(int module) const {
 std::span<std::byte> ParamTier::host_shard(int module) {
   const std::int64_t offset = cpu_offset_[static_cast<std::size_t>(module)];
   STRATA_ASSERT(offset >= 0);
-  return host_partition_.span().subspan(static_cast<std::size_t>(offset * element_bytes()),
-                                        static_cast<std::size_t>(shard_bytes(module)));
+  return host_partition_.subspan(static_cast<std::size_t>(offset * element_bytes()),
+                                 static_cast<std::size_t>(shard_bytes(module)));
 }
 
 bool ParamTier::on_nvme(int module) const {
@@ -173,8 +183,8 @@ bool ParamTier::prefetch(int module) {
   memory::PinnedPool::Lease lease = pool_->try_acquire(shelf_);
   if (!lease) return false;
   const memory::PartitionId id = nvme_partition_[static_cast<std::size_t>(module)];
-  memory::Residency::Move move = residency_->begin_read(
-      id, lease.bytes().first(static_cast<std::size_t>(shard_bytes(module))));
+  memory::Residency::Move move =
+      book_->begin_read(id, lease.bytes().first(static_cast<std::size_t>(shard_bytes(module))));
   reads_[static_cast<std::size_t>(module)] = Read{std::move(lease), std::move(move)};
   return true;
 }
@@ -223,7 +233,7 @@ void ParamTier::fetch_from_nvme(std::unique_lock<std::mutex>& lock, int module, 
     memory::PinnedPool::Lease lease = take_buffer(lock);
     const memory::PartitionId id = nvme_partition_[static_cast<std::size_t>(module)];
     memory::Residency::Move move =
-        residency_->begin_read(id, lease.bytes().first(static_cast<std::size_t>(bytes)));
+        book_->begin_read(id, lease.bytes().first(static_cast<std::size_t>(bytes)));
     read = Read{std::move(lease), std::move(move)};
   }
   Read taken = std::move(*read);
@@ -233,7 +243,7 @@ void ParamTier::fetch_from_nvme(std::unique_lock<std::mutex>& lock, int module, 
     // Not under the lock: the overlapped step's thread commits other modules meanwhile.
     const base::Timeline::Scope waiting("host", "wait", "parameter read");
     lock.unlock();
-    view = residency_->finish_read(std::move(taken.move));
+    view = book_->finish_read(std::move(taken.move));
     lock.lock();
   }
   std::unique_ptr<gpu::Event> copied =
@@ -275,7 +285,7 @@ void ParamTier::finish_upload(Upload upload) {
   } catch (...) {
     failure = std::current_exception();
   }
-  residency_->drop_clean(std::move(upload.view));
+  book_->drop_clean(std::move(upload.view));
   if (failure) std::rethrow_exception(failure);
 }
 
@@ -330,8 +340,7 @@ std::span<std::byte> ParamTier::values(Range range) {
   const auto bytes = static_cast<std::size_t>(range.size() * element_bytes());
   const std::int64_t in_cpu = cpu_offset_of(range);
   if (in_cpu >= 0)
-    return host_partition_.span().subspan(static_cast<std::size_t>(in_cpu * element_bytes()),
-                                          bytes);
+    return host_partition_.subspan(static_cast<std::size_t>(in_cpu * element_bytes()), bytes);
   const int slot = staging_slot_;
   wait_staged(slot);
   if (staging_[static_cast<std::size_t>(slot)].size_bytes() < static_cast<std::int64_t>(bytes)) {
@@ -393,8 +402,8 @@ void ParamTier::commit_to_nvme(std::unique_lock<std::mutex>& lock, Range range) 
         continue;
       }
       drop_read(m);
-      writes.push_back(residency_->begin_patch(nvme_partition_[static_cast<std::size_t>(m)],
-                                               (begin - slice.partition_offset) * element, piece));
+      writes.push_back(book_->begin_patch(nvme_partition_[static_cast<std::size_t>(m)],
+                                          (begin - slice.partition_offset) * element, piece));
     }
   } catch (...) {
     failure = std::current_exception();
@@ -404,7 +413,7 @@ void ParamTier::commit_to_nvme(std::unique_lock<std::mutex>& lock, Range range) 
   lock.unlock();
   for (memory::Residency::Move& move : writes) {
     try {
-      residency_->finish_write(std::move(move));
+      book_->finish_write(std::move(move));
     } catch (...) {
       if (!failure) failure = std::current_exception();
     }
@@ -431,7 +440,7 @@ void ParamTier::drop_read(int module) {
   if (!read) return;
   Read taken = std::move(*read);
   read.reset();
-  residency_->drop_clean(residency_->finish_read(std::move(taken.move)));
+  book_->drop_clean(book_->finish_read(std::move(taken.move)));
 }
 
 bool ParamTier::inconsistent() const {
@@ -440,22 +449,19 @@ bool ParamTier::inconsistent() const {
 }
 
 std::int64_t ParamTier::nvme_read_bytes() const {
-  if (!residency_) return 0;
-  return residency_->counters().moved_bytes[static_cast<std::size_t>(memory::Direction::nvme_read)];
+  if (book_ == nullptr) return 0;
+  return book_->counters(user_).moved_bytes[static_cast<std::size_t>(memory::Direction::nvme_read)];
 }
 
 std::int64_t ParamTier::nvme_write_bytes() const {
-  if (!residency_) return 0;
-  return residency_->counters()
+  if (book_ == nullptr) return 0;
+  return book_->counters(user_)
       .moved_bytes[static_cast<std::size_t>(memory::Direction::nvme_write)];
 }
 
 std::int64_t ParamTier::unpinned_host_bytes() const {
   const std::lock_guard lock(mutex_);
-  std::int64_t bytes =
-      host_partition_.size_bytes() + staging_[0].size_bytes() + staging_[1].size_bytes();
-  if (own_pool_) bytes += own_pool_->unpinned_bytes();
-  return bytes;
+  return staging_[0].size_bytes() + staging_[1].size_bytes();
 }
 
 }  // namespace strata::engine::zero

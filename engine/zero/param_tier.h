@@ -35,13 +35,17 @@ struct ParamTierOptions {
   std::int64_t buffer_count = 5;
   std::int64_t buffer_size = 100'000'000;
   bool pin_memory = false;
-  memory::NvmeStoreOptions nvme;  // nvme: where, and the aio settings
-  // nvme: the rank's swap store, not yet open, in which the tier reserves its extents (the
-  // engine's one store); null: the tier opens a store of its own with `nvme` (tests).
+  memory::NvmeStoreOptions nvme;  // nvme: where, and the aio settings (the engine's store's)
+  // nvme: the store, not yet open, in which the tier reserves its extents (the engine's: the
+  // rank's one store, or a second one under offload_param.nvme_path when that is another
+  // directory).
   memory::NvmeStore* store = nullptr;
-  // nvme: the rank's swap buffer pool, not yet open, in which the tier reserves its shelf
-  // (offload_param.buffer_count buffers); null: the tier opens a pool of its own (tests).
+  // cpu, nvme: the rank's pool, not yet open, in which the tier reserves its shelves (the shards
+  // it keeps in CPU memory, and with nvme offload_param.buffer_count read buffers); the engine
+  // then opens it and calls open().
   memory::PinnedPool* pool = nullptr;
+  // cpu, nvme: the rank's residency book, in which the tier registers its shards.
+  memory::Residency* book = nullptr;
 };
 
 // Where a rank's parameter shards live between uses (docs/architecture.md, "The tiers"): each
@@ -73,10 +77,13 @@ struct ParamTierOptions {
 class ParamTier final : public ParamSink {
  public:
   // An empty tier: every range is written through values() + commit() before the first fetch.
-  // Throws the store's and pool's UserErrors (nvme_path, free space, RLIMIT_MEMLOCK), and one
-  // naming offload_param.buffer_size when a module's shard does not fit one buffer.
+  // Throws the pool's UserError for a shelf it refuses, and one naming offload_param.buffer_size
+  // when a module's shard does not fit one buffer.
   ParamTier(gpu::Device& device, const FlatLayout& layout, ParamTierOptions options);
   ~ParamTier() override;
+  // Once the pool is open (and the store): takes the tier's CPU memory from its shelf and
+  // registers the shards there in the book. Before any other call.
+  void open();
   ParamTier(const ParamTier&) = delete;
   ParamTier& operator=(const ParamTier&) = delete;
 
@@ -117,13 +124,16 @@ class ParamTier final : public ParamSink {
   std::int64_t nvme_bytes() const {
     return store_ ? store_->planned_bytes(first_extent_, extent_count_) : 0;
   }
-  // Host bytes the tier holds that are not page-locked (its CPU-resident shards, the staging
-  // range, and its own pool's buffers unless pinned: pinned memory is the device's to count, and
-  // the engine's pool is the engine's).
+  // Host bytes the tier holds outside the pool, none page-locked: the staging range.
   std::int64_t unpinned_host_bytes() const;
+  // The tier's shelves in its pool (-1: none): the read buffers, and the shards kept in CPU.
+  memory::PinnedPool::Shelf swap_shelf() const noexcept { return pool_ ? shelf_ : -1; }
+  memory::PinnedPool::Shelf host_shelf() const noexcept { return host_shelf_; }
 
  private:
   std::int64_t element_bytes() const noexcept { return options_.element_bytes; }
+  // nvme: reserves the shelves, the extents and the book's NVMe partitions.
+  void reserve_nvme(const memory::PinnedPoolOptions& host_shelf);
   std::int64_t shard_bytes(int module) const;
   std::int64_t partition_offset_bytes(int module) const;
   std::span<std::byte> host_shard(int module);
@@ -151,10 +161,11 @@ class ParamTier final : public ParamSink {
   const FlatLayout& layout_;
   ParamTierOptions options_;
   gpu::DeviceBuffer device_partition_;
-  // The shards of the modules in CPU memory, back to back: the whole partition for the cpu tier,
-  // the modules max_in_cpu keeps for nvme. cpu_offset_[m]: where module m's shard starts in it
-  // (elements), -1 for a module elsewhere.
-  aio::AlignedBuffer host_partition_;
+  // The shards of the modules in CPU memory, back to back (a resident shelf of the pool): the
+  // whole partition for the cpu tier, the modules max_in_cpu keeps for nvme. cpu_offset_[m]:
+  // where module m's shard starts in it (elements), -1 for a module elsewhere.
+  std::span<std::byte> host_partition_;
+  std::int64_t host_bytes_ = 0;
   std::vector<std::int64_t> cpu_offset_;
   // values() of the nvme and device tiers. The device tier alternates two, both the size of the
   // largest range, so that one range's upload runs while the next is made: the host waits only
@@ -164,15 +175,18 @@ class ParamTier final : public ParamSink {
   int staging_slot_ = 0;
   // Waits for staging slot `slot`'s upload, if any.
   void wait_staged(int slot);
-  std::unique_ptr<memory::PinnedPool> own_pool_;
-  memory::PinnedPool* pool_ = nullptr;   // own_pool_ or the engine's
-  memory::PinnedPool::Shelf shelf_ = 0;  // the tier's read buffers in pool_
-  std::unique_ptr<memory::NvmeStore> own_store_;
-  memory::NvmeStore* store_ = nullptr;  // own_store_ or the engine's
-  int first_extent_ = 0;                // this tier's extents in store_
+  // The engine's pool, store and book, which outlive the tier.
+  memory::PinnedPool* pool_ = nullptr;
+  memory::PinnedPool::Shelf shelf_ = -1;       // the tier's read buffers in pool_
+  memory::PinnedPool::Shelf host_shelf_ = -1;  // the shards kept in CPU memory
+  memory::PinnedPool::Lease host_lease_;       // host_shelf_'s one buffer, from open() on
+  memory::NvmeStore* store_ = nullptr;
+  int first_extent_ = 0;  // this tier's extents in store_
   int extent_count_ = 0;
-  std::unique_ptr<memory::Residency> residency_;
-  // Per module: its NVMe partition (-1 when it is not on NVMe) and the read in flight.
+  memory::Residency* book_ = nullptr;
+  memory::User user_ = -1;  // the tier's partitions in book_
+  // Per module: its NVMe partition in the book (-1 when it is not on NVMe) and the read in
+  // flight.
   std::vector<memory::PartitionId> nvme_partition_;
   struct Read {
     memory::PinnedPool::Lease lease;

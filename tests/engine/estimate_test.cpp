@@ -203,11 +203,27 @@ TEST(EstimateRows, Stage2OptimizerOnCpuByHand) {
   EXPECT_EQ(term_bytes(row, "param_shards"), 2 * kPart);
   EXPECT_EQ(find_term(row, "gradient_partition_fp32")->tier, Tier::cpu);
   // CPU: the two staging slots of the 16-bit parameters the optimizer writes (one uploading while
-  // the next is made), gradients, their staging ring (three pieces of the largest shard), states,
-  // pinned pages.
+  // the next is made), gradients, their staging ring of three shards, states, pinned pages.
   EXPECT_EQ(row.per_node_cpu_bytes,
             4 * (2 * 2 * kPart + 4 * kPart + 3 * 4 * 251'904 + 12 * kPart + 8192));
-  EXPECT_EQ(row.pinned_bytes_per_rank, 4 * kPart + 3 * 4 * 251'904 + 8192);
+  // offload_optimizer.pin_memory page-locks the gradients, their staging and the states, as
+  // DeepSpeed pins its CPU fp32 partitions; the parameters' staging is not.
+  EXPECT_EQ(row.pinned_bytes_per_rank, 4 * kPart + 3 * 4 * 251'904 + 12 * kPart + 8192);
+}
+
+// The memory the tiers keep in CPU is page-locked as its own section's pin_memory says: the
+// parameters' shards by offload_param's, the optimizer's states by offload_optimizer's.
+TEST(EstimateRows, CpuTiersArePinnedAsTheirSectionsSay) {
+  EstimateInputs inputs = small_inputs();
+  EstimateRow row = estimate_row(inputs, 3, cpu, cpu);
+  EXPECT_TRUE(find_term(row, "param_host_partition")->pinned);
+  EXPECT_TRUE(find_term(row, "optimizer_states_fp32")->pinned);
+  inputs.param_pin_memory = false;
+  row = estimate_row(inputs, 3, cpu, cpu);
+  EXPECT_FALSE(find_term(row, "param_host_partition")->pinned);
+  EXPECT_TRUE(find_term(row, "optimizer_states_fp32")->pinned);
+  inputs.optimizer_pin_memory = false;
+  EXPECT_EQ(estimate_row(inputs, 3, cpu, cpu).pinned_bytes_per_rank, 8192);
 }
 
 // n_layer 1, d 64, vocab 256, seq 32 on 2 ranks, as engine/zero's FlatLayout cuts it:

@@ -59,6 +59,7 @@ struct Fixture {
                                             memory, names, options);
     pool->open();
     store->open(pool->pinned_arena());
+    reducer->open();
   }
   ~Fixture() {
     try {

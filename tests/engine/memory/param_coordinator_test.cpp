@@ -16,6 +16,9 @@
 #include <string>
 
 #include "cpu_adam/half.h"
+#include "engine/memory/nvme_store.h"
+#include "engine/memory/pinned_pool.h"
+#include "engine/memory/residency.h"
 #include "engine/memory/stream_ordered_memory.h"
 #include "gpu/open_device.h"
 #include "gpu/ops.h"
@@ -65,7 +68,7 @@ struct Fixture {
     tier_options.nvme.job_name = std::string("coordinator-") +
                                  ::testing::UnitTest::GetInstance()->current_test_info()->name();
     tier_options.nvme.faults = std::move(faults);
-    tier = std::make_unique<ParamTier>(*device_, layout, tier_options);
+    make_tier(tier_options);
     // Written through the sink in sub-group sized ranges, which cut modules in pieces.
     for (std::int64_t begin = 0; begin < layout.partition_numel(); begin += kRange) {
       const Range range{begin, std::min(begin + kRange, layout.partition_numel())};
@@ -83,6 +86,27 @@ struct Fixture {
     device_->synchronize();
     coordinator.reset();
     memory.drain();
+  }
+
+  // The tier with its memory as the engine plans it: shelves in a pool, partitions in a book,
+  // extents in a store; the pool opens once the tier has reserved, the store's rings register its
+  // page-locked arena, then the tier takes its CPU memory.
+  void make_tier(const ParamTierOptions& planned) {
+    ParamTierOptions options = planned;
+    if (options.device != OffloadDevice::none) {
+      pool = std::make_unique<memory::PinnedPool>(*device_);
+      options.pool = pool.get();
+      options.book = &book;
+    }
+    if (options.device == OffloadDevice::nvme) {
+      store = std::make_unique<memory::NvmeStore>(options.nvme);
+      options.store = store.get();
+    }
+    tier = std::make_unique<ParamTier>(*device_, layout, options);
+    if (!pool) return;
+    pool->open();
+    if (store) store->open(pool->pinned_arena());
+    tier->open();
   }
 
   // Module `m` is gathered in the storage type (bf16), and its values match its shard.
@@ -104,6 +128,10 @@ struct Fixture {
   std::unique_ptr<gpu::Comm> comm;
   FlatLayout layout;
   memory::StreamOrderedMemory memory;
+  // Before the tier: they outlive it.
+  memory::Residency book;
+  std::unique_ptr<memory::PinnedPool> pool;
+  std::unique_ptr<memory::NvmeStore> store;
   std::unique_ptr<ParamTier> tier;
   std::unique_ptr<ParamCoordinator> coordinator;
 };

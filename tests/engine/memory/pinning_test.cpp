@@ -150,10 +150,15 @@ TEST(SettlePinMemory, RequirePinnedMemoryRefusesWithTheFix) {
 
 // The need the run settles by is what it pins: the estimate's pinned terms, to the byte, are the
 // device's page-locked memory once the engine is built with pin_memory (where this process may
-// lock that much).
-TEST(SettlePinMemory, TheEstimatesPinnedTermsAreWhatTheEnginePins) {
+// lock that much): with both tiers on NVMe (the swap buffers) and in CPU memory (the shards and
+// the optimizer's states too).
+class PinnedTerms : public ::testing::TestWithParam<OffloadDevice> {};
+
+TEST_P(PinnedTerms, TheEstimatesPinnedTermsAreWhatTheEnginePins) {
   SwapDirectory swap;
-  const Config config = offload_config("nvme", swap.string(), "true");
+  const OffloadDevice tier = GetParam();
+  const Config config =
+      offload_config(tier == OffloadDevice::nvme ? "nvme" : "cpu", swap.string(), "true");
   auto device = gpu::create_host_device({});
   auto ops = gpu::create_ops(*device);
   auto comm = gpu::create_comm(testing::test_world(), *device);
@@ -163,7 +168,7 @@ TEST(SettlePinMemory, TheEstimatesPinnedTermsAreWhatTheEnginePins) {
   EstimateInputs inputs =
       estimate_inputs_from_config(config, 0, 0, testing::test_world().world_size(), 1);
   set_model(inputs, declare(*model));
-  const EstimateRow row = estimate_row(inputs, 3, OffloadDevice::nvme, OffloadDevice::nvme);
+  const EstimateRow row = estimate_row(inputs, 3, tier, tier);
   if (!gpu::pinned_limit().allows(0, row.pinned_bytes_per_rank))
     GTEST_SKIP() << "this process may lock " << gpu::pinned_limit().describe() << ", less than "
                  << row.pinned_bytes_per_rank << " bytes";
@@ -172,6 +177,13 @@ TEST(SettlePinMemory, TheEstimatesPinnedTermsAreWhatTheEnginePins) {
   EXPECT_GT(row.pinned_bytes_per_rank, 8192);
   EXPECT_EQ(device->pinned_bytes_in_use(), row.pinned_bytes_per_rank);
 }
+
+INSTANTIATE_TEST_SUITE_P(Tiers, PinnedTerms,
+                         ::testing::Values(OffloadDevice::cpu, OffloadDevice::nvme),
+                         [](const ::testing::TestParamInfo<OffloadDevice>& tier_info) {
+                           return std::string(tier_info.param == OffloadDevice::cpu ? "cpu"
+                                                                                    : "nvme");
+                         });
 
 }  // namespace
 }  // namespace strata::engine

@@ -52,12 +52,14 @@ class ResidencyTest : public ::testing::Test {
 TEST_F(ResidencyTest, StatesAndExactAccountingThroughAMoveCycle) {
   const std::vector<std::int64_t> sizes = {8192, 4096};
   NvmeStore store(options(), sizes);
-  Residency residency(&store);
+  Residency residency;
+  const User user = residency.add_user("states");
   aio::AlignedBuffer cpu_only(12288);
   aio::AlignedBuffer staging(8192);
-  const PartitionId resident = residency.add_in_cpu("grads", cpu_only.span());
-  const PartitionId swapped = residency.add_in_cpu_with_extent("states 0", staging.span(), 0);
-  const PartitionId cold = residency.add_on_nvme("states 1", 4096, 1);
+  const PartitionId resident = residency.add_in_cpu(user, "grads", cpu_only.span());
+  const PartitionId swapped =
+      residency.add_in_cpu_with_extent(user, "states 0", staging.span(), store, 0);
+  const PartitionId cold = residency.add_on_nvme(user, "states 1", 4096, store, 1);
   EXPECT_EQ(residency.state(resident), State::in_cpu);
   EXPECT_EQ(residency.state(cold), State::on_nvme);
   ResidencyCounters counters = residency.counters();
@@ -92,13 +94,56 @@ TEST_F(ResidencyTest, StatesAndExactAccountingThroughAMoveCycle) {
   EXPECT_EQ(residency.counters().resident_bytes[at(Tier::gpu)], 0);
 }
 
+// The rank's one book holds every user's partitions, whichever store holds their extents (the
+// parameters may live under another nvme_path than the optimizer's): each move goes to its
+// partition's store, and each user's counters are its own while the book's add them up.
+TEST_F(ResidencyTest, OneBookCountsEachUserApartOverTwoStores) {
+  NvmeStore states_store(options(), std::vector<std::int64_t>{8192});
+  NvmeStoreOptions params_options = options();
+  params_options.store_name = "params";
+  NvmeStore params_store(params_options, std::vector<std::int64_t>{4096});
+  Residency book;
+  const User states = book.add_user("optimizer states");
+  const User params = book.add_user("parameter shards");
+  aio::AlignedBuffer states_memory(8192);
+  aio::AlignedBuffer params_memory(4096);
+  std::memset(states_memory.data(), 0x11, 8192);
+  std::memset(params_memory.data(), 0x22, 4096);
+  const PartitionId s0 =
+      book.add_in_cpu_with_extent(states, "states 0", states_memory.span(), states_store, 0);
+  const PartitionId p0 =
+      book.add_in_cpu_with_extent(params, "shard 0", params_memory.span(), params_store, 0);
+  book.finish_write(book.begin_write(book.view(s0)));
+  book.finish_write(book.begin_write(book.view(p0)));
+  EXPECT_EQ(book.partition_count(), 2);
+  EXPECT_EQ(book.user(s0), states);
+  EXPECT_EQ(book.user_name(book.user(p0)), "parameter shards");
+  EXPECT_EQ(book.counters(states).moved_bytes[at(Direction::nvme_write)], 8192);
+  EXPECT_EQ(book.counters(params).moved_bytes[at(Direction::nvme_write)], 4096);
+  EXPECT_EQ(book.counters().moved_bytes[at(Direction::nvme_write)], 8192 + 4096);
+  EXPECT_EQ(book.counters(params).resident_bytes[at(Tier::nvme)], 4096);
+
+  // Each partition comes back from its own store's file.
+  aio::AlignedBuffer back(8192);
+  Residency::CpuView shard = book.finish_read(book.begin_read(p0, back.span()));
+  EXPECT_EQ(shard.bytes()[4095], std::byte{0x22});
+  book.drop_clean(std::move(shard));
+  Residency::CpuView group = book.finish_read(book.begin_read(s0, back.span()));
+  EXPECT_EQ(group.bytes()[8191], std::byte{0x11});
+  book.drop_clean(std::move(group));
+  EXPECT_EQ(book.counters(states).moved_bytes[at(Direction::nvme_read)], 8192);
+  EXPECT_EQ(book.counters(params).moved_bytes[at(Direction::nvme_read)], 4096);
+  EXPECT_EQ(book.counters().peak_resident_bytes[at(Tier::nvme)], 8192 + 4096);
+}
+
 TEST_F(ResidencyTest, AFailedReadLeavesThePartitionLostAndNamesTheFile) {
   NvmeStoreOptions faulty = options();
   faulty.faults.fail(1, EIO);
   NvmeStore store(faulty, std::vector<std::int64_t>{4096});
-  Residency residency(&store);
+  Residency residency;
+  const User user = residency.add_user("p");
   aio::AlignedBuffer buffer(4096);
-  const PartitionId id = residency.add_in_cpu_with_extent("p", buffer.span(), 0);
+  const PartitionId id = residency.add_in_cpu_with_extent(user, "p", buffer.span(), store, 0);
   residency.finish_write(residency.begin_write(residency.view(id)));
   try {
     static_cast<void>(residency.finish_read(residency.begin_read(id, buffer.span())));
@@ -123,14 +168,15 @@ TEST_F(ResidencyTest, StressManyPartitionsThroughASmallPool) {
   NvmeStore store(options(), sizes);
   auto device = gpu::create_host_device({});
   PinnedPool pool(*device, kBuffers, kMax);
-  Residency residency(&store);
+  Residency residency;
+  const User user = residency.add_user("stress");
   std::vector<PartitionId> ids;
   std::int64_t total = 0;
   for (int p = 0; p < kPartitions; ++p) {
     PinnedPool::Lease lease = pool.acquire();
     auto bytes = lease.bytes().first(static_cast<std::size_t>(sizes[static_cast<std::size_t>(p)]));
     std::memset(bytes.data(), 0, bytes.size());
-    ids.push_back(residency.add_in_cpu_with_extent(fmt::format("p{}", p), bytes, p));
+    ids.push_back(residency.add_in_cpu_with_extent(user, fmt::format("p{}", p), bytes, store, p));
     residency.finish_write(residency.begin_write(residency.view(ids.back())));
     total += sizes[static_cast<std::size_t>(p)];
   }
@@ -175,10 +221,11 @@ TEST(ResidencyGpu, UploadAndDownloadThroughTheDevicesStreams) {
   device_options.memory_budget_bytes = 1 << 20;
   auto device = gpu::create_host_device(device_options);
   Residency residency;
+  const User user = residency.add_user("params");
   aio::AlignedBuffer host(8192);
   for (std::size_t i = 0; i < 8192; ++i)
     host.span()[i] = std::byte{static_cast<unsigned char>(i * 13)};
-  const PartitionId id = residency.add_in_cpu("params 0", host.span());
+  const PartitionId id = residency.add_in_cpu(user, "params 0", host.span());
   gpu::DeviceBuffer on_device = device->allocate(8192, "params 0");
   Residency::Move upload =
       residency.begin_upload(residency.view(id), *device, device->h2d_stream(), on_device.data());
