@@ -8,6 +8,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <memory>
 #include <string>
@@ -16,6 +17,7 @@
 #include "base/error.h"
 #include "engine/memory/nvme_store.h"
 #include "engine/memory/pinned_pool.h"
+#include "engine/memory/residency.h"
 #include "engine/memory/stream_ordered_memory.h"
 #include "gpu/open_device.h"
 #include "gpu/ops.h"
@@ -29,9 +31,11 @@ namespace {
 using ::testing::HasSubstr;
 
 // One rank's stage-3 reducer with its gradients in a swap file under the test's temporary
-// directory, each module's gradients set to m + 1 in its backward.
+// directory (or, with `to_nvme` false, in CPU memory), each module's gradients set to
+// (m + 1) x (micro-batch + 1) in its backward.
 struct Fixture {
-  explicit Fixture(std::vector<std::int64_t> module_sizes, aio::FaultPlan faults = {})
+  explicit Fixture(std::vector<std::int64_t> module_sizes, aio::FaultPlan faults = {},
+                   bool to_nvme = true)
       : device(gpu::create_host_device({})),
         ops(gpu::create_ops(*device)),
         comm(gpu::create_comm(engine::testing::test_world(), *device)),
@@ -48,9 +52,10 @@ struct Fixture {
     GradReducerOptions options;
     options.stage = 3;
     options.to_host = true;
-    options.to_nvme = true;
-    options.store = store.get();
+    options.to_nvme = to_nvme;
+    options.store = to_nvme ? store.get() : nullptr;
     options.pool = pool.get();
+    options.book = &book;
     options.largest_read = layout.partition_numel();
     std::vector<std::string> names;
     for (std::size_t m = 0; m < module_sizes.size(); ++m)
@@ -58,7 +63,7 @@ struct Fixture {
     reducer = std::make_unique<GradReducer>(*device, *ops, *comm, device->compute_stream(), layout,
                                             memory, names, options);
     pool->open();
-    store->open(pool->pinned_arena());
+    if (to_nvme) store->open(pool->pinned_arena());
     reducer->open();
   }
   ~Fixture() {
@@ -77,18 +82,19 @@ struct Fixture {
     return modules;
   }
 
-  // One micro-batch's backward: modules in reverse, each writing m + 1 into its gradients.
-  void backward() {
+  // One step's backward over `micro_batches`: modules in reverse, each writing
+  // (m + 1) x (micro-batch + 1) into its gradients.
+  void backward(int micro_batches = 1) {
     reducer->begin_step();
     gpu::Stream& stream = device->compute_stream();
-    for (int m = layout.module_count(); m-- > 0;) {
-      float* grads = reducer->grads(m)[0].f32();
-      const std::int64_t numel = layout.tensors(m)[0].numel;
-      stream.launch([grads, numel, m] {
-        for (std::int64_t i = 0; i < numel; ++i)
-          grads[i] = static_cast<float>(m + 1);
-      });
-      reducer->module_done(m, true);
+    for (int micro = 0; micro < micro_batches; ++micro) {
+      for (int m = layout.module_count(); m-- > 0;) {
+        float* grads = reducer->grads(m)[0].f32();
+        const std::int64_t numel = layout.tensors(m)[0].numel;
+        const auto value = static_cast<float>((m + 1) * (micro + 1));
+        stream.launch([grads, numel, value] { std::fill(grads, grads + numel, value); });
+        reducer->module_done(m, micro + 1 == micro_batches);
+      }
     }
   }
 
@@ -99,6 +105,7 @@ struct Fixture {
   memory::StreamOrderedMemory memory;
   std::unique_ptr<memory::NvmeStore> store;
   std::unique_ptr<memory::PinnedPool> pool;
+  memory::Residency book;
   std::unique_ptr<GradReducer> reducer;
 };
 
@@ -147,6 +154,36 @@ TEST(GradReducerSwap, AFailedLastWriteFailsTheEndOfBackward) {
   } catch (const UserError& error) {
     EXPECT_THAT(error.what(), HasSubstr("swapping the gradients failed"));
     EXPECT_THAT(error.fix(), HasSubstr("then run the step again"));
+  }
+}
+
+// Modules larger than a piece (4 Mi elements) come down through the three-slot staging ring in
+// several pieces, the engine's thread reusing a slot once the queue is done with it; over two
+// micro-batches the first contribution lands straight in the CPU partition (or is written to the
+// swap file) and the second is added to it. Every element and the norm are exact.
+TEST(GradReducerPieces, ModulesLargerThanAPieceLandWholeOverTwoMicroBatches) {
+  const std::vector<std::int64_t> sizes = {kGradPieceElements + 4096, 2 * kGradPieceElements + 1};
+  for (const bool to_nvme : {false, true}) {
+    SCOPED_TRACE(to_nvme ? "on NVMe" : "in CPU memory");
+    Fixture f(sizes, {}, to_nvme);
+    f.backward(2);
+    const cpu_adam::GradStats stats = f.reducer->global_stats();
+    double expected = 0;
+    for (std::size_t m = 0; m < sizes.size(); ++m) {
+      const double value = 3.0 * static_cast<double>(m + 1);  // (m + 1) x (1 + 2)
+      expected += static_cast<double>(sizes[m]) * value * value;
+    }
+    EXPECT_DOUBLE_EQ(stats.sum_squares, expected);
+    for (int m = 0; m < f.layout.module_count(); ++m) {
+      const ModuleSlice& slice = f.layout.module(m);
+      const std::span<const std::byte> bytes =
+          f.reducer->grads(Range{slice.partition_offset, slice.partition_offset + slice.numel});
+      const auto* grads = reinterpret_cast<const float*>(bytes.data());
+      const auto value = static_cast<float>(3 * (m + 1));
+      for (std::int64_t i = 0; i < slice.numel; ++i)
+        ASSERT_EQ(grads[i], value) << "module " << m << " element " << i;
+    }
+    EXPECT_EQ(f.device->compute_stream().host_functions(), 2 * 2);  // the test's own fills only
   }
 }
 
