@@ -60,8 +60,8 @@ GradReducer::GradReducer(gpu::Device& device, gpu::Ops& ops, gpu::Comm& comm, gp
       names_(std::move(module_names)),
       options_(options),
       buffers_(static_cast<std::size_t>(layout.module_count())),
-      // Room for every piece of a backward: the engine's thread never waits for a free slot in
-      // the queue, only (rarely) for a staging slot.
+      // Room for the pieces of many modules (16 G elements of them at 4 Mi a piece): the engine's
+      // thread waits for room only when the CPU is that far behind.
       jobs_("gradients", 4096),
       contributions_(static_cast<std::size_t>(layout.module_count()), 0) {
   STRATA_ASSERT(options_.bucket_elements > 0);
@@ -95,7 +95,8 @@ GradReducer::GradReducer(gpu::Device& device, gpu::Ops& ops, gpu::Comm& comm, gp
     }
     reduced_ = device.create_event();
     copies_done_ = device.create_event();
-    // A copy event per piece in flight: enough for two of the largest module's pieces and more.
+    // A copy event per piece in flight (64: a few modules' pieces even at 4 Mi a piece); the
+    // engine's thread reuses one once the job that waited on it has run.
     for (int e = 0; e < 64; ++e) {
       copied_.push_back(device.create_event());
       copied_job_.push_back(0);
