@@ -48,7 +48,7 @@ struct GradReducerOptions {
   // With to_host, the partition holds bf16 gradients (bf16.bf16_master_weights_and_grads): each
   // reduced fp32 shard is added in fp32 and the sum rounded to nearest even.
   bool bf16 = false;
-  // offload_optimizer.pin_memory: the host partition and its staging buffer are page-locked.
+  // offload_optimizer.pin_memory: the host partition and its staging ring are page-locked.
   bool pin_memory = false;
   // zero_optimization.reduce_bucket_size: elements per collective call.
   std::int64_t bucket_elements = 500'000'000;
