@@ -28,6 +28,7 @@
 #include "models/llama/rope_frequencies.h"
 #include "models/model_plan.h"
 #include "tests/engine/test_world.h"
+#include "tests/models/host_engine.h"
 
 namespace strata::models {
 namespace {
@@ -80,20 +81,13 @@ Outcome run_strata(const std::string& name, const std::string& zero, int steps) 
                       batch, zero, fixture(name).string(), positions - 1),
           "reference config")
           .config;
-  gpu::DeviceOptions options;
-  options.memory_budget_bytes = 64 << 20;
-  auto device = gpu::create_host_device(options);
-  auto ops = gpu::create_ops(*device);
-  auto comm = gpu::create_comm(engine::testing::test_world(), *device);
-  const std::unique_ptr<engine::Model> model = build_model(plan_model(config.strata.model, batch));
-  engine::Runtime runtime{*device, *ops, *comm};
-  engine::Engine engine(runtime, config, *model);
+  testing::HostEngine run(config, batch);
   Outcome outcome;
-  outcome.loss = engine.evaluate(inputs, targets);
+  outcome.loss = run.engine.evaluate(inputs, targets);
   for (int step = 0; step < steps; ++step)
-    static_cast<void>(engine.train_batch(inputs, targets));
-  outcome.masters = engine.master_parameters();
-  for (engine::Module* module : model->modules())
+    static_cast<void>(run.engine.train_batch(inputs, targets));
+  outcome.masters = run.engine.master_parameters();
+  for (engine::Module* module : run.model->modules())
     outcome.modules.push_back(module->parameters());
   return outcome;
 }

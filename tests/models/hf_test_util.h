@@ -24,6 +24,7 @@
 #include "gpu/ops.h"
 #include "models/model_plan.h"
 #include "tests/engine/test_world.h"
+#include "tests/models/host_engine.h"
 
 namespace strata::models::testing {
 
@@ -85,16 +86,7 @@ inline std::vector<float> loaded_masters(const std::filesystem::path& folder, in
                                                                       folder.string(), seq_len),
                                                           "test config")
                                     .config;
-  gpu::DeviceOptions options;
-  options.memory_budget_bytes = 64 << 20;
-  auto device = gpu::create_host_device(options);
-  auto ops = gpu::create_ops(*device);
-  auto comm = gpu::create_comm(engine::testing::test_world(), *device);
-  // After the device: the model's activations are freed before it.
-  std::unique_ptr<engine::Model> gpt = build_model(plan_model(config.strata.model, 1));
-  engine::Runtime runtime{*device, *ops, *comm};
-  engine::Engine engine(runtime, config, *gpt);
-  return engine.master_parameters();
+  return HostEngine(config, 1).engine.master_parameters();
 }
 
 // The refusal loading `folder` gives, cause and fix, or "no refusal".

@@ -14,6 +14,7 @@
 #include "models/llama/llama_activations.h"
 #include "models/llama/rope_frequencies.h"
 #include "tests/models/model_gradient.h"
+#include "tests/models/tiny_llama.h"
 
 namespace strata::models {
 namespace {
@@ -22,20 +23,7 @@ namespace {
 // or 48 elements) is a multiple of 64 bytes in fp32 and bf16, so the carver's 64-byte alignment
 // adds nothing to the differences compared below.
 LlamaShape tiny_llama(std::int64_t n_kv_head) {
-  LlamaShape shape;
-  shape.n_layer = 2;
-  shape.n_head = 4;
-  shape.n_kv_head = n_kv_head;
-  shape.d_model = 16;
-  shape.d_ff = 24;
-  shape.seq_len = 6;
-  shape.vocab = 50;
-  shape.batch = 2;
-  shape.rms_norm_eps = 1e-5;
-  shape.tied_head = false;
-  shape.qkv_bias = true;
-  shape.inv_freq = rope_inverse_frequencies(RopeConfig{}, shape.head_dim());
-  return shape;
+  return testing::tiny_llama(n_kv_head, /*tied=*/false, /*biased=*/true);
 }
 
 TEST(LlamaGroupedQuery, ActivationsHoldEachKvHeadOnce) {

@@ -20,6 +20,7 @@
 #include "models/llama/rope_frequencies.h"
 #include "models/model_plan.h"
 #include "tests/engine/test_world.h"
+#include "tests/models/host_engine.h"
 
 namespace strata::models {
 namespace {
@@ -96,22 +97,15 @@ std::vector<float> trained_masters(const std::string& zero) {
                                             zero),
                                 "padded vocabulary config")
           .config;
-  gpu::DeviceOptions options;
-  options.memory_budget_bytes = 64 << 20;
-  auto device = gpu::create_host_device(options);
-  auto ops = gpu::create_ops(*device);
-  auto comm = gpu::create_comm(engine::testing::test_world(), *device);
-  const std::unique_ptr<engine::Model> model = build_model(plan_model(config.strata.model, 2));
-  engine::Runtime runtime{*device, *ops, *comm};
-  engine::Engine engine(runtime, config, *model);
+  testing::HostEngine run(config, 2);
   std::vector<std::int32_t> inputs(16), targets(16);
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     inputs[i] = static_cast<std::int32_t>(i * 11 % 80);
     targets[i] = static_cast<std::int32_t>((i * 11 + 79) % 80);
   }
   for (int step = 0; step < 4; ++step)
-    static_cast<void>(engine.train_batch(inputs, targets));
-  return engine.master_parameters();
+    static_cast<void>(run.engine.train_batch(inputs, targets));
+  return run.engine.master_parameters();
 }
 
 // The embedding reads no padded row and the classifier gives the padded logits a zero gradient,
