@@ -366,9 +366,7 @@ void GradReducer::land_piece(const Piece& piece) {
   }
   if (!piece.last) return;
   const base::Timeline::Scope span("gradients", "scan", name);
-  const cpu_adam::GradStats stats = scan(target, piece.count);
-  landed_stats_.sum_squares += stats.sum_squares;
-  landed_stats_.has_inf_or_nan = landed_stats_.has_inf_or_nan || stats.has_inf_or_nan;
+  scan_final(target, piece.count);
 }
 
 void GradReducer::add_staged(const std::byte* earlier, std::byte* out, const float* staged,
@@ -427,17 +425,17 @@ void GradReducer::swap_piece(const Piece& piece) {
   }
   nvme_write_bytes_ += static_cast<std::int64_t>(sum.size());
   if (!piece.last) return;
-  const cpu_adam::GradStats stats = scan(sum.data(), piece.count);
-  landed_stats_.sum_squares += stats.sum_squares;
-  landed_stats_.has_inf_or_nan = landed_stats_.has_inf_or_nan || stats.has_inf_or_nan;
+  scan_final(sum.data(), piece.count);
 }
 
-cpu_adam::GradStats GradReducer::scan(const std::byte* grads, std::int64_t count) const {
+void GradReducer::scan_final(const std::byte* grads, std::int64_t count) {
   const auto n = static_cast<std::size_t>(count);
-  if (options_.bf16)
-    return cpu_adam::scan_gradients<cpu_adam::bf16>(
-        {reinterpret_cast<const cpu_adam::bf16*>(grads), n});
-  return cpu_adam::scan_gradients<float>({reinterpret_cast<const float*>(grads), n});
+  const cpu_adam::GradStats stats =
+      options_.bf16 ? cpu_adam::scan_gradients<cpu_adam::bf16>(
+                          {reinterpret_cast<const cpu_adam::bf16*>(grads), n})
+                    : cpu_adam::scan_gradients<float>({reinterpret_cast<const float*>(grads), n});
+  landed_stats_.sum_squares += stats.sum_squares;
+  landed_stats_.has_inf_or_nan = landed_stats_.has_inf_or_nan || stats.has_inf_or_nan;
 }
 
 // This rank's sum of squares comes from a kernel on the device partition, or from the queue's

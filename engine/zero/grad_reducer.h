@@ -174,8 +174,9 @@ class GradReducer final : public GradSource {
   // to_nvme: waits for the writes in flight that cover any of partition elements [begin, end);
   // throws the first failure (aio::IoError) once all of them are waited for. Any thread.
   void finish_writes(std::int64_t begin, std::int64_t end);
-  // The squared norm and inf/NaN flag of `count` gradients of the gradient type.
-  cpu_adam::GradStats scan(const std::byte* grads, std::int64_t count) const;
+  // A job of the queue: adds the squared norm and inf/NaN flag of a final piece, `count`
+  // gradients of the gradient type, to the step's.
+  void scan_final(const std::byte* grads, std::int64_t count);
   // The sums of squares of every rank's partition, from this rank's: an all-reduce of two floats
   // (sum, inf/NaN count) through page-locked memory. Waits for the stream.
   cpu_adam::GradStats reduce_stats(double local_sum_squares);
