@@ -6,9 +6,9 @@ NVMe; parameters and optimizer on NVMe) it derives a config from the given one (
 wherever something is offloaded, strata.overlap_optimizer with the optimizer offloaded), trains
 `--steps` steps with the timeline of step `--timeline-step`, and writes one row of
 placements.tsv: seconds per step and tokens/s over the steps after `--skip`, and the compute
-stream's busy fraction of the timed step (the union of the compute row's spans over the step's
-time, from the timeline's .tsv). scripts/gpu_check.sh runs it on the GPU machine beside
-scripts/torch_peer.py's in-GPU and FSDP2 peers.
+stream's busy fraction of the timed step (the union of the compute row's spans, its waits left
+out, over the step's time, from the timeline's .tsv). scripts/gpu_check.sh runs it on the GPU
+machine beside scripts/torch_peer.py's in-GPU and FSDP2 peers.
 
   scripts/offload_placements.py --config configs/gpt_1p3b_in_gpu.json --strata build/release/tools/strata \
       --swap /path/on/nvme [--out DIR] [--steps 5] [--skip 2] [--only gpu,optimizer_cpu]
@@ -47,13 +47,15 @@ def placement_config(source, param, optimizer, swap, name):
 
 
 def compute_busy(timeline_tsv, seconds):
-    """The union of the compute row's spans, as a fraction of the step's `seconds`."""
+    """The union of the compute row's spans but its waits, as a fraction of the step's `seconds`.
+
+    A wait span is the stream held for an event (a copy, the optimizer's new parameters): idle."""
     spans = []
     for line in Path(timeline_tsv).read_text().splitlines():
         if line.startswith("#"):
             continue
         row = line.split("\t")
-        if len(row) >= 5 and row[4] == "compute":
+        if len(row) >= 6 and row[4] == "compute" and not row[5].startswith("wait"):
             spans.append((float(row[2]), float(row[3])))
     busy, reached = 0.0, float("-inf")
     for begin, end in sorted(spans):

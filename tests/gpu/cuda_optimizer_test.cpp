@@ -129,7 +129,8 @@ std::vector<States> ten_device_steps(CudaOptimizerTest& test, Ops& ops, Stream& 
   float* v = cpu_adam::testing::uses_v(run.rule) ? shifted(run.initial.v) : nullptr;
   std::uint16_t* copy = test.upload(std::vector<std::uint16_t>(static_cast<std::size_t>(n + 1)));
   States twin = run.initial;
-  std::vector<H> twin_copy(static_cast<std::size_t>(n));
+  // No copy wanted: the twin takes an empty span, as cpu_adam's step does.
+  std::vector<H> twin_copy(std::is_same_v<H, cpu_adam::NoCopy> ? 0 : static_cast<std::size_t>(n));
   std::vector<States> history;
   for (i64 t = 1; t <= cpu_adam::testing::kSteps; ++t) {
     const std::vector<float>& grads = run.grads[static_cast<std::size_t>(t - 1)];
