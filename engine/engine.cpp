@@ -201,6 +201,14 @@ void Engine::State::build() {
   tier_options.pool = pool.get();
   tier_options.book = &book;
   tier_options.store = swap.get();
+  if (config.zero.offload_param.device == OffloadDevice::none &&
+      offloaded(config.zero.offload_optimizer.device)) {
+    // The offloaded optimizer's new parameters go up to the device tier one sub-group at a time.
+    for (const zero::Range& group : zero::make_sub_groups(layout, config.zero.sub_group_size))
+      tier_options.upload_staging_elements =
+          std::max(tier_options.upload_staging_elements, group.size());
+    tier_options.upload_staging_pinned = config.zero.offload_optimizer.pin_memory;
+  }
   // Parameters on another disk than the optimizer's get a store of their own there, whose rings
   // register the tier's read buffers in the one pool.
   if (params_on_nvme && !same_directory(tier_options.nvme.nvme_path, swap_options.nvme_path)) {

@@ -391,12 +391,15 @@ void add_param_tier(RowBuilder& builder, const EstimateInputs& inputs, const Cho
     if (largest_group > 0) {
       // The device tier alternates two, so that one upload runs while the next is made.
       const bool device = choice.offload_param == OffloadDevice::none;
+      // The device tier's two are the pool's, page-locked as offload_optimizer.pin_memory says,
+      // so that each upload is a DMA beside the optimizer.
       builder.add("param_staging", Tier::cpu,
                   (device ? 2 : 1) * round_up(storage * largest_group, kBlock),
                   fmt::format("{}round_up({} x largest sub-group that touches a module not in CPU "
                               "memory, 4 KiB) (its new parameters on their way to the tier{})",
                               device ? "2 x " : "", storage,
-                              device ? ", one uploading while the next is made" : ""));
+                              device ? ", one uploading while the next is made" : ""),
+                  device && inputs.optimizer_pin_memory);
     }
   }
   if (choice.offload_param != OffloadDevice::nvme) return;

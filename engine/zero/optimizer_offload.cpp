@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "base/timeline.h"
 #include "cpu_adam/half.h"
+#include "engine/memory/parallel_copy.h"
 
 namespace strata::engine::zero {
 namespace {
@@ -361,7 +362,7 @@ std::size_t OptimizerOffload::keep(int sub_group, std::span<const std::byte> byt
   const std::size_t slot = kept_.size();
   STRATA_ASSERT(static_cast<std::int64_t>(slot) < options_.keep_capacity);
   STRATA_ASSERT(static_cast<std::int64_t>(bytes.size()) <= kept_extent_bytes_);
-  std::memcpy(kept_states(slot).data(), bytes.data(), bytes.size());
+  memory::copy_in_parallel(kept_states(slot).first(bytes.size()), bytes);
   kept_.push_back(sub_group);
   return slot;
 }
@@ -372,7 +373,7 @@ void OptimizerOffload::commit_kept(const StepIo& io) {
       const Range& range = sub_groups_[static_cast<std::size_t>(kept_[slot])];
       std::span<const std::byte> values = kept_new_params(slot, kept_[slot]);
       std::span<std::byte> target = io.params->values(range);
-      std::memcpy(target.data(), values.data(), values.size());
+      memory::copy_in_parallel(target.first(values.size()), values);
       io.params->commit(range);
     }
   }
@@ -388,7 +389,7 @@ void OptimizerOffload::undo_kept(const StepHyperparameters* redo, const StepIo& 
       const auto bytes = static_cast<std::size_t>(book_->bytes(id));
       if (!store_) {
         memory::Residency::CpuView view = book_->view(id);
-        std::memcpy(view.bytes().data(), kept_states(slot).data(), bytes);
+        memory::copy_in_parallel(view.bytes().first(bytes), kept_states(slot).first(bytes));
         if (redo != nullptr) compute_into_sink(g, view.bytes(), *redo, io);
         continue;
       }

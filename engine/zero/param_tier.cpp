@@ -26,6 +26,14 @@ ParamTier::ParamTier(gpu::Device& device, const FlatLayout& layout, ParamTierOpt
   const std::int64_t bytes = layout.partition_numel() * element_bytes();
   if (options_.device == OffloadDevice::none) {
     device_partition_ = device.allocate(bytes, "parameter shards");
+    if (options_.upload_staging_elements > 0) {
+      STRATA_ASSERT(options_.pool != nullptr && !options_.pool->is_open());
+      pool_ = options_.pool;
+      staging_shelf_ = pool_->reserve(
+          2, options_.upload_staging_elements * element_bytes(),
+          memory::PinnedPoolOptions{options_.upload_staging_pinned,
+                                    "new parameters on their way to the device", true});
+    }
     return;
   }
   STRATA_ASSERT(options_.pool != nullptr && !options_.pool->is_open());
@@ -93,6 +101,11 @@ void ParamTier::reserve_nvme(const memory::PinnedPoolOptions& host_shelf) {
 }
 
 void ParamTier::open() {
+  if (staging_shelf_ >= 0) {
+    STRATA_ASSERT(pool_->is_open());
+    for (memory::PinnedPool::Lease& lease : staging_leases_)
+      lease = pool_->acquire(staging_shelf_);
+  }
   if (host_shelf_ < 0) return;
   STRATA_ASSERT(pool_->is_open());
   STRATA_ASSERT(!host_lease_);
@@ -343,6 +356,10 @@ std::span<std::byte> ParamTier::values(Range range) {
     return host_partition_.subspan(static_cast<std::size_t>(in_cpu * element_bytes()), bytes);
   const int slot = staging_slot_;
   wait_staged(slot);
+  if (staging_shelf_ >= 0) {
+    STRATA_ASSERT(bytes <= staging(slot).size());  // upload_staging_elements is the largest range
+    return staging(slot).first(bytes);
+  }
   if (staging_[static_cast<std::size_t>(slot)].size_bytes() < static_cast<std::int64_t>(bytes)) {
     // Both slots grow together (the device tier uses both), each once its upload has run.
     const int slots = options_.device == OffloadDevice::none ? 2 : 1;
@@ -363,9 +380,9 @@ void ParamTier::commit(Range range) {
     case OffloadDevice::cpu:
       return;
     case OffloadDevice::none:
-      staged_[static_cast<std::size_t>(staging_slot_)] = upload(
-          staging_[static_cast<std::size_t>(staging_slot_)].data(), range.size() * element,
-          device_.compute_stream(), device_partition_.as<std::byte>() + range.begin * element);
+      staged_[static_cast<std::size_t>(staging_slot_)] =
+          upload(staging(staging_slot_).data(), range.size() * element, device_.compute_stream(),
+                 device_partition_.as<std::byte>() + range.begin * element);
       staging_slot_ = 1 - staging_slot_;
       return;
     case OffloadDevice::nvme:
@@ -394,8 +411,8 @@ void ParamTier::commit_to_nvme(std::unique_lock<std::mutex>& lock, Range range) 
       const std::int64_t begin = std::max(range.begin, slice.partition_offset);
       const std::int64_t end = std::min(range.end, slice.partition_offset + slice.shard_numel);
       const std::span<const std::byte> piece =
-          staging_[0].span().subspan(static_cast<std::size_t>((begin - range.begin) * element),
-                                     static_cast<std::size_t>((end - begin) * element));
+          staging(0).subspan(static_cast<std::size_t>((begin - range.begin) * element),
+                             static_cast<std::size_t>((end - begin) * element));
       if (!on_nvme(m)) {
         std::memcpy(host_shard(m).data() + (begin - slice.partition_offset) * element, piece.data(),
                     piece.size());
@@ -419,6 +436,11 @@ void ParamTier::commit_to_nvme(std::unique_lock<std::mutex>& lock, Range range) 
     }
   }
   if (failure) std::rethrow_exception(failure);
+}
+
+std::span<std::byte> ParamTier::staging(int slot) {
+  const auto index = static_cast<std::size_t>(slot);
+  return staging_leases_[index] ? staging_leases_[index].bytes() : staging_[index].span();
 }
 
 void ParamTier::wait_staged(int slot) {

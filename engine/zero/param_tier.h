@@ -46,6 +46,14 @@ struct ParamTierOptions {
   memory::PinnedPool* pool = nullptr;
   // cpu, nvme: the rank's residency book, in which the tier registers its shards.
   memory::Residency* book = nullptr;
+  // none, fed by an offloaded optimizer: the largest range it writes (its largest sub-group), so
+  // that the two staging buffers its uploads go from are reserved in `pool` (a resident shelf),
+  // page-locked as `upload_staging_pinned` says (offload_optimizer.pin_memory). From page-locked
+  // memory an upload is a DMA that leaves the optimizer's thread free; from pageable memory the
+  // driver copies it through a buffer of its own on the calling thread. 0: plain buffers that
+  // grow to the largest range written (a tier only loaded into, or tests).
+  std::int64_t upload_staging_elements = 0;
+  bool upload_staging_pinned = false;
 };
 
 // Where a rank's parameter shards live between uses (docs/architecture.md, "The tiers"): each
@@ -124,7 +132,8 @@ class ParamTier final : public ParamSink {
   std::int64_t nvme_bytes() const {
     return store_ ? store_->planned_bytes(first_extent_, extent_count_) : 0;
   }
-  // Host bytes the tier holds outside the pool, none page-locked: the staging range.
+  // Host bytes the tier holds outside the pool, none page-locked: the staging range when it is
+  // not the pool's.
   std::int64_t unpinned_host_bytes() const;
   // The tier's shelves in its pool (-1: none): the read buffers, and the shards kept in CPU.
   memory::PinnedPool::Shelf swap_shelf() const noexcept { return pool_ ? shelf_ : -1; }
@@ -169,10 +178,15 @@ class ParamTier final : public ParamSink {
   std::vector<std::int64_t> cpu_offset_;
   // values() of the nvme and device tiers. The device tier alternates two, both the size of the
   // largest range, so that one range's upload runs while the next is made: the host waits only
-  // for the upload two commits back. The nvme tier writes synchronously from the first.
+  // for the upload two commits back. The nvme tier writes synchronously from the first. With
+  // upload_staging_elements the two are the pool's (staging_leases_), else staging_ grows.
   std::array<aio::AlignedBuffer, 2> staging_;
+  std::array<memory::PinnedPool::Lease, 2> staging_leases_;
+  memory::PinnedPool::Shelf staging_shelf_ = -1;
   std::array<std::unique_ptr<gpu::Event>, 2> staged_;  // each one's upload in flight
   int staging_slot_ = 0;
+  // Staging slot `slot`'s memory.
+  std::span<std::byte> staging(int slot);
   // Waits for staging slot `slot`'s upload, if any.
   void wait_staged(int slot);
   // The engine's pool, store and book, which outlive the tier.

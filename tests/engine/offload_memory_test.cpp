@@ -1,6 +1,8 @@
 // The rank's offload memory as the engine builds it: one pool, with a shelf per use, for the
 // parameter tier, the offloaded optimizer and the gradient reducer; one residency book holding all
 // their partitions; and swap stores whose rings register that pool's page-locked memory.
+#include <fmt/format.h>
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -144,6 +146,29 @@ TEST(OffloadMemory, CpuTiersArePinnedAsTheirSectionsSay) {
   const std::map<std::string, int> partitions = partitions_by_user(run.engine.residency());
   EXPECT_EQ(partitions.at("parameter shards"), run.engine.layout().module_count());
   EXPECT_EQ(partitions.at("gradients"), 1);
+}
+
+// With the parameters on the device and the optimizer in CPU memory, the optimizer's new 16-bit
+// parameters go up from two staging buffers of the one pool, page-locked as offload_optimizer's
+// pin_memory says: an upload from them is a DMA, where one from pageable memory would be copied
+// by the driver on the optimizer's thread.
+TEST(OffloadMemory, NewParametersGoUpFromTheOnePoolsPinnedStaging) {
+  for (const bool pin : {true, false}) {
+    const TrainedEngine run(offload_config(fmt::format(R"("offload_param": {{"device": "none"}},
+        "offload_optimizer": {{"device": "cpu", "pin_memory": {}}})",
+                                                       pin)));
+    EXPECT_TRUE(std::isfinite(run.loss));
+    const memory::PinnedPool* pool = run.engine.host_pool();
+    ASSERT_NE(pool, nullptr);
+    const std::vector<std::string> shelves = shelf_names(*pool);
+    const auto staging = static_cast<memory::PinnedPool::Shelf>(
+        std::find(shelves.begin(), shelves.end(), "new parameters on their way to the device") -
+        shelves.begin());
+    ASSERT_LT(staging, pool->shelf_count()) << "pin_memory " << pin;
+    EXPECT_EQ(pool->pinned(staging), pin);
+    EXPECT_EQ(pool->buffer_count(staging), 2);
+    EXPECT_EQ(pool->in_use(staging), 2);  // held for the run
+  }
 }
 
 // Parameters under another nvme_path than the optimizer's get a second store there, not a second
