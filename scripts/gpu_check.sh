@@ -29,6 +29,16 @@
 # --only in a second call. The host-backend suites are not run there: they run here, on every
 # build. In order, never stopping at a failure:
 #   machine           nvidia-smi, `strata report` (GPU, driver, CUDA, NCCL, PCIe, NUMA)
+#   placements_cpu    configs/gpt_1p3b_in_gpu.json as a step its gradients cannot change
+#                     (exact_step_config) in GPU memory, with the optimizer on the CPU, and with
+#                     parameters and optimizer there: s/step, tokens/s and the compute stream's
+#                     busy fraction (scripts/offload_placements.py)
+#   torch_peer        PyTorch in GPU memory on the same config (scripts/torch_peer.py torch)
+#   fsdp2_peer        PyTorch FSDP2 with CPUOffloadPolicy on the same config (torch_peer.py fsdp2)
+#   bench_adam        CPU Adam over 1.31B parameters beside its memory bound (the CPU's bound)
+#   bench_offload_nvme the optimizer's step on this disk beside Adam alone and I/O alone (the
+#                     NVMe placements' bound)
+#   placements_nvme   the optimizer on NVMe, and parameters and optimizer there
 #   bench_gemm_bf16   the 1.3B GPT's products in bf16 through strata's ops (`strata bench gemm
 #                     --device cuda`) beside plain torch.matmul on the same shapes
 #                     (scripts/torch_matmul_peer.py): gemm_bf16.tsv
@@ -37,16 +47,11 @@
 #                     cuda`) beside torch's scaled_dot_product_attention with each of its backends
 #                     (scripts/torch_sdpa_peer.py): attention.tsv
 #   gpu_device_tests  the device, stream, event and timeline tests on CUDA (strata_gpu_tests)
-#   cuda_tests        every CUDA op against the host op, at toy and at the models' shapes, the
-#                     optimizer kernels, the timeline rows (strata_gpu_cuda_tests)
-#   gpt_1p3b          configs/gpt_1p3b_in_gpu.json, nothing offloaded, 6 steps with the timeline
-#                     of step 2; tokens/s and MFU of steps 3-6 (scripts/torch_peer.py strata)
-#   torch_peer        PyTorch at the same shape in the same run (scripts/torch_peer.py torch)
-#   offload_placements the same GPT in five placements (in GPU memory, optimizer on CPU, parameters
-#                     and optimizer on CPU, optimizer on NVMe, both on NVMe): s/step, tokens/s and
-#                     the compute stream's busy fraction (scripts/offload_placements.py)
-#   fsdp2_peer        PyTorch FSDP2 with CPUOffloadPolicy at the same shape (torch_peer.py fsdp2)
-#   bench_adam        CPU Adam over 1.31B parameters beside its memory bound (the CPU's bound)
+#   cuda_tests        every CUDA op against the host op, the optimizer kernels, the timeline rows
+#                     (strata_gpu_cuda_tests)
+#   sass              accumulate_kernel without FFMA, HMMA in the attention kernels (cuobjdump)
+#   gpt_1p3b          configs/gpt_1p3b_in_gpu.json as it is, 6 steps with the timeline of step 2;
+#                     tokens/s and MFU of steps 3-6 (scripts/torch_peer.py strata)
 #   zero_stages       configs/demo_no_offload.json at stages 0-3, and at stages 1-3 with the
 #                     optimizer on the CPU (and stage 3 with the parameters there too), 20 steps
 #                     each on the CUDA device and on the host device; losses compared
@@ -54,6 +59,7 @@
 #                     side by side, the timeline of step 2 of each; losses compared
 #   hf_transformers   folders exported by strata against transformers on CUDA
 #                     (scripts/hf_transformers_check.py)
+#   cuda_real_shapes  every CUDA op at the models' shapes (the longest suite)
 #   bench_device_optimizer, nccl_comm_np2, bench_h2d, bench_gemm
 # DIR then holds summary.txt, summary.json (one row per check: name, exit status, seconds, limit)
 # and logs.tar.gz (every log, gtest JSON, metrics file, loss and timeline table with its gnuplot
