@@ -17,6 +17,7 @@
 #include "engine/zero/flat_layout.h"
 #include "engine/zero/gather_policy.h"
 #include "engine/zero/grad_reducer.h"
+#include "engine/zero/param_tier.h"
 
 namespace strata::engine {
 namespace {
@@ -141,8 +142,9 @@ zero::GatherRules gather_rules(const EstimateInputs& inputs, const Choice& choic
   rules.max_reuse_distance = inputs.stage3_max_reuse_distance;
   rules.max_live_parameters = choice.stage == 3 ? inputs.stage3_max_live_parameters
                                                 : std::numeric_limits<std::int64_t>::max();
-  // Prefetched NVMe reads land in the parameter tier's pool buffers, not in device memory.
-  rules.prefetch_bucket_size = 0;
+  // Prefetched NVMe reads land in the parameter tier's pool buffers, not in device memory; shards
+  // in CPU memory are gathered ahead into device memory (the walk follows those).
+  rules.prefetch_bucket_size = inputs.stage3_prefetch_bucket_size;
   return rules;
 }
 
@@ -162,6 +164,7 @@ class StepWalk {
         lenders_(lenders),
         world_(inputs.world_size()),
         policy_(layout, gather_rules(inputs, choice)),
+        in_cpu_(zero::modules_in_cpu(layout, choice.offload_param, inputs.max_in_cpu)),
         grads_(static_cast<std::size_t>(layout.module_count()), false) {}
 
   // Two steps: the first records the module trace, the second follows it (and keeps modules that
@@ -219,11 +222,19 @@ class StepWalk {
       for (int evict = policy_.next_to_evict(padded); evict >= 0;
            evict = policy_.next_to_evict(padded))
         drop(evict);
-      policy_.mark_gathered(m);
-      live_.gathered_elements = policy_.live_elements();
-      note();
+      gather(m);
     }
     policy_.add_user(m);
+    // ParamCoordinator::prefetch_ahead: the NVMe reads take no device memory; the modules in CPU
+    // memory next in the trace are gathered now.
+    policy_.gather_ahead([this](int a) { return in_cpu_[static_cast<std::size_t>(a)]; },
+                         [this](int a) { gather(a); });
+  }
+
+  void gather(int m) {
+    policy_.mark_gathered(m);
+    live_.gathered_elements = policy_.live_elements();
+    note();
   }
 
   void release(int m) {
@@ -276,6 +287,7 @@ class StepWalk {
   const std::vector<std::vector<int>>& lenders_;
   std::int64_t world_;
   zero::GatherPolicy policy_;
+  std::vector<bool> in_cpu_;  // the modules the parameter tier keeps in CPU memory
   std::vector<bool> grads_;
   StepPeak live_;
   StepPeak peak_;
@@ -361,6 +373,8 @@ void add_param_tier(RowBuilder& builder, const EstimateInputs& inputs, const Cho
   }
   // With nvme, modules stay in CPU memory, in module order, while their shards total at most
   // max_in_cpu elements; each other module's shard is an extent on NVMe.
+  const std::vector<bool> kept =
+      zero::modules_in_cpu(layout, choice.offload_param, inputs.max_in_cpu);
   std::vector<bool> on_nvme_module(static_cast<std::size_t>(layout.module_count()),
                                    choice.offload_param == OffloadDevice::none);
   std::int64_t in_cpu = 0;
@@ -369,7 +383,7 @@ void add_param_tier(RowBuilder& builder, const EstimateInputs& inputs, const Cho
   if (choice.offload_param == OffloadDevice::nvme) {
     for (int m = 0; m < layout.module_count(); ++m) {
       const std::int64_t shard = layout.module(m).shard_numel;
-      if (in_cpu + shard <= inputs.max_in_cpu) {
+      if (kept[static_cast<std::size_t>(m)]) {
         in_cpu += shard;
         continue;
       }
@@ -561,6 +575,7 @@ EstimateInputs estimate_inputs_from_config(const Config& config, std::int64_t pa
   inputs.stage3_max_live_parameters = zero.stage3_max_live_parameters;
   inputs.stage3_param_persistence_threshold = zero.stage3_param_persistence_threshold;
   inputs.stage3_max_reuse_distance = zero.stage3_max_reuse_distance;
+  inputs.stage3_prefetch_bucket_size = zero.stage3_prefetch_bucket_size;
   inputs.sub_group_size = zero.sub_group_size;
   inputs.param_buffer_count = zero.offload_param.buffer_count;
   inputs.max_in_cpu = zero.offload_param.max_in_cpu;

@@ -61,6 +61,7 @@ struct EstimateInputs {
   std::int64_t stage3_max_live_parameters = 1'000'000'000;
   std::int64_t stage3_param_persistence_threshold = 100'000;
   std::int64_t stage3_max_reuse_distance = 1'000'000'000;
+  std::int64_t stage3_prefetch_bucket_size = 50'000'000;
   std::int64_t sub_group_size = 1'000'000'000;
   // offload_param
   std::int64_t param_buffer_count = 5;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/assert.h"
 #include "engine/zero/flat_layout.h"
 
 namespace strata::engine::zero {
@@ -68,6 +69,14 @@ class GatherPolicy {
   // prefetch_bucket_size; stops when prefetch returns false.
   template <class ReadsFromNvme, class Prefetch>
   void prefetch_ahead(ReadsFromNvme reads_from_nvme, Prefetch prefetch) const;
+  // On a followed trace, calls gather(m) for the modules next in it that are not gathered and
+  // that uploads_ahead(m) (their shards are in CPU memory: the copy to the device can start now,
+  // on the copy stream), in trace order, while the elements of those it took stay below
+  // prefetch_bucket_size (so the next module is taken whenever the bucket is not 0, as DeepSpeed
+  // counts) and each fits under max_live_parameters without dropping anything. gather(m) makes
+  // the module gathered (mark_gathered) with no user yet; its first acquire uses it.
+  template <class UploadsAhead, class Gather>
+  void gather_ahead(UploadsAhead uploads_ahead, Gather gather);
 
   bool is_gathered(int module) const { return entry(module).gathered; }
   int users(int module) const { return entry(module).users; }
@@ -110,6 +119,20 @@ void GatherPolicy::prefetch_ahead(ReadsFromNvme reads_from_nvme, Prefetch prefet
     if (is_gathered(next) || !reads_from_nvme(next)) continue;
     elements += padded(next);
     if (elements > rules_.prefetch_bucket_size || !prefetch(next)) return;
+  }
+}
+
+template <class UploadsAhead, class Gather>
+void GatherPolicy::gather_ahead(UploadsAhead uploads_ahead, Gather gather) {
+  if (mode_ != TraceMode::follow) return;
+  std::int64_t elements = 0;
+  for (std::size_t i = cursor_; i < trace_.size() && elements < rules_.prefetch_bucket_size; ++i) {
+    const int next = trace_[i];
+    if (is_gathered(next) || !uploads_ahead(next)) continue;
+    if (live_elements_ + padded(next) > rules_.max_live_parameters) return;
+    elements += padded(next);
+    gather(next);
+    STRATA_ASSERT(is_gathered(next));
   }
 }
 

@@ -1,6 +1,7 @@
 #include "engine/zero/param_coordinator.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "base/assert.h"
 #include "base/log.h"
@@ -31,8 +32,11 @@ ParamCoordinator::ParamCoordinator(gpu::Ops& ops, gpu::Comm& comm, gpu::Stream& 
 ParamCoordinator::~ParamCoordinator() {
   memory_.set_reclaimer({});
   // A pass cut short by an exception may leave users behind: the buffers go back all the same.
-  for (Gathered& entry : gathered_)
-    if (entry.params) memory_.release(stream_, std::move(entry.params));
+  for (Gathered& entry : gathered_) {
+    if (!entry.params) continue;
+    if (entry.uploaded) stream_.wait(*entry.uploaded);
+    memory_.release(stream_, std::move(entry.params));
+  }
 }
 
 void ParamCoordinator::begin_pass(bool training) {
@@ -50,10 +54,12 @@ std::span<const gpu::Tensor> ParamCoordinator::acquire(int module) {
         "this step and the order is recorded again on the next",
         names_[static_cast<std::size_t>(module)], policy_.trace_position(), policy_.trace_length());
   }
-  if (!policy_.is_gathered(module)) gather(module);
+  if (!policy_.is_gathered(module)) gather(module, false);
+  Gathered& entry = gathered_[static_cast<std::size_t>(module)];
+  if (entry.tensors.empty()) make_ready(module);
   policy_.add_user(module);
   prefetch_ahead();
-  return gathered_[static_cast<std::size_t>(module)].tensors;
+  return entry.tensors;
 }
 
 void ParamCoordinator::release(int module) {
@@ -80,31 +86,27 @@ bool ParamCoordinator::drop_one_kept() {
   return true;
 }
 
-void ParamCoordinator::gather(int module) {
+void ParamCoordinator::gather(int module, bool ahead) {
   const ModuleSlice& slice = layout_.module(module);
   const std::string& name = names_[static_cast<std::size_t>(module)];
   for (int evict = policy_.next_to_evict(slice.padded_numel); evict >= 0;
        evict = policy_.next_to_evict(slice.padded_numel))
     drop(evict);
   Gathered& entry = gathered_[static_cast<std::size_t>(module)];
-  // The layout of stages 0-2 may be unsharded (world 1) while the job has several ranks: then
-  // every rank holds the whole module and there is nothing to gather.
-  const bool sharded = layout_.world_size() > 1;
-  const int rank = sharded ? comm_.rank() : 0;
+  const int rank = layout_.world_size() > 1 ? comm_.rank() : 0;
   const std::int64_t element = gpu::size_bytes(options_.storage);
   // The module stays in the storage type: the ops compute in it (gpu/ops.h), so nothing is
   // widened. The tier's copy into the module's memory runs on the copy stream and waits for that
   // memory's earlier use on this stream, when it is reused.
   std::shared_ptr<gpu::Event> params_released;
-  const std::byte* source = tier_.device_shard(module);
   entry.params = memory_.allocate(stream_, slice.padded_numel * element,
                                   name + " gathered parameters", &params_released);
-  std::byte* full = entry.params.as<std::byte>();
+  std::byte* own = entry.params.as<std::byte>() + rank * slice.shard_numel * element;
   try {
-    std::byte* own = full + rank * slice.shard_numel * element;
-    if (source == nullptr) {
+    if (ahead) {
+      entry.uploaded = tier_.upload_ahead(module, own, params_released.get());
+    } else if (tier_.device_shard(module) == nullptr) {
       tier_.fetch(module, stream_, own, params_released.get());
-      source = own;
     }
   } catch (...) {
     // A reused buffer may still be read by work queued before it: it goes back in stream order.
@@ -112,22 +114,36 @@ void ParamCoordinator::gather(int module) {
     throw;
   }
   policy_.mark_gathered(module);
-  if (sharded) {
-    comm_.all_gather(stream_, source, full, slice.shard_numel, options_.storage);
-  } else if (source != full) {
-    stream_.copy(full, source, slice.padded_numel * element, gpu::CopyKind::device_to_device);
-  }
-
-  entry.tensors.clear();
-  for (const TensorSlot& slot : layout_.tensors(module))
-    entry.tensors.push_back(gpu::Tensor(full, options_.storage).at(slot.offset));
   ++counters_.gathers;
   counters_.gathered_elements += slice.padded_numel;
   counters_.peak_live_elements = std::max(counters_.peak_live_elements, policy_.live_elements());
 }
 
+void ParamCoordinator::make_ready(int module) {
+  const ModuleSlice& slice = layout_.module(module);
+  Gathered& entry = gathered_[static_cast<std::size_t>(module)];
+  if (entry.uploaded) stream_.wait(*std::exchange(entry.uploaded, nullptr));
+  // The layout of stages 0-2 may be unsharded (world 1) while the job has several ranks: then
+  // every rank holds the whole module and there is nothing to gather.
+  const bool sharded = layout_.world_size() > 1;
+  const std::int64_t element = gpu::size_bytes(options_.storage);
+  std::byte* full = entry.params.as<std::byte>();
+  const std::byte* source = tier_.device_shard(module);
+  if (source == nullptr) source = full + (sharded ? comm_.rank() : 0) * slice.shard_numel * element;
+  if (sharded) {
+    comm_.all_gather(stream_, source, full, slice.shard_numel, options_.storage);
+  } else if (source != full) {
+    stream_.copy(full, source, slice.padded_numel * element, gpu::CopyKind::device_to_device);
+  }
+  for (const TensorSlot& slot : layout_.tensors(module))
+    entry.tensors.push_back(gpu::Tensor(full, options_.storage).at(slot.offset));
+}
+
 void ParamCoordinator::drop(int module) {
   Gathered& entry = gathered_[static_cast<std::size_t>(module)];
+  // A copy made ahead may still be writing the memory: the stream waits for it before the
+  // memory goes back in its order.
+  if (entry.uploaded) stream_.wait(*std::exchange(entry.uploaded, nullptr));
   memory_.release(stream_, std::move(entry.params));
   entry.tensors.clear();
   policy_.mark_dropped(module);
@@ -136,6 +152,8 @@ void ParamCoordinator::drop(int module) {
 void ParamCoordinator::prefetch_ahead() {
   policy_.prefetch_ahead([this](int module) { return tier_.on_nvme(module); },
                          [this](int module) { return tier_.prefetch(module); });
+  policy_.gather_ahead([this](int module) { return tier_.in_cpu(module); },
+                       [this](int module) { gather(module, true); });
 }
 
 }  // namespace strata::engine::zero

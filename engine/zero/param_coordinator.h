@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -33,10 +34,13 @@ struct CoordinatorCounters {
 // module runs, its shard is fetched from the parameter tier and all-gathered across ranks, in the
 // storage type the ops compute in (fp32, bf16 or fp16); after, the gathered copy is released unless
 // persistent or reused soon. The first training step records the order modules are acquired in (the
-// trace); later steps prefetch the NVMe reads of the modules next in the trace while earlier ones
-// compute. A step whose order departs from the trace stops prefetching, and the next step records
-// anew. What to keep, drop and prefetch is the GatherPolicy's decision (the memory estimate's walk
-// asks the same policy); the coordinator does the device work and holds the memory.
+// trace); later steps prefetch the modules next in the trace, stage3_prefetch_bucket_size elements
+// ahead, while earlier ones compute: shards in CPU memory are copied to their device memory on the
+// copy stream (the compute stream waits only for the copy's event, when the module is acquired),
+// and shards on NVMe are read into the tier's buffers. A step whose order departs from the trace
+// stops prefetching, and the next step records anew. What to keep, drop and prefetch is the
+// GatherPolicy's decision (the memory estimate's walk asks the same policy); the coordinator does
+// the device work and holds the memory.
 //
 // All device work goes on `stream` in order; not thread-safe.
 class ParamCoordinator {
@@ -65,10 +69,17 @@ class ParamCoordinator {
 
  private:
   struct Gathered {
-    gpu::DeviceBuffer params;  // the storage type, padded_numel
-    std::vector<gpu::Tensor> tensors;
+    gpu::DeviceBuffer params;          // the storage type, padded_numel
+    std::vector<gpu::Tensor> tensors;  // empty until the module is ready for the stream
+    // Gathered ahead of use: the shard's copy into `params`, which the stream has not waited for
+    // yet (null once it has, or for a module gathered at its acquire).
+    std::shared_ptr<gpu::Event> uploaded;
   };
-  void gather(int module);
+  // Takes the module's memory and fills its own shard: at once on the stream, or with `ahead`
+  // only by the tier's copy on the copy stream (Gathered::uploaded).
+  void gather(int module, bool ahead);
+  // The stream waits for a copy made ahead, all-gathers the module and points its tensors at it.
+  void make_ready(int module);
   void drop(int module);
   void prefetch_ahead();
   // The memory's reclaimer: drops the module the policy gives up first; false when there is none.

@@ -16,6 +16,21 @@
 
 namespace strata::engine::zero {
 
+std::vector<bool> modules_in_cpu(const FlatLayout& layout, OffloadDevice device,
+                                 std::int64_t max_in_cpu) {
+  std::vector<bool> kept(static_cast<std::size_t>(layout.module_count()),
+                         device == OffloadDevice::cpu);
+  if (device != OffloadDevice::nvme) return kept;
+  std::int64_t in_cpu = 0;
+  for (int m = 0; m < layout.module_count(); ++m) {
+    const std::int64_t shard = layout.module(m).shard_numel;
+    if (in_cpu + shard > max_in_cpu) continue;
+    kept[static_cast<std::size_t>(m)] = true;
+    in_cpu += shard;
+  }
+  return kept;
+}
+
 ParamTier::ParamTier(gpu::Device& device, const FlatLayout& layout, ParamTierOptions options)
     : device_(device),
       layout_(layout),
@@ -59,9 +74,10 @@ void ParamTier::reserve_nvme(const memory::PinnedPoolOptions& host_shelf) {
   std::vector<std::int64_t> extents;
   std::int64_t in_cpu = 0;
   std::int64_t largest = 0;
+  const std::vector<bool> kept = modules_in_cpu(layout_, OffloadDevice::nvme, options_.max_in_cpu);
   for (int m = 0; m < layout_.module_count(); ++m) {
     const std::int64_t shard = layout_.module(m).shard_numel;
-    if (in_cpu + shard <= options_.max_in_cpu) {
+    if (kept[static_cast<std::size_t>(m)]) {
       cpu_offset_[static_cast<std::size_t>(m)] = in_cpu;
       in_cpu += shard;
       continue;
@@ -210,7 +226,7 @@ void ParamTier::fetch(int module, gpu::Stream& stream, void* device_target,
     return;
   }
   if (!on_nvme(module)) {
-    upload(host_shard(module).data(), bytes, stream, device_target, target_free);
+    upload(host_shard(module).data(), bytes, &stream, device_target, target_free);
     return;
   }
   std::unique_lock lock(mutex_);
@@ -237,7 +253,7 @@ void ParamTier::fetch_from_nvme(std::unique_lock<std::mutex>& lock, int module, 
     Upload upload = std::move(*again);
     uploads_.erase(again);
     upload.copied =
-        this->upload(upload.view.bytes().data(), bytes, stream, device_target, target_free);
+        this->upload(upload.view.bytes().data(), bytes, &stream, device_target, target_free);
     uploads_.push_back(std::move(upload));
     return;
   }
@@ -260,7 +276,7 @@ void ParamTier::fetch_from_nvme(std::unique_lock<std::mutex>& lock, int module, 
     lock.lock();
   }
   std::unique_ptr<gpu::Event> copied =
-      upload(view.bytes().data(), bytes, stream, device_target, target_free);
+      upload(view.bytes().data(), bytes, &stream, device_target, target_free);
   uploads_.push_back(Upload{module, std::move(taken.lease), std::move(view), std::move(copied)});
 }
 
@@ -313,15 +329,24 @@ void ParamTier::settle_uploads(bool all) {
 // The copy runs on the device's H2D stream, so that it overlaps the compute stream's work queued
 // before it; `stream` waits for it before its next work.
 std::unique_ptr<gpu::Event> ParamTier::upload(const std::byte* source, std::int64_t bytes,
-                                              gpu::Stream& stream, void* device_target,
+                                              gpu::Stream* waiter, void* device_target,
                                               const gpu::Event* target_free) {
   gpu::Stream& copies = device_.h2d_stream();
   if (target_free != nullptr) copies.wait(*target_free);
   copies.copy(device_target, source, bytes, gpu::CopyKind::host_to_device);
   std::unique_ptr<gpu::Event> copied = device_.create_event();
   copies.record(*copied);
-  stream.wait(*copied);
+  if (waiter != nullptr) waiter->wait(*copied);
   return copied;
+}
+
+// The shard's CPU memory changes only through commit(), which the overlapped step calls for
+// modules backward has passed, and so never under a copy enqueued for a module still ahead.
+std::shared_ptr<gpu::Event> ParamTier::upload_ahead(int module, void* device_target,
+                                                    const gpu::Event* target_free) {
+  STRATA_ASSERT(in_cpu(module));
+  return upload(host_shard(module).data(), shard_bytes(module), nullptr, device_target,
+                target_free);
 }
 
 const std::byte* ParamTier::device_shard(int module) const {
@@ -381,7 +406,7 @@ void ParamTier::commit(Range range) {
       return;
     case OffloadDevice::none:
       staged_[static_cast<std::size_t>(staging_slot_)] =
-          upload(staging(staging_slot_).data(), range.size() * element, device_.compute_stream(),
+          upload(staging(staging_slot_).data(), range.size() * element, &device_.compute_stream(),
                  device_partition_.as<std::byte>() + range.begin * element);
       staging_slot_ = 1 - staging_slot_;
       return;

@@ -56,6 +56,12 @@ struct ParamTierOptions {
   bool upload_staging_pinned = false;
 };
 
+// Which modules' shards a parameter tier on `device` keeps in CPU memory: every one for cpu,
+// none for none, and for nvme the first ones in module order while their shards total at most
+// `max_in_cpu` elements (offload_param.max_in_cpu); the rest are on NVMe.
+std::vector<bool> modules_in_cpu(const FlatLayout& layout, OffloadDevice device,
+                                 std::int64_t max_in_cpu);
+
 // Where a rank's parameter shards live between uses (docs/architecture.md, "The tiers"): each
 // module's shard in the storage type, in device memory (offload_param none), CPU memory (cpu) or
 // the rank's NVMe swap file (nvme). The parameter coordinator fetches a module's shard to the
@@ -106,6 +112,15 @@ class ParamTier final : public ParamSink {
   // waits for the device here unless every buffer is still being copied from.
   void fetch(int module, gpu::Stream& stream, void* device_target,
              const gpu::Event* target_free = nullptr);
+  // Whether module `module`'s shard is in CPU memory (the cpu tier's, or a module an nvme tier
+  // keeps there by max_in_cpu): then upload_ahead takes it.
+  bool in_cpu(int module) const { return cpu_offset_[static_cast<std::size_t>(module)] >= 0; }
+  // fetch() of a module in_cpu, but no stream is made to wait: the copy is enqueued on the H2D
+  // stream now, ahead of use, and the returned event fires once it has run. Whoever reads
+  // `device_target` waits for that event first (and a buffer given back before then must wait
+  // for it too, on the stream it is given back on).
+  std::shared_ptr<gpu::Event> upload_ahead(int module, void* device_target,
+                                           const gpu::Event* target_free = nullptr);
   // The module's shard in device memory when the tier is the device (nullptr otherwise): the
   // coordinator all-gathers straight from it.
   const std::byte* device_shard(int module) const;
@@ -162,8 +177,9 @@ class ParamTier final : public ParamSink {
   // Gives back the pool buffers whose copies have run (all of them, waiting, with `all`).
   void settle_uploads(bool all);
   void commit_to_nvme(std::unique_lock<std::mutex>& lock, Range range);  // returns unlocked
+  // The copy on the H2D stream; `waiter`, when not null, waits for it before its next work.
   std::unique_ptr<gpu::Event> upload(const std::byte* source, std::int64_t bytes,
-                                     gpu::Stream& stream, void* device_target,
+                                     gpu::Stream* waiter, void* device_target,
                                      const gpu::Event* target_free = nullptr);
 
   gpu::Device& device_;

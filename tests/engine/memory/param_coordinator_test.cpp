@@ -162,9 +162,9 @@ TEST(ParamCoordinator, GathersTheTierShardsInTheStorageTypeOnEveryTier) {
 }
 
 // Six modules of one size: the host enqueues a whole forward and backward without waiting for
-// the device (each gathered buffer is the one a module before released, reused in stream order;
-// each NVMe shard's pool buffer goes back once its copy has run), and every module still sees its
-// own values.
+// the device (each gathered buffer is one released before, reused in stream order; each NVMe
+// shard's pool buffer goes back once its copy has run), and every module still sees its own
+// values, those whose shards went up ahead of use (cpu) among them.
 TEST(ParamCoordinator, APassOfRepeatedModulesRunsAheadOfTheDeviceWithTheRightValues) {
   std::vector<std::vector<ParamSpec>> specs;
   for (int m = 0; m < 6; ++m)
@@ -174,8 +174,8 @@ TEST(ParamCoordinator, APassOfRepeatedModulesRunsAheadOfTheDeviceWithTheRightVal
     Fixture f(device, stage3(), {}, specs);
     const std::vector<int> order = {0, 1, 2, 3, 4, 5, 5, 4, 3, 2, 1, 0};
     std::vector<std::vector<cpu_adam::bf16>> seen(order.size(), std::vector<cpu_adam::bf16>(5000));
-    std::int64_t fresh_after_first = 0;
-    for (int step = 0; step < 2; ++step) {
+    std::int64_t fresh_after_second = 0;
+    for (int step = 0; step < 3; ++step) {
       f.coordinator->begin_pass(true);
       for (std::size_t i = 0; i < order.size(); ++i) {
         const int m = order[i];
@@ -186,7 +186,7 @@ TEST(ParamCoordinator, APassOfRepeatedModulesRunsAheadOfTheDeviceWithTheRightVal
       }
       f.coordinator->end_step();
       f.device_->compute_stream().synchronize();
-      if (step == 0) fresh_after_first = f.memory.fresh_allocations();
+      if (step == 1) fresh_after_second = f.memory.fresh_allocations();
       for (std::size_t i = 0; i < order.size(); ++i) {
         const ModuleSlice& slice = f.layout.module(order[i]);
         for (std::int64_t e = 0; e < 5000; e += 499)
@@ -195,11 +195,66 @@ TEST(ParamCoordinator, APassOfRepeatedModulesRunsAheadOfTheDeviceWithTheRightVal
               << "step " << step << " use " << i << " (module " << order[i] << ") element " << e;
       }
     }
-    // With room in the budget, no allocation waited for the device, and the second pass took no
-    // fresh memory: every buffer was one the first released.
+    // With room in the budget, no allocation waited for the device, and once the trace is
+    // followed (the second pass: with modules gathered ahead, more are live at once than on the
+    // recording pass) a pass takes no fresh memory: every buffer is one the last released.
     EXPECT_EQ(f.memory.waits(), 0);
-    EXPECT_GT(fresh_after_first, 0);
-    EXPECT_EQ(f.memory.fresh_allocations(), fresh_after_first);
+    EXPECT_GT(fresh_after_second, 0);
+    EXPECT_EQ(f.memory.fresh_allocations(), fresh_after_second);
+  }
+}
+
+// On a followed trace, shards in CPU memory go up ahead of use: acquiring a module gathers the
+// next ones in the trace (stage3_prefetch_bucket_size elements) by copies on the copy stream that
+// run while the compute stream is still held, and the compute stream waits for each only when
+// its module is acquired. A module on NVMe is only read ahead (into the tier's buffers).
+TEST(ParamCoordinator, ShardsInCpuMemoryGoUpAheadOfUseAlongTheTrace) {
+  std::vector<std::vector<ParamSpec>> specs;
+  for (int m = 0; m < 4; ++m)
+    specs.push_back({ParamSpec{"block" + std::to_string(m), {4096}}});
+  CoordinatorOptions options = stage3();
+  options.prefetch_bucket_size = 4096;  // one module ahead
+  for (OffloadDevice device : {OffloadDevice::cpu, OffloadDevice::nvme}) {
+    SCOPED_TRACE(to_string(device));
+    Fixture f(device, options, {}, specs);
+    const std::vector<int> order = {0, 1, 2, 3, 3, 2, 1, 0};
+    for (int step = 0; step < 2; ++step) {
+      f.coordinator->begin_pass(true);
+      for (std::size_t i = 0; i < order.size(); ++i) {
+        const std::int64_t gathers = f.coordinator->counters().gathers;
+        gpu::testing::Gate gate;
+        if (step == 1 && i == 0) f.device_->compute_stream().launch(gate.waiter());
+        std::span<const gpu::Tensor> tensors = f.coordinator->acquire(order[i]);
+        const std::int64_t gathered = f.coordinator->counters().gathers - gathers;
+        if (step == 1 && i == 0) {
+          // The trace's next module went up too, and its copy runs with compute held.
+          EXPECT_EQ(gathered, device == OffloadDevice::cpu ? 2 : 1);
+          f.device_->h2d_stream().synchronize();
+          if (device == OffloadDevice::cpu) {
+            EXPECT_EQ(f.coordinator->counters().live_elements, 2 * 4096);
+          }
+          gate.open();
+        }
+        if (step == 1 && i > 0 && i + 1 < order.size() && order[i] != order[i - 1] &&
+            device == OffloadDevice::cpu) {
+          // Gathered one acquire before: only the one after it is new.
+          EXPECT_LE(gathered, 1) << "use " << i;
+        }
+        std::vector<cpu_adam::bf16> seen(4096);
+        f.device_->compute_stream().copy(seen.data(), tensors[0].data, 4096 * 2,
+                                         gpu::CopyKind::device_to_host);
+        f.device_->compute_stream().synchronize();
+        const ModuleSlice& slice = f.layout.module(order[i]);
+        for (std::int64_t e = 0; e < 4096; e += 257)
+          ASSERT_EQ(cpu_adam::to_float(seen[static_cast<std::size_t>(e)]),
+                    static_cast<float>((slice.partition_offset + e) % 256))
+              << "step " << step << " use " << i << " element " << e;
+        f.coordinator->release(order[i]);
+      }
+      f.coordinator->end_step();
+    }
+    f.coordinator->invalidate();
+    EXPECT_EQ(f.coordinator->counters().live_elements, 0);
   }
 }
 
