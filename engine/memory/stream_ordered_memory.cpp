@@ -100,11 +100,13 @@ gpu::DeviceBuffer StreamOrderedMemory::allocate(gpu::Stream& stream, std::int64_
 gpu::DeviceBuffer StreamOrderedMemory::carve(gpu::Stream& stream, std::int64_t bytes,
                                              std::shared_ptr<gpu::Event>* released_at) {
   const std::int64_t size = aligned(bytes);
-  auto best = free_.end();
-  for (auto range = free_.begin(); range != free_.end(); ++range) {
-    if (range->second.bytes >= size &&
-        (best == free_.end() || range->second.bytes < best->second.bytes))
-      best = range;
+  merge_settled();
+  auto best = smallest_fit(size, &stream);
+  if (best == free_.end()) best = smallest_fit(size, nullptr);
+  if (best == free_.end()) {
+    // Ranges kept apart for their releases: whole again, at the price of waiting for them.
+    merge_all();
+    best = smallest_fit(size, nullptr);
   }
   if (best == free_.end()) return {};
 
@@ -148,26 +150,11 @@ gpu::DeviceBuffer StreamOrderedMemory::carve(gpu::Stream& stream, std::int64_t b
   return gpu::DeviceBuffer(arena_.as<std::byte>() + offset, bytes, &arena_owner_);
 }
 
-// Puts a range back, merged with free neighbours; of their releases it keeps, per stream, the
-// latest one not yet passed.
-void StreamOrderedMemory::free_range(std::int64_t offset, std::int64_t bytes,
-                                     std::vector<Release> releases) {
-  auto next = free_.lower_bound(offset);
-  if (next != free_.end() && offset + bytes == next->first) {
-    bytes += next->second.bytes;
-    releases.insert(releases.end(), next->second.releases.begin(), next->second.releases.end());
-    next = free_.erase(next);
-  }
-  if (next != free_.begin()) {
-    auto previous = std::prev(next);
-    if (previous->first + previous->second.bytes == offset) {
-      offset = previous->first;
-      bytes += previous->second.bytes;
-      releases.insert(releases.end(), previous->second.releases.begin(),
-                      previous->second.releases.end());
-      free_.erase(previous);
-    }
-  }
+namespace {
+
+// Of `releases`, per stream, the latest one not yet passed.
+template <class Release>
+std::vector<Release> latest_pending(std::vector<Release> releases) {
   std::vector<Release> kept;
   for (Release& release : releases) {
     if (release.done->query()) continue;
@@ -178,7 +165,108 @@ void StreamOrderedMemory::free_range(std::int64_t offset, std::int64_t bytes,
       *same = std::move(release);
     }
   }
-  const bool placed = free_.emplace(offset, FreeRange{bytes, std::move(kept)}).second;
+  return kept;
+}
+
+// Whether two ranges' pending releases are on the same streams: merged, neither makes a stream
+// wait that the other would not have.
+template <class Release>
+bool same_streams(const std::vector<Release>& a, const std::vector<Release>& b) {
+  if (a.size() != b.size()) return false;
+  return std::ranges::all_of(a, [&](const Release& r) {
+    return std::ranges::find(b, r.stream, &Release::stream) != b.end();
+  });
+}
+
+}  // namespace
+
+// The smallest free range of at least `size` bytes; with `clear_for`, only among those whose
+// releases on other streams have passed, so that work on it does not wait for another stream.
+std::map<std::int64_t, StreamOrderedMemory::FreeRange>::iterator StreamOrderedMemory::smallest_fit(
+    std::int64_t size, const gpu::Stream* clear_for) {
+  auto best = free_.end();
+  for (auto range = free_.begin(); range != free_.end(); ++range) {
+    if (range->second.bytes < size) continue;
+    if (best != free_.end() && range->second.bytes >= best->second.bytes) continue;
+    if (clear_for != nullptr &&
+        std::ranges::any_of(range->second.releases, [&](const Release& release) {
+          return release.stream != clear_for && !release.done->query();
+        }))
+      continue;
+    best = range;
+  }
+  return best;
+}
+
+// Neighbours whose pending releases are now on the same streams (those that kept them apart have
+// passed) become one range.
+void StreamOrderedMemory::merge_settled() {
+  for (auto range = free_.begin(); range != free_.end();) {
+    range->second.releases = latest_pending(std::move(range->second.releases));
+    auto next = std::next(range);
+    if (next == free_.end()) break;
+    next->second.releases = latest_pending(std::move(next->second.releases));
+    if (range->first + range->second.bytes == next->first &&
+        same_streams(range->second.releases, next->second.releases)) {
+      range->second.bytes += next->second.bytes;
+      range->second.releases.insert(range->second.releases.end(), next->second.releases.begin(),
+                                    next->second.releases.end());
+      range->second.releases = latest_pending(std::move(range->second.releases));
+      free_.erase(next);
+      continue;
+    }
+    range = next;
+  }
+}
+
+// Every pair of neighbours becomes one range, guarded by both ranges' releases.
+void StreamOrderedMemory::merge_all() {
+  for (auto range = free_.begin(); range != free_.end();) {
+    auto next = std::next(range);
+    if (next == free_.end()) break;
+    if (range->first + range->second.bytes != next->first) {
+      range = next;
+      continue;
+    }
+    range->second.bytes += next->second.bytes;
+    range->second.releases.insert(range->second.releases.end(), next->second.releases.begin(),
+                                  next->second.releases.end());
+    range->second.releases = latest_pending(std::move(range->second.releases));
+    free_.erase(next);
+  }
+}
+
+// Puts a range back, merged with the free neighbours whose pending releases are on the same
+// streams as its own (a range released on the copy stream stays apart from one free for the
+// compute stream until the copy has passed it: merge_settled then joins them); of their releases
+// it keeps, per stream, the latest one not yet passed.
+void StreamOrderedMemory::free_range(std::int64_t offset, std::int64_t bytes,
+                                     std::vector<Release> releases) {
+  releases = latest_pending(std::move(releases));
+  auto next = free_.lower_bound(offset);
+  if (next != free_.end() && offset + bytes == next->first) {
+    next->second.releases = latest_pending(std::move(next->second.releases));
+    if (same_streams(releases, next->second.releases)) {
+      bytes += next->second.bytes;
+      releases.insert(releases.end(), next->second.releases.begin(), next->second.releases.end());
+      next = free_.erase(next);
+    }
+  }
+  if (next != free_.begin()) {
+    auto previous = std::prev(next);
+    if (previous->first + previous->second.bytes == offset) {
+      previous->second.releases = latest_pending(std::move(previous->second.releases));
+      if (same_streams(releases, previous->second.releases)) {
+        offset = previous->first;
+        bytes += previous->second.bytes;
+        releases.insert(releases.end(), previous->second.releases.begin(),
+                        previous->second.releases.end());
+        free_.erase(previous);
+      }
+    }
+  }
+  const bool placed =
+      free_.emplace(offset, FreeRange{bytes, latest_pending(std::move(releases))}).second;
   STRATA_ASSERT(placed);  // a range is freed once
 }
 

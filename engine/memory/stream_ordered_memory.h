@@ -24,7 +24,11 @@ namespace strata::engine::memory {
 // fits) and a release puts its range back, merged with its free neighbours, carrying the event
 // its stream records: the host neither allocates device memory nor waits for the device inside a
 // step. A range released on the allocating stream is reused at once; one released on another
-// stream is ordered on the device (the allocating stream waits on the release's event). An
+// stream is ordered on the device (the allocating stream waits on the release's event). So that
+// the compute stream does not wait for a copy it could run beside (a module's gradients going
+// down while the next module's backward runs), a range released on another stream stays apart
+// from its free neighbours until that stream has passed the release, and an allocation takes the
+// smallest range it need not wait for, when one fits. An
 // allocation the arena cannot place (no reserve, or more fragmentation than its slack) takes
 // fresh device memory, counted in `fresh_allocations`. (The host backend's debug check that a
 // device pointer lies in a live allocation sees the whole arena as one: a use after release()
@@ -116,6 +120,10 @@ class StreamOrderedMemory {
   gpu::DeviceBuffer carve(gpu::Stream& stream, std::int64_t bytes,
                           std::shared_ptr<gpu::Event>* released_at);
   void free_range(std::int64_t offset, std::int64_t bytes, std::vector<Release> releases);
+  std::map<std::int64_t, FreeRange>::iterator smallest_fit(std::int64_t size,
+                                                           const gpu::Stream* clear_for);
+  void merge_settled();
+  void merge_all();
   std::int64_t arena_offset(const void* data) const;
   void note_peak() { peak_ = std::max(peak_, live_bytes()); }
 

@@ -238,6 +238,49 @@ TEST(StreamOrderedMemory, AnArenaRangeReleasedOnAnotherStreamIsOrderedOnTheDevic
   memory.drain();
 }
 
+// A module's gradients going down on the copy stream while the next module's backward runs: the
+// compute stream's next buffer of that size is taken from a range it need not wait for, while one
+// fits, rather than from the range the copy still reads. Once the copy has passed it, that range
+// joins its free neighbours again, and when nothing else fits the allocation takes it and is
+// ordered after the copy, as before.
+TEST(StreamOrderedMemory, TheComputeStreamTakesARangeItNeedNotWaitForWhileOneFits) {
+  auto device = gpu::create_host_device({});
+  gpu::Stream& compute = device->compute_stream();
+  gpu::Stream& copies = device->d2h_stream();
+  StreamOrderedMemory memory(*device);
+  memory.reserve(3 << 16);
+  gpu::DeviceBuffer first = memory.allocate(compute, 1 << 16, "gradients of module 2");
+  gpu::DeviceBuffer other = memory.allocate(compute, 1 << 16, "gathered parameters");
+  void* const first_address = first.data();
+  auto gate = std::make_unique<HeldStream>(copies);
+  memory.release(copies, std::move(first));  // copied down first: the copy stream is held
+  std::shared_ptr<gpu::Event> released;
+  gpu::DeviceBuffer second = memory.allocate(compute, 1 << 16, "gradients of module 1", &released);
+  EXPECT_NE(second.data(), first_address);
+  EXPECT_EQ(released, nullptr);  // nothing to wait for
+  // The arena is full but for the range the copy still reads: taken, ordered after the copy.
+  gpu::DeviceBuffer third = memory.allocate(compute, 1 << 16, "gradients of module 0", &released);
+  EXPECT_EQ(third.data(), first_address);
+  ASSERT_NE(released, nullptr);
+  EXPECT_FALSE(released->query());
+  gate->open();
+  compute.synchronize();
+  EXPECT_TRUE(released->query());
+  EXPECT_EQ(memory.waits(), 0);
+  EXPECT_EQ(memory.fresh_allocations(), 1);  // the arena
+  // Released on both streams, then passed: the ranges are one again, and a buffer of the whole
+  // arena is carved from it.
+  memory.release(copies, std::move(third));
+  memory.release(compute, std::move(second));
+  memory.release(compute, std::move(other));
+  copies.synchronize();
+  compute.synchronize();
+  gpu::DeviceBuffer whole = memory.allocate(compute, 3 << 16, "everything");
+  EXPECT_EQ(memory.fresh_allocations(), 1);
+  memory.release(compute, std::move(whole));
+  memory.drain();
+}
+
 // What the arena cannot place (here a hole too small, the rest of the arena taken) takes fresh
 // device memory beside it, counted; a buffer dropped without release() goes back to the arena at
 // once and is carved again.
