@@ -228,7 +228,10 @@ class StepWalk {
     // ParamCoordinator::prefetch_ahead: the NVMe reads take no device memory; the modules in CPU
     // memory next in the trace are gathered now.
     policy_.gather_ahead([this](int a) { return in_cpu_[static_cast<std::size_t>(a)]; },
-                         [this](int a) { gather(a); });
+                         [this](int a) {
+                           gather(a);
+                           return true;
+                         });
   }
 
   void gather(int m) {

@@ -45,12 +45,25 @@ void StreamOrderedMemory::reserve(std::int64_t bytes) {
 gpu::DeviceBuffer StreamOrderedMemory::allocate(gpu::Stream& stream, std::int64_t bytes,
                                                 std::string_view what,
                                                 std::shared_ptr<gpu::Event>* released_at) {
+  return take(stream, bytes, what, released_at, false);
+}
+
+gpu::DeviceBuffer StreamOrderedMemory::try_allocate(gpu::Stream& stream, std::int64_t bytes,
+                                                    std::string_view what,
+                                                    std::shared_ptr<gpu::Event>* released_at) {
+  STRATA_ASSERT(bytes > 0);
+  return take(stream, bytes, what, released_at, true);
+}
+
+gpu::DeviceBuffer StreamOrderedMemory::take(gpu::Stream& stream, std::int64_t bytes,
+                                            std::string_view what,
+                                            std::shared_ptr<gpu::Event>* released_at, bool quiet) {
   if (released_at != nullptr) released_at->reset();
   if (bytes == 0) return {};  // as Device::allocate: an empty buffer, nothing carved
   bool waited = false;
   for (;;) {
     if (arena_) {
-      gpu::DeviceBuffer carved = carve(stream, bytes, released_at);
+      gpu::DeviceBuffer carved = carve(stream, bytes, released_at, quiet);
       if (carved) return carved;
     }
     // The oldest match: its earlier use is the likeliest to have run. One released on another
@@ -74,6 +87,7 @@ gpu::DeviceBuffer StreamOrderedMemory::allocate(gpu::Stream& stream, std::int64_
       note_peak();
       return buffer;
     } catch (const UserError&) {
+      if (quiet) return {};  // neither a client's cache nor a wait for the device buys it room
       if (pending_.empty()) {
         // A cache given back goes to the arena or to pending_: try both again.
         if (reclaim_ && reclaim_()) continue;
@@ -98,15 +112,18 @@ gpu::DeviceBuffer StreamOrderedMemory::allocate(gpu::Stream& stream, std::int64_
 // The smallest free range that fits (best fit keeps the large ranges whole for the large
 // modules); its earlier users are ordered before the new one on the device, not on the host.
 gpu::DeviceBuffer StreamOrderedMemory::carve(gpu::Stream& stream, std::int64_t bytes,
-                                             std::shared_ptr<gpu::Event>* released_at) {
+                                             std::shared_ptr<gpu::Event>* released_at,
+                                             bool unguarded_first) {
   const std::int64_t size = aligned(bytes);
   merge_settled();
-  auto best = smallest_fit(size, &stream);
-  if (best == free_.end()) best = smallest_fit(size, nullptr);
+  auto best = free_.end();
+  if (unguarded_first) best = smallest_fit(size, Guard::none);
+  if (best == free_.end()) best = smallest_fit(size, Guard::own, &stream);
+  if (best == free_.end()) best = smallest_fit(size, Guard::any);
   if (best == free_.end()) {
     // Ranges kept apart for their releases: whole again, at the price of waiting for them.
     merge_all();
-    best = smallest_fit(size, nullptr);
+    best = smallest_fit(size, Guard::any);
   }
   if (best == free_.end()) return {};
 
@@ -172,25 +189,28 @@ std::vector<Release> latest_pending(std::vector<Release> releases) {
 // wait that the other would not have.
 template <class Release>
 bool same_streams(const std::vector<Release>& a, const std::vector<Release>& b) {
-  if (a.size() != b.size()) return false;
-  return std::ranges::all_of(a, [&](const Release& r) {
-    return std::ranges::find(b, r.stream, &Release::stream) != b.end();
-  });
+  const auto all_in = [](const std::vector<Release>& from, const std::vector<Release>& in) {
+    return std::ranges::all_of(from, [&](const Release& r) {
+      return std::ranges::find(in, r.stream, &Release::stream) != in.end();
+    });
+  };
+  return all_in(a, b) && all_in(b, a);
 }
 
 }  // namespace
 
-// The smallest free range of at least `size` bytes; with `clear_for`, only among those whose
-// releases on other streams have passed, so that work on it does not wait for another stream.
+// The smallest free range of at least `size` bytes among those `guard` allows: whose releases
+// have all passed (none), or all but those on `stream` (own: work on `stream` need not wait for
+// another stream), or any.
 std::map<std::int64_t, StreamOrderedMemory::FreeRange>::iterator StreamOrderedMemory::smallest_fit(
-    std::int64_t size, const gpu::Stream* clear_for) {
+    std::int64_t size, Guard guard, const gpu::Stream* stream) {
   auto best = free_.end();
   for (auto range = free_.begin(); range != free_.end(); ++range) {
     if (range->second.bytes < size) continue;
     if (best != free_.end() && range->second.bytes >= best->second.bytes) continue;
-    if (clear_for != nullptr &&
+    if (guard != Guard::any &&
         std::ranges::any_of(range->second.releases, [&](const Release& release) {
-          return release.stream != clear_for && !release.done->query();
+          return (guard == Guard::none || release.stream != stream) && !release.done->query();
         }))
       continue;
     best = range;
@@ -249,6 +269,7 @@ void StreamOrderedMemory::free_range(std::int64_t offset, std::int64_t bytes,
     if (same_streams(releases, next->second.releases)) {
       bytes += next->second.bytes;
       releases.insert(releases.end(), next->second.releases.begin(), next->second.releases.end());
+      releases = latest_pending(std::move(releases));
       next = free_.erase(next);
     }
   }

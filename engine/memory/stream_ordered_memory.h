@@ -71,6 +71,12 @@ class StreamOrderedMemory {
   // (null for memory that was free already).
   gpu::DeviceBuffer allocate(gpu::Stream& stream, std::int64_t bytes, std::string_view what,
                              std::shared_ptr<gpu::Event>* released_at = nullptr);
+  // allocate() for work that may be left undone (a prefetch): the memory there is room for now,
+  // else an empty buffer. It drops no client's cache, waits for nothing and throws no budget
+  // error. It takes a range no release still guards when one fits, since the work that fills it
+  // may run on another stream than `stream` (a copy made ahead). `bytes` > 0.
+  gpu::DeviceBuffer try_allocate(gpu::Stream& stream, std::int64_t bytes, std::string_view what,
+                                 std::shared_ptr<gpu::Event>* released_at = nullptr);
   // Frees `buffer` once `stream` has run the work enqueued on it so far.
   void release(gpu::Stream& stream, gpu::DeviceBuffer buffer);
   // Frees every pending buffer, waiting for its stream.
@@ -117,11 +123,15 @@ class StreamOrderedMemory {
     StreamOrderedMemory& memory_;
   };
 
+  // Which releases a range may still have pending to be taken (smallest_fit).
+  enum class Guard { none, own, any };
+  gpu::DeviceBuffer take(gpu::Stream& stream, std::int64_t bytes, std::string_view what,
+                         std::shared_ptr<gpu::Event>* released_at, bool quiet);
   gpu::DeviceBuffer carve(gpu::Stream& stream, std::int64_t bytes,
-                          std::shared_ptr<gpu::Event>* released_at);
+                          std::shared_ptr<gpu::Event>* released_at, bool unguarded_first);
   void free_range(std::int64_t offset, std::int64_t bytes, std::vector<Release> releases);
-  std::map<std::int64_t, FreeRange>::iterator smallest_fit(std::int64_t size,
-                                                           const gpu::Stream* clear_for);
+  std::map<std::int64_t, FreeRange>::iterator smallest_fit(std::int64_t size, Guard guard,
+                                                           const gpu::Stream* stream = nullptr);
   void merge_settled();
   void merge_all();
   std::int64_t arena_offset(const void* data) const;

@@ -69,12 +69,14 @@ class GatherPolicy {
   // prefetch_bucket_size; stops when prefetch returns false.
   template <class ReadsFromNvme, class Prefetch>
   void prefetch_ahead(ReadsFromNvme reads_from_nvme, Prefetch prefetch) const;
-  // On a followed trace, calls gather(m) for the modules next in it that are not gathered and
-  // that uploads_ahead(m) (their shards are in CPU memory: the copy to the device can start now,
-  // on the copy stream), in trace order, while the elements of those it took stay below
-  // prefetch_bucket_size (so the next module is taken whenever the bucket is not 0, as DeepSpeed
-  // counts) and each fits under max_live_parameters without dropping anything. gather(m) makes
-  // the module gathered (mark_gathered) with no user yet; its first acquire uses it.
+  // On a followed trace, the window of the next uses in it whose elements stay below
+  // prefetch_bucket_size (at least the next use, whenever the bucket is not 0): calls gather(m),
+  // in trace order, for each module in it that is not gathered and that uploads_ahead(m) (its
+  // shard is in CPU memory: the copy to the device can start now, on the copy stream), while each
+  // fits under max_live_parameters without dropping anything. The window counts every use, so a
+  // module needed far along the trace is not taken early. gather(m) makes the module gathered
+  // (mark_gathered) with no user yet and returns true, or returns false when it could not (no
+  // memory for it now): then nothing more is taken. Its first acquire uses it.
   template <class UploadsAhead, class Gather>
   void gather_ahead(UploadsAhead uploads_ahead, Gather gather);
 
@@ -125,13 +127,13 @@ void GatherPolicy::prefetch_ahead(ReadsFromNvme reads_from_nvme, Prefetch prefet
 template <class UploadsAhead, class Gather>
 void GatherPolicy::gather_ahead(UploadsAhead uploads_ahead, Gather gather) {
   if (mode_ != TraceMode::follow) return;
-  std::int64_t elements = 0;
-  for (std::size_t i = cursor_; i < trace_.size() && elements < rules_.prefetch_bucket_size; ++i) {
+  std::int64_t window = 0;
+  for (std::size_t i = cursor_; i < trace_.size() && window < rules_.prefetch_bucket_size; ++i) {
     const int next = trace_[i];
+    window += padded(next);
     if (is_gathered(next) || !uploads_ahead(next)) continue;
     if (live_elements_ + padded(next) > rules_.max_live_parameters) return;
-    elements += padded(next);
-    gather(next);
+    if (!gather(next)) return;
     STRATA_ASSERT(is_gathered(next));
   }
 }

@@ -56,9 +56,14 @@ std::span<const gpu::Tensor> ParamCoordinator::acquire(int module) {
   }
   if (!policy_.is_gathered(module)) gather(module, false);
   Gathered& entry = gathered_[static_cast<std::size_t>(module)];
-  if (entry.tensors.empty()) make_ready(module);
+  if (!entry.ready) make_ready(module);
   policy_.add_user(module);
-  prefetch_ahead();
+  try {
+    prefetch_ahead();
+  } catch (...) {
+    release(module);  // the caller gets no tensors, so it will not release them
+    throw;
+  }
   return entry.tensors;
 }
 
@@ -86,7 +91,7 @@ bool ParamCoordinator::drop_one_kept() {
   return true;
 }
 
-void ParamCoordinator::gather(int module, bool ahead) {
+bool ParamCoordinator::gather(int module, bool ahead) {
   const ModuleSlice& slice = layout_.module(module);
   const std::string& name = names_[static_cast<std::size_t>(module)];
   for (int evict = policy_.next_to_evict(slice.padded_numel); evict >= 0;
@@ -99,8 +104,11 @@ void ParamCoordinator::gather(int module, bool ahead) {
   // widened. The tier's copy into the module's memory runs on the copy stream and waits for that
   // memory's earlier use on this stream, when it is reused.
   std::shared_ptr<gpu::Event> params_released;
-  entry.params = memory_.allocate(stream_, slice.padded_numel * element,
-                                  name + " gathered parameters", &params_released);
+  const std::int64_t bytes = slice.padded_numel * element;
+  entry.params =
+      ahead ? memory_.try_allocate(stream_, bytes, name + " gathered parameters", &params_released)
+            : memory_.allocate(stream_, bytes, name + " gathered parameters", &params_released);
+  if (!entry.params) return false;
   std::byte* own = entry.params.as<std::byte>() + rank * slice.shard_numel * element;
   try {
     if (ahead) {
@@ -117,6 +125,7 @@ void ParamCoordinator::gather(int module, bool ahead) {
   ++counters_.gathers;
   counters_.gathered_elements += slice.padded_numel;
   counters_.peak_live_elements = std::max(counters_.peak_live_elements, policy_.live_elements());
+  return true;
 }
 
 void ParamCoordinator::make_ready(int module) {
@@ -137,6 +146,7 @@ void ParamCoordinator::make_ready(int module) {
   }
   for (const TensorSlot& slot : layout_.tensors(module))
     entry.tensors.push_back(gpu::Tensor(full, options_.storage).at(slot.offset));
+  entry.ready = true;
 }
 
 void ParamCoordinator::drop(int module) {
@@ -146,6 +156,7 @@ void ParamCoordinator::drop(int module) {
   if (entry.uploaded) stream_.wait(*std::exchange(entry.uploaded, nullptr));
   memory_.release(stream_, std::move(entry.params));
   entry.tensors.clear();
+  entry.ready = false;
   policy_.mark_dropped(module);
 }
 
@@ -153,7 +164,7 @@ void ParamCoordinator::prefetch_ahead() {
   policy_.prefetch_ahead([this](int module) { return tier_.on_nvme(module); },
                          [this](int module) { return tier_.prefetch(module); });
   policy_.gather_ahead([this](int module) { return tier_.in_cpu(module); },
-                       [this](int module) { gather(module, true); });
+                       [this](int module) { return gather(module, true); });
 }
 
 }  // namespace strata::engine::zero

@@ -69,15 +69,17 @@ class ParamCoordinator {
 
  private:
   struct Gathered {
-    gpu::DeviceBuffer params;          // the storage type, padded_numel
-    std::vector<gpu::Tensor> tensors;  // empty until the module is ready for the stream
+    gpu::DeviceBuffer params;  // the storage type, padded_numel
+    std::vector<gpu::Tensor> tensors;
+    bool ready = false;  // make_ready ran: the stream may read `params` through `tensors`
     // Gathered ahead of use: the shard's copy into `params`, which the stream has not waited for
     // yet (null once it has, or for a module gathered at its acquire).
     std::shared_ptr<gpu::Event> uploaded;
   };
   // Takes the module's memory and fills its own shard: at once on the stream, or with `ahead`
-  // only by the tier's copy on the copy stream (Gathered::uploaded).
-  void gather(int module, bool ahead);
+  // only by the tier's copy on the copy stream (Gathered::uploaded), and only when there is
+  // memory for it now (false when not: a prefetch is left undone rather than make room).
+  bool gather(int module, bool ahead);
   // The stream waits for a copy made ahead, all-gathers the module and points its tensors at it.
   void make_ready(int module);
   void drop(int module);

@@ -340,8 +340,9 @@ std::unique_ptr<gpu::Event> ParamTier::upload(const std::byte* source, std::int6
   return copied;
 }
 
-// The shard's CPU memory changes only through commit(), which the overlapped step calls for
-// modules backward has passed, and so never under a copy enqueued for a module still ahead.
+// The shard's CPU memory changes only by values() + commit(), which the overlapped step calls for
+// modules backward has passed (their copies have run: backward waited for them), and so never
+// under a copy enqueued for a module still ahead.
 std::shared_ptr<gpu::Event> ParamTier::upload_ahead(int module, void* device_target,
                                                     const gpu::Event* target_free) {
   STRATA_ASSERT(in_cpu(module));

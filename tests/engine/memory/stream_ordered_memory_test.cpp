@@ -166,6 +166,53 @@ TEST(StreamOrderedMemory, TheReclaimerEmptiesAClientsCacheBeforeTheBudgetRefuses
   memory.drain();
 }
 
+// A prefetch's allocation (try_allocate) takes only the room there is now: over the budget it
+// gets nothing, without emptying a client's cache or waiting for a release; in the arena it takes
+// a range no release still guards, where allocate() would take the one its own stream released.
+TEST(StreamOrderedMemory, APrefetchTakesOnlyTheRoomThereIsNow) {
+  {
+    auto device = device_of_96_kib();
+    gpu::Stream& stream = device->compute_stream();
+    StreamOrderedMemory memory(*device);
+    int reclaimed = 0;
+    memory.set_reclaimer([&] { return ++reclaimed < 0; });
+    gpu::DeviceBuffer held = memory.allocate(stream, 64 << 10, "held");
+    EXPECT_FALSE(memory.try_allocate(stream, 64 << 10, "ahead"));
+    auto gate = std::make_unique<HeldStream>(device->d2h_stream());
+    memory.release(device->d2h_stream(), std::move(held));
+    EXPECT_FALSE(memory.try_allocate(stream, 64 << 10, "ahead"));  // its release has not run
+    EXPECT_EQ(reclaimed, 0);
+    EXPECT_EQ(memory.waits(), 0);
+    gate->open();
+    device->d2h_stream().synchronize();
+    gpu::DeviceBuffer ahead = memory.try_allocate(stream, 64 << 10, "ahead");
+    EXPECT_TRUE(ahead);
+    memory.set_reclaimer({});
+    memory.release(stream, std::move(ahead));
+    memory.drain();
+  }
+  auto device = gpu::create_host_device({});
+  gpu::Stream& compute = device->compute_stream();
+  StreamOrderedMemory memory(*device);
+  memory.reserve(3 << 16);
+  gpu::DeviceBuffer used = memory.allocate(compute, 1 << 16, "used");
+  gpu::DeviceBuffer other = memory.allocate(compute, 1 << 16, "other");
+  void* const used_address = used.data();
+  auto gate = std::make_unique<HeldStream>(compute);
+  memory.release(compute, std::move(used));  // queued behind the gate
+  std::shared_ptr<gpu::Event> released;
+  gpu::DeviceBuffer ahead = memory.try_allocate(compute, 1 << 16, "ahead", &released);
+  EXPECT_NE(ahead.data(), used_address);
+  EXPECT_EQ(released, nullptr);
+  gpu::DeviceBuffer now = memory.allocate(compute, 1 << 16, "now", &released);
+  EXPECT_EQ(now.data(), used_address);  // its own stream's release: no wait on the device
+  gate->open();
+  compute.synchronize();
+  for (gpu::DeviceBuffer* buffer : {&ahead, &now, &other})
+    memory.release(compute, std::move(*buffer));
+  memory.drain();
+}
+
 // The arena: after reserve, allocations are carved from it. Released ranges merge, so a size the
 // step never had before fits where two smaller buffers were, with their releases still queued
 // behind the gate: no fresh device memory and no wait, where the budget alone would have made the

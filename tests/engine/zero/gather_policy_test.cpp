@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -263,6 +264,53 @@ TEST(GatherPolicy, PrefetchLooksAheadAlongTheTraceUpToTheBucket) {
   EXPECT_EQ(prefetched_after(4096, {0}, false), (std::vector<int>{2}));
   // Without a bound: every use ahead that needs a read, but not m0, which is gathered.
   EXPECT_EQ(prefetched_after(kUnbounded, {0}), (std::vector<int>{2, 3, 3, 2}));
+}
+
+// The modules gather_ahead gathers after acquiring m0 on the step that follows the trace of
+// kForwardBackward, where `in_cpu` says which shards are in CPU memory; `room`: how many
+// gathers find memory.
+std::vector<int> gathered_ahead_after_m0(std::int64_t prefetch_bucket_size,
+                                         const std::function<bool(int)>& in_cpu, int room = 8,
+                                         std::int64_t max_live = kUnbounded) {
+  GatherRules rules = stage3(0);
+  rules.prefetch_bucket_size = prefetch_bucket_size;
+  rules.max_live_parameters = max_live;
+  Driver d(rules);
+  EXPECT_TRUE(d.step(kForwardBackward));
+  d.policy.begin_pass(true);
+  d.acquire(0);
+  std::vector<int> ahead;
+  d.policy.gather_ahead(in_cpu, [&](int m) {
+    if (static_cast<int>(ahead.size()) == room) return false;
+    d.policy.mark_gathered(m);
+    ahead.push_back(m);
+    return true;
+  });
+  EXPECT_EQ(d.policy.users(0), 1);
+  for (int m : ahead)
+    EXPECT_EQ(d.policy.users(m), 0) << "gathered ahead, not yet acquired";
+  return ahead;
+}
+
+TEST(GatherPolicy, GatherAheadTakesTheModulesInCpuMemoryWithinTheWindowOfNextUses) {
+  const auto every = [](int) { return true; };
+  // The window counts every use after m0: m1 (2048), m2 (1024), m3 (3072)...
+  EXPECT_EQ(gathered_ahead_after_m0(2048, every), (std::vector<int>{1}));
+  EXPECT_EQ(gathered_ahead_after_m0(3072, every), (std::vector<int>{1, 2}));
+  // ... at least the next use whenever there is a bucket, however large that module is.
+  EXPECT_EQ(gathered_ahead_after_m0(1, every), (std::vector<int>{1}));
+  EXPECT_TRUE(gathered_ahead_after_m0(0, every).empty());
+  // A module on NVMe (m1) takes its place in the window without being gathered: m2, needed
+  // after it, is not taken with a window of m1's size.
+  const auto not_m1 = [](int m) { return m != 1; };
+  EXPECT_TRUE(gathered_ahead_after_m0(2048, not_m1).empty());
+  EXPECT_EQ(gathered_ahead_after_m0(3072, not_m1), (std::vector<int>{2}));
+  // Without a bound, every module not gathered, each once.
+  EXPECT_EQ(gathered_ahead_after_m0(kUnbounded, every), (std::vector<int>{1, 2, 3}));
+  // No memory for one: nothing more is taken.
+  EXPECT_EQ(gathered_ahead_after_m0(kUnbounded, every, 1), (std::vector<int>{1}));
+  // Under max_live_parameters, without dropping anything: m0 (1024) and m1 (2048) fit in 3072.
+  EXPECT_EQ(gathered_ahead_after_m0(kUnbounded, every, 8, 3072), (std::vector<int>{1}));
 }
 
 TEST(GatherPolicy, ADepartureFromTheTraceStopsFollowingAndTheNextStepRecords) {
