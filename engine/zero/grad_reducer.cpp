@@ -106,6 +106,14 @@ GradReducer::GradReducer(gpu::Device& device, gpu::Ops& ops, gpu::Comm& comm, gp
   }
   stats_ = device.allocate(sizeof(double), "gradient norm");
   stats_host_ = device.allocate_pinned(sizeof(GradNorm));
+  if (options_.to_host) {
+    const auto modules = static_cast<std::size_t>(layout.module_count());
+    module_norms_ = device.allocate(static_cast<std::int64_t>(modules * sizeof(double)),
+                                    "gradient norms of the modules");
+    module_norms_host_ =
+        device.allocate_pinned(static_cast<std::int64_t>(modules * sizeof(double)));
+    normed_on_device_.assign(modules, 0);
+  }
   if (keeps_full_buffers()) {
     for (int m = 0; m < layout.module_count(); ++m)
       make(m);
@@ -208,6 +216,7 @@ void GradReducer::begin_step() {
       }
     }
     std::fill(contributions_.begin(), contributions_.end(), 0);
+    std::fill(normed_on_device_.begin(), normed_on_device_.end(), 0);
     landed_stats_ = {};
     // The copies of the last step read the buffers zeroed below (stages 0-1): on the device, they
     // come first.
@@ -317,6 +326,12 @@ void GradReducer::land(int module, const float* source, bool last_micro) {
   int& contributions = contributions_[static_cast<std::size_t>(module)];
   const bool first = contributions == 0;
   ++contributions;
+  // Final as it is, in fp32: its norm on the device (a bf16 partition's is of the rounded values).
+  const bool normed = first && last_micro && !options_.bf16;
+  if (normed) {
+    ops_.sum_squares(stream_, module_norms_.as<double>() + module, source, slice.shard_numel);
+    normed_on_device_[static_cast<std::size_t>(module)] = 1;
+  }
   stream_.record(*reduced_);
   copy_stream_.wait(*reduced_);
   // An fp32 partition in CPU memory takes a step's first contribution as it is: no staging, no
@@ -327,6 +342,7 @@ void GradReducer::land(int module, const float* source, bool last_micro) {
     piece.module = module;
     piece.first = first;
     piece.last = last_micro;
+    piece.normed = normed;
     piece.begin = slice.partition_offset + at;
     piece.count = std::min(piece_elements_, slice.shard_numel - at);
     void* target = host_partition_ + piece.begin * 4;
@@ -364,9 +380,8 @@ void GradReducer::land_piece(const Piece& piece) {
     const base::Timeline::Scope span("gradients", "add", name);
     add_staged(piece.first ? nullptr : target, target, staging(piece.slot), piece.count);
   }
-  if (!piece.last) return;
-  const base::Timeline::Scope span("gradients", "scan", name);
-  scan_final(target, piece.count);
+  if (!piece.last || piece.normed) return;
+  scan_final(name, target, piece.count);
 }
 
 void GradReducer::add_staged(const std::byte* earlier, std::byte* out, const float* staged,
@@ -424,11 +439,12 @@ void GradReducer::swap_piece(const Piece& piece) {
     write = PieceWrite{ticket, piece.module, piece.begin, piece.begin + piece.count};
   }
   nvme_write_bytes_ += static_cast<std::int64_t>(sum.size());
-  if (!piece.last) return;
-  scan_final(sum.data(), piece.count);
+  if (!piece.last || piece.normed) return;
+  scan_final(names_[static_cast<std::size_t>(piece.module)], sum.data(), piece.count);
 }
 
-void GradReducer::scan_final(const std::byte* grads, std::int64_t count) {
+void GradReducer::scan_final(const std::string& name, const std::byte* grads, std::int64_t count) {
+  const base::Timeline::Scope span("gradients", "scan", name);
   const auto n = static_cast<std::size_t>(count);
   const cpu_adam::GradStats stats =
       options_.bf16 ? cpu_adam::scan_gradients<cpu_adam::bf16>(
@@ -474,9 +490,19 @@ cpu_adam::GradStats GradReducer::global_stats() {
       throw swap_failure("the gradients", error);
     }
   }
-  const double local = landed_stats_.has_inf_or_nan && std::isfinite(landed_stats_.sum_squares)
-                           ? std::numeric_limits<double>::quiet_NaN()
-                           : landed_stats_.sum_squares;
+  // The CPU's scans, then the device's sums in module order: the same order every step.
+  double local = landed_stats_.sum_squares;
+  if (std::ranges::any_of(normed_on_device_, [](char normed) { return normed != 0; })) {
+    stream_.copy(module_norms_host_.data(), module_norms_.data(), module_norms_.bytes(),
+                 gpu::CopyKind::device_to_host);
+    stream_.synchronize();
+    const double* norms = module_norms_host_.as<double>();
+    for (std::size_t m = 0; m < normed_on_device_.size(); ++m)
+      if (normed_on_device_[m] != 0) local += norms[m];
+  }
+  // sum_squares is inf or NaN exactly when a gradient is; a scan says so apart from its sum.
+  if (landed_stats_.has_inf_or_nan && std::isfinite(local))
+    local = std::numeric_limits<double>::quiet_NaN();
   return reduce_stats(local);
 }
 

@@ -85,7 +85,8 @@ std::int64_t grad_piece_elements(const FlatLayout& layout);
 // reduced, the copy stream (the device's d2h stream) waits for it and copies the shard down, and
 // the reducer's CPU queue (its own thread, TBB inside) does the rest once each copy's event has
 // fired. A step's first contribution to an fp32 partition in CPU memory is copied straight into
-// it, and the queue only scans it for the norm; every other contribution comes down in pieces
+// it (and when it is also the last, its norm was taken on the device, so the queue only waits for
+// its copy); every other contribution comes down in pieces
 // through the staging ring, and the queue adds it to the partition (in fp32, or rounded once to
 // bf16), or with to_nvme writes its piece to the swap file, reading back what earlier
 // micro-batches put there (DeepSpeed's gradient swapping), each write left in flight while the
@@ -150,8 +151,9 @@ class GradReducer final : public GradSource {
     int module = 0;
     int slot = -1;
     int copied = 0;
-    bool first = false;  // the module's first contribution this step: it overwrites
-    bool last = false;   // the last micro-batch's: the piece is final
+    bool first = false;   // the module's first contribution this step: it overwrites
+    bool last = false;    // the last micro-batch's: the piece is final
+    bool normed = false;  // final as it came down: its squares were summed on the device
     std::int64_t begin = 0;
     std::int64_t count = 0;
   };
@@ -174,9 +176,9 @@ class GradReducer final : public GradSource {
   // to_nvme: waits for the writes in flight that cover any of partition elements [begin, end);
   // throws the first failure (aio::IoError) once all of them are waited for. Any thread.
   void finish_writes(std::int64_t begin, std::int64_t end);
-  // A job of the queue: adds the squared norm and inf/NaN flag of a final piece, `count`
-  // gradients of the gradient type, to the step's.
-  void scan_final(const std::byte* grads, std::int64_t count);
+  // A job of the queue: adds the squared norm and inf/NaN flag of a final piece of module
+  // `name`, `count` gradients of the gradient type, to the step's.
+  void scan_final(const std::string& name, const std::byte* grads, std::int64_t count);
   // The sums of squares of every rank's partition, from this rank's: an all-reduce of two floats
   // (sum, inf/NaN count) through page-locked memory. Waits for the stream.
   cpu_adam::GradStats reduce_stats(double local_sum_squares);
@@ -218,6 +220,14 @@ class GradReducer final : public GradSource {
   int next_slot_ = 0;
   std::vector<int> contributions_;
   cpu_adam::GradStats landed_stats_;
+  // A module's reduced fp32 shard that is final as it is (its first contribution is its last: one
+  // micro-batch a step, or stages 0-1) has its sum of squares taken on the device, into its slot
+  // of module_norms_, before it goes down: the CPU then only waits for its copy, and leaves its
+  // cores and memory to the optimizer. The others are scanned on the CPU (landed_stats_), where
+  // their sums are formed.
+  gpu::DeviceBuffer module_norms_;       // double per module
+  gpu::PinnedBuffer module_norms_host_;  // what comes down of it
+  std::vector<char> normed_on_device_;   // per module, this step
   // to_host: the pool's buffers: the partition (with to_nvme the piece sums) with the staging,
   // and with to_nvme what grads() reads into; to_nvme: the swap file (one extent: the
   // partition).

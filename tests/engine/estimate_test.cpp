@@ -138,7 +138,8 @@ TEST(EstimateRows, Stage3EverythingOnNvmeByHand) {
   EstimateInputs inputs = small_inputs();
   inputs.max_in_cpu = 0;
   EstimateRow row = estimate_row(inputs, 3, nvme, nvme);
-  EXPECT_EQ(row.per_gpu_bytes, 12 + 2 * 8 * kPadded + 4 * kPadded);  // the step's peak, as above
+  // The step's peak, as above, and each of the 9 modules' sum of squares (8 bytes).
+  EXPECT_EQ(row.per_gpu_bytes, 12 + 2 * 8 * kPadded + 4 * kPadded + 8 * 9);
   EXPECT_EQ(term_bytes(row, "param_staging"), 2 * kPart);
   // Pools: 5 x the largest bf16 shard (503,808 bytes, a 4 KiB multiple); 4 x the one sub-group's
   // [master | exp_avg | exp_avg_sq] extent, 3 x 8,257,536 bytes.
@@ -152,16 +153,16 @@ TEST(EstimateRows, Stage3EverythingOnNvmeByHand) {
   EXPECT_EQ(term_bytes(row, "gradient_staging_fp32"), 3 * 4 * 251'904);
   EXPECT_EQ(term_bytes(row, "gradient_read_fp32"), 4 * kPart);
   const std::int64_t per_rank_cpu =
-      2 * kPart + 5 * 503'808 + 4 * 3 * 4 * kPart + 5 * 4 * 251'904 + 4 * kPart + 8192;
+      2 * kPart + 5 * 503'808 + 4 * 3 * 4 * kPart + 5 * 4 * 251'904 + 4 * kPart + 12288;
   EXPECT_EQ(row.per_node_cpu_bytes, 4 * per_rank_cpu);
   // pin_memory defaults to true, as DeepSpeed's: both pools and the gradient buffer are
-  // page-locked, beside the step's two pages.
-  EXPECT_EQ(row.pinned_bytes_per_rank, 5 * 503'808 + 4 * 3 * 4 * kPart + 5 * 4 * 251'904 + 8192);
-  // Turned off, only those two pages are; the sizes do not change.
+  // page-locked, beside the step's three pages (losses, the norm, the modules' sums of squares).
+  EXPECT_EQ(row.pinned_bytes_per_rank, 5 * 503'808 + 4 * 3 * 4 * kPart + 5 * 4 * 251'904 + 12288);
+  // Turned off, only those three pages are; the sizes do not change.
   inputs.param_pin_memory = false;
   inputs.optimizer_pin_memory = false;
   const EstimateRow unpinned = estimate_row(inputs, 3, nvme, nvme);
-  EXPECT_EQ(unpinned.pinned_bytes_per_rank, 8192);
+  EXPECT_EQ(unpinned.pinned_bytes_per_rank, 12288);
   EXPECT_EQ(unpinned.per_node_cpu_bytes, row.per_node_cpu_bytes);
   // NVMe: every module's bf16 shard as its own extent, the optimizer's extent, the gradients.
   EXPECT_EQ(term_bytes(row, "param_shards"), 2 * kPart);
@@ -205,12 +206,12 @@ TEST(EstimateRows, Stage2OptimizerOnCpuByHand) {
   // CPU: the two staging slots of the 16-bit parameters the optimizer writes (one uploading while
   // the next is made), gradients, their staging ring of three shards, states, pinned pages.
   EXPECT_EQ(row.per_node_cpu_bytes,
-            4 * (2 * 2 * kPart + 4 * kPart + 3 * 4 * 251'904 + 12 * kPart + 8192));
+            4 * (2 * 2 * kPart + 4 * kPart + 3 * 4 * 251'904 + 12 * kPart + 12288));
   // offload_optimizer.pin_memory page-locks the gradients, their staging and the states, as
   // DeepSpeed pins its CPU fp32 partitions, and the parameters' staging, so that their uploads
   // are DMAs beside the optimizer.
   EXPECT_EQ(row.pinned_bytes_per_rank,
-            2 * 2 * kPart + 4 * kPart + 3 * 4 * 251'904 + 12 * kPart + 8192);
+            2 * 2 * kPart + 4 * kPart + 3 * 4 * 251'904 + 12 * kPart + 12288);
 }
 
 // The memory the tiers keep in CPU is page-locked as its own section's pin_memory says: the
@@ -225,7 +226,7 @@ TEST(EstimateRows, CpuTiersArePinnedAsTheirSectionsSay) {
   EXPECT_FALSE(find_term(row, "param_host_partition")->pinned);
   EXPECT_TRUE(find_term(row, "optimizer_states_fp32")->pinned);
   inputs.optimizer_pin_memory = false;
-  EXPECT_EQ(estimate_row(inputs, 3, cpu, cpu).pinned_bytes_per_rank, 8192);
+  EXPECT_EQ(estimate_row(inputs, 3, cpu, cpu).pinned_bytes_per_rank, 12288);  // the step's pages
 }
 
 // n_layer 1, d 64, vocab 256, seq 32 on 2 ranks, as engine/zero's FlatLayout cuts it:

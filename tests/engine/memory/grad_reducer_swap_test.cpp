@@ -10,11 +10,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "base/error.h"
+#include "base/timeline.h"
 #include "engine/memory/nvme_store.h"
 #include "engine/memory/pinned_pool.h"
 #include "engine/memory/residency.h"
@@ -184,6 +186,49 @@ TEST(GradReducerPieces, ModulesLargerThanAPieceLandWholeOverTwoMicroBatches) {
         ASSERT_EQ(grads[i], value) << "module " << m << " element " << i;
     }
     EXPECT_EQ(f.device->compute_stream().host_functions(), 2 * 2);  // the test's own fills only
+  }
+}
+
+// A contribution that is final as it comes (one micro-batch a step) has its sum of squares taken
+// on the device before it goes down: the CPU queue scans none of it, and the norm is the same
+// (an inf or NaN included). Over two micro-batches the sums are formed on the CPU and scanned
+// there.
+TEST(GradReducerPieces, AContributionFinalAsItComesIsNormedOnTheDevice) {
+  const auto scans = [] {
+    return std::ranges::count_if(base::timeline().spans(), [](const base::Timeline::Span& span) {
+      return span.lane == "gradients" && span.label.starts_with("scan");
+    });
+  };
+  for (const bool to_nvme : {false, true}) {
+    SCOPED_TRACE(to_nvme ? "on NVMe" : "in CPU memory");
+    {
+      Fixture f({3000, 5000, 7000}, {}, to_nvme);
+      base::timeline().start();
+      f.backward(1);
+      const cpu_adam::GradStats stats = f.reducer->global_stats();
+      base::timeline().stop();
+      EXPECT_DOUBLE_EQ(stats.sum_squares, 3000.0 * 1 + 5000.0 * 4 + 7000.0 * 9);
+      EXPECT_FALSE(stats.has_inf_or_nan);
+      EXPECT_EQ(scans(), 0);
+      // A NaN in one module's gradients comes out of the device's sum.
+      f.reducer->begin_step();
+      for (int m = f.layout.module_count(); m-- > 0;) {
+        float* grads = f.reducer->grads(m)[0].f32();
+        const std::int64_t numel = f.layout.tensors(m)[0].numel;
+        const float value = m == 1 ? std::numeric_limits<float>::quiet_NaN() : 1.0f;
+        f.device->compute_stream().launch(
+            [grads, numel, value] { std::fill(grads, grads + numel, value); });
+        f.reducer->module_done(m, true);
+      }
+      EXPECT_TRUE(f.reducer->global_stats().has_inf_or_nan);
+    }
+    Fixture f({3000, 5000, 7000}, {}, to_nvme);
+    base::timeline().start();
+    f.backward(2);
+    const cpu_adam::GradStats stats = f.reducer->global_stats();
+    base::timeline().stop();
+    EXPECT_DOUBLE_EQ(stats.sum_squares, 9.0 * (3000.0 * 1 + 5000.0 * 4 + 7000.0 * 9));
+    EXPECT_EQ(scans(), 3);  // one piece a module
   }
 }
 
