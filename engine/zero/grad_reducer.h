@@ -88,11 +88,10 @@ std::int64_t grad_piece_elements(const FlatLayout& layout);
 // it (and when it is also the last, its norm was taken on the device, so the queue only waits for
 // its copy); every other contribution comes down in pieces through the staging ring, and the
 // queue adds it to the partition (in fp32, or rounded once to bf16), or with to_nvme writes its
-// piece to the swap file, reading back what earlier
-// micro-batches put there (DeepSpeed's gradient swapping), each write left in flight while the
-// queue goes on (write-behind, two piece buffers). The squared norm of each other final piece is
-// taken on the way, so the norm needs no second pass. The engine's thread waits only to reuse a
-// staging slot, never for the device.
+// piece to the swap file, reading back what earlier micro-batches put there (DeepSpeed's gradient
+// swapping), each write left in flight while the queue goes on (write-behind, two piece buffers).
+// The squared norm of each other final piece is taken on the way, so the norm needs no second
+// pass. The engine's thread waits only to reuse a staging slot, never for the device.
 //
 // Device work goes on `stream` (reduction) and the d2h stream (copies), in order; not thread-safe,
 // except grads(Range) and reductions(), which the overlapped step's thread may use.
