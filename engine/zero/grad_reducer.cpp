@@ -335,7 +335,7 @@ void GradReducer::land(int module, const float* source, bool last_micro) {
   stream_.record(*reduced_);
   copy_stream_.wait(*reduced_);
   // An fp32 partition in CPU memory takes a step's first contribution as it is: no staging, no
-  // add, only the scan of a final piece.
+  // add, and a scan only of a final piece the device did not sum.
   const bool straight = first && !store_ && !options_.bf16;
   for (std::int64_t at = 0; at < slice.shard_numel; at += piece_elements_) {
     Piece piece;
