@@ -28,6 +28,22 @@ struct HeldStream : gpu::testing::Gate {
   explicit HeldStream(gpu::Stream& stream) { stream.launch(waiter()); }
 };
 
+// An arena of three 64 KiB ranges on a host device, two of them taken on the compute stream:
+// `first` (whose address `first_address` keeps) and `other`; the third is free.
+struct ThreeRanges {
+  ThreeRanges() : device(gpu::create_host_device({})), memory(*device) {
+    memory.reserve(3 << 16);
+    first = memory.allocate(device->compute_stream(), 1 << 16, "first");
+    other = memory.allocate(device->compute_stream(), 1 << 16, "other");
+    first_address = first.data();
+  }
+  std::unique_ptr<gpu::Device> device;
+  StreamOrderedMemory memory;
+  gpu::DeviceBuffer first;
+  gpu::DeviceBuffer other;
+  void* first_address = nullptr;
+};
+
 // A host device whose budget is 96 KiB.
 std::unique_ptr<gpu::Device> device_of_96_kib() {
   gpu::DeviceOptions options;
@@ -191,26 +207,21 @@ TEST(StreamOrderedMemory, APrefetchTakesOnlyTheRoomThereIsNow) {
     memory.release(stream, std::move(ahead));
     memory.drain();
   }
-  auto device = gpu::create_host_device({});
-  gpu::Stream& compute = device->compute_stream();
-  StreamOrderedMemory memory(*device);
-  memory.reserve(3 << 16);
-  gpu::DeviceBuffer used = memory.allocate(compute, 1 << 16, "used");
-  gpu::DeviceBuffer other = memory.allocate(compute, 1 << 16, "other");
-  void* const used_address = used.data();
+  ThreeRanges arena;
+  gpu::Stream& compute = arena.device->compute_stream();
   auto gate = std::make_unique<HeldStream>(compute);
-  memory.release(compute, std::move(used));  // queued behind the gate
+  arena.memory.release(compute, std::move(arena.first));  // queued behind the gate
   std::shared_ptr<gpu::Event> released;
-  gpu::DeviceBuffer ahead = memory.try_allocate(compute, 1 << 16, "ahead", &released);
-  EXPECT_NE(ahead.data(), used_address);
+  gpu::DeviceBuffer ahead = arena.memory.try_allocate(compute, 1 << 16, "ahead", &released);
+  EXPECT_NE(ahead.data(), arena.first_address);
   EXPECT_EQ(released, nullptr);
-  gpu::DeviceBuffer now = memory.allocate(compute, 1 << 16, "now", &released);
-  EXPECT_EQ(now.data(), used_address);  // its own stream's release: no wait on the device
+  gpu::DeviceBuffer now = arena.memory.allocate(compute, 1 << 16, "now", &released);
+  EXPECT_EQ(now.data(), arena.first_address);  // its own stream's release: no wait on the device
   gate->open();
   compute.synchronize();
-  for (gpu::DeviceBuffer* buffer : {&ahead, &now, &other})
-    memory.release(compute, std::move(*buffer));
-  memory.drain();
+  for (gpu::DeviceBuffer* buffer : {&ahead, &now, &arena.other})
+    arena.memory.release(compute, std::move(*buffer));
+  arena.memory.drain();
 }
 
 // The arena: after reserve, allocations are carved from it. Released ranges merge, so a size the
@@ -291,23 +302,19 @@ TEST(StreamOrderedMemory, AnArenaRangeReleasedOnAnotherStreamIsOrderedOnTheDevic
 // joins its free neighbours again, and when nothing else fits the allocation takes it and is
 // ordered after the copy, as before.
 TEST(StreamOrderedMemory, TheComputeStreamTakesARangeItNeedNotWaitForWhileOneFits) {
-  auto device = gpu::create_host_device({});
-  gpu::Stream& compute = device->compute_stream();
-  gpu::Stream& copies = device->d2h_stream();
-  StreamOrderedMemory memory(*device);
-  memory.reserve(3 << 16);
-  gpu::DeviceBuffer first = memory.allocate(compute, 1 << 16, "gradients of module 2");
-  gpu::DeviceBuffer other = memory.allocate(compute, 1 << 16, "gathered parameters");
-  void* const first_address = first.data();
+  ThreeRanges arena;
+  StreamOrderedMemory& memory = arena.memory;
+  gpu::Stream& compute = arena.device->compute_stream();
+  gpu::Stream& copies = arena.device->d2h_stream();
   auto gate = std::make_unique<HeldStream>(copies);
-  memory.release(copies, std::move(first));  // copied down first: the copy stream is held
+  memory.release(copies, std::move(arena.first));  // copied down first: the copy stream is held
   std::shared_ptr<gpu::Event> released;
   gpu::DeviceBuffer second = memory.allocate(compute, 1 << 16, "gradients of module 1", &released);
-  EXPECT_NE(second.data(), first_address);
+  EXPECT_NE(second.data(), arena.first_address);
   EXPECT_EQ(released, nullptr);  // nothing to wait for
   // The arena is full but for the range the copy still reads: taken, ordered after the copy.
   gpu::DeviceBuffer third = memory.allocate(compute, 1 << 16, "gradients of module 0", &released);
-  EXPECT_EQ(third.data(), first_address);
+  EXPECT_EQ(third.data(), arena.first_address);
   ASSERT_NE(released, nullptr);
   EXPECT_FALSE(released->query());
   gate->open();
@@ -319,7 +326,7 @@ TEST(StreamOrderedMemory, TheComputeStreamTakesARangeItNeedNotWaitForWhileOneFit
   // arena is carved from it.
   memory.release(copies, std::move(third));
   memory.release(compute, std::move(second));
-  memory.release(compute, std::move(other));
+  memory.release(compute, std::move(arena.other));
   copies.synchronize();
   compute.synchronize();
   gpu::DeviceBuffer whole = memory.allocate(compute, 3 << 16, "everything");
