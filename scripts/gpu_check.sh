@@ -331,7 +331,7 @@ plan_checks() {
   add_check bench_adam 40 "$b/bin/strata bench adam --params 1310M --json > $logs/bench_adam.json; cat $logs/bench_adam.json"
   # The NVMe placements' bound: the disk and CPU Adam alone, on 512M of the 1,310M parameters.
   add_check bench_offload_nvme 60 "mkdir -p $logs/offload_swap && $b/bin/strata bench offload --params 512M --device nvme --path $logs/offload_swap --sub-group-size 100M --steps 1 --json > $logs/bench_offload_nvme.json; rm -rf $logs/offload_swap; cat $logs/bench_offload_nvme.json"
-  add_check placements_nvme 150 "mkdir -p $logs/placements_nvme && python3 $root/scripts/offload_placements.py --config $open --strata $b/bin/strata --swap $logs/placements_nvme/swap --out $logs/placements_nvme --only optimizer_nvme,params_optimizer_nvme --steps 3 --skip 1 --timeline-step 2; rm -rf $logs/placements_nvme/swap"
+  add_check placements_nvme 200 "mkdir -p $logs/placements_nvme && python3 $root/scripts/offload_placements.py --config $open --strata $b/bin/strata --swap $logs/placements_nvme/swap --out $logs/placements_nvme --only optimizer_nvme,params_optimizer_nvme --steps 3 --skip 1 --timeline-step 2; rm -rf $logs/placements_nvme/swap"
   # Then the products the GPU work is judged by, in well under a minute, before any suite that
   # may run to its limit.
   add_check bench_gemm_bf16 75 "mkdir -p $logs/gemm_bf16 && cd $logs/gemm_bf16 && gemm_bf16 $b/bin/strata $root/scripts/torch_matmul_peer.py $big"
