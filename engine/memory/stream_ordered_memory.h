@@ -28,9 +28,9 @@ namespace strata::engine::memory {
 // the compute stream does not wait for a copy it could run beside (a module's gradients going
 // down while the next module's backward runs), a range released on another stream stays apart
 // from its free neighbours until that stream has passed the release, and an allocation takes the
-// smallest range it need not wait for, when one fits. An
-// allocation the arena cannot place (no reserve, or more fragmentation than its slack) takes
-// fresh device memory, counted in `fresh_allocations`. (The host backend's debug check that a
+// smallest range it need not wait for, when one fits. An allocation the arena cannot place (no
+// reserve, or more fragmentation than its slack) takes fresh device memory, counted in
+// `fresh_allocations`. (The host backend's debug check that a
 // device pointer lies in a live allocation sees the whole arena as one: a use after release()
 // inside it is not caught there.)
 //

@@ -57,8 +57,8 @@ struct ParamTierOptions {
 };
 
 // Which modules' shards a parameter tier on `device` keeps in CPU memory: every one for cpu,
-// none for none, and for nvme the first ones in module order while their shards total at most
-// `max_in_cpu` elements (offload_param.max_in_cpu); the rest are on NVMe.
+// none for none, and for nvme, in module order, each whose shard still fits with those kept
+// before it in `max_in_cpu` elements (offload_param.max_in_cpu); the rest are on NVMe.
 std::vector<bool> modules_in_cpu(const FlatLayout& layout, OffloadDevice device,
                                  std::int64_t max_in_cpu);
 
