@@ -184,6 +184,10 @@ void Engine::State::build() {
   const std::int64_t partition = layout.partition_numel();
   const std::int64_t element = gpu::size_bytes(storage);
 
+  // The optimizer steps the partition in these, offloaded or on the device.
+  const std::vector<zero::Range> sub_groups =
+      zero::make_sub_groups(layout, config.zero.sub_group_size);
+
   zero::ParamTierOptions tier_options = zero::param_tier_options(config, rank, element);
   tier_options.nvme.faults = runtime.faults.swap;
   // One pool per rank holds the host memory of everything offloaded, and one swap store per rank
@@ -204,7 +208,7 @@ void Engine::State::build() {
   if (config.zero.offload_param.device == OffloadDevice::none &&
       offloaded(config.zero.offload_optimizer.device)) {
     // The offloaded optimizer's new parameters go up to the device tier one sub-group at a time.
-    for (const zero::Range& group : zero::make_sub_groups(layout, config.zero.sub_group_size))
+    for (const zero::Range& group : sub_groups)
       tier_options.upload_staging_elements =
           std::max(tier_options.upload_staging_elements, group.size());
     tier_options.upload_staging_pinned = config.zero.offload_optimizer.pin_memory;
@@ -228,7 +232,7 @@ void Engine::State::build() {
     options.pool = pool.get();
     options.book = &book;
     if (optimizer_on_nvme) options.store = swap.get();
-    options.sub_groups = zero::make_sub_groups(layout, config.zero.sub_group_size);
+    options.sub_groups = sub_groups;
     // A step the gradients cannot change is known before backward: all of it overlaps, with
     // nothing kept to undo.
     fixed =
@@ -241,7 +245,7 @@ void Engine::State::build() {
     offload = std::make_unique<zero::OptimizerOffload>(device, optimizer, partition, options);
   } else {
     // The device optimizer steps one sub-group per launch, as the offloaded one steps them.
-    device_sub_groups = zero::make_sub_groups(layout, config.zero.sub_group_size);
+    device_sub_groups = sub_groups;
     master = device.allocate(partition * kFloat, "fp32 master parameters");
     if (optimizer.type() != OptimizerType::adagrad)
       exp_avg = device.allocate(partition * kFloat, "optimizer exp_avg");
