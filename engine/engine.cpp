@@ -495,8 +495,20 @@ void Engine::State::finish_overlapped_step(const StepHyperparameters& hyper, Ste
   const zero::OverlapOutcome outcome = overlap->finish(stats.skipped ? nullptr : &hyper);
   stats.early_sub_groups = outcome.early_sub_groups;
   stats.undone_sub_groups = outcome.undone ? outcome.early_sub_groups : 0;
+  stats.late_sub_groups = outcome.late_sub_groups;
   if (stats.skipped) return;  // the parameter tier was not changed
   coordinator->invalidate();
+}
+
+void Engine::State::settle_step() {
+  if (!overlap || !overlap->settling()) return;
+  try {
+    overlap->settle();
+  } catch (const UserError& error) {
+    // The optimizer marked itself inconsistent: say where the run can be resumed from.
+    throw UserError(error.what(), fmt::format("{}; then {}", error.fix(), resume_advice()),
+                    error.exit_status());
+  }
 }
 
 bool Engine::State::abandon_overlap(const std::string& failure) noexcept {
@@ -563,7 +575,9 @@ Engine::Engine(Runtime& runtime, const Config& config, Model& model) {
 }
 
 Engine::~Engine() {
-  // Work still queued reads buffers this state owns.
+  // The last step's optimizer may still be committing new parameters, and work still queued
+  // reads buffers this state owns.
+  if (state_->overlap) state_->overlap->abandon();
   try {
     state_->runtime.device.synchronize();
   } catch (const std::exception& error) {
@@ -599,6 +613,8 @@ StepStats Engine::train_batch(std::span<const std::int32_t> inputs,
       const bool last = micro + 1 == accumulation;
       s.model.load_batch(s.stream(), inputs.subspan(at, count), targets.subspan(at, count));
       s.run_forward(micro, /*training=*/true);
+      // The last step's optimizer read the gradients that this backward overwrites.
+      if (micro == 0 && s.overlap) s.overlap->settle();
       if (last && s.overlap) s.overlap->begin(s.guess_step(), s.step_io());
       s.run_backward(micro, last);
     }
@@ -668,6 +684,7 @@ double Engine::evaluate(std::span<const std::int32_t> inputs,
                         std::span<const std::int32_t> targets) {
   State& s = *state_;
   s.check_usable();
+  s.settle_step();
   std::int64_t micro_tokens = s.model.tokens_per_micro_batch();
   STRATA_ASSERT(static_cast<std::int64_t>(inputs.size()) % micro_tokens == 0);
   std::int64_t batches = static_cast<std::int64_t>(inputs.size()) / micro_tokens;
@@ -728,6 +745,7 @@ std::int64_t Engine::batches_trained() const {
 // Collective when the layout is sharded: every rank calls it and gets the whole model.
 std::vector<float> Engine::master_parameters() {
   State& s = *state_;
+  s.settle_step();
   s.stream().synchronize();
   const std::int64_t n = s.layout.partition_numel();
   std::vector<float> partition(static_cast<std::size_t>(n));

@@ -321,6 +321,7 @@ std::vector<ManifestFile> Engine::State::write_states(const fs::path& directory)
 void Engine::plan_checkpoint(const fs::path& dir, const std::string& tag) {
   State& s = *state_;
   s.check_usable();
+  s.settle_step();
   const auto started = std::chrono::steady_clock::now();
   s.planned_save.reset();
   // Only a step that reads every state from swap saves a read by taking the save along; one
@@ -349,6 +350,7 @@ void Engine::plan_checkpoint(const fs::path& dir, const std::string& tag) {
 CheckpointInfo Engine::save_checkpoint(const fs::path& dir, const std::string& tag) {
   State& s = *state_;
   s.check_usable();
+  s.settle_step();
   const auto started = std::chrono::steady_clock::now();
   s.stream().synchronize();
   gpu::Comm& comm = s.runtime.comm;
@@ -411,6 +413,7 @@ CheckpointInfo Engine::save_checkpoint(const fs::path& dir, const std::string& t
 CheckpointInfo Engine::load_checkpoint(const fs::path& dir, const std::string& tag) {
   State& s = *state_;
   s.check_usable();
+  s.settle_step();
   const auto started = std::chrono::steady_clock::now();
   s.stream().synchronize();
   if (!tag.empty()) checkpoint::check_tag(tag);

@@ -171,6 +171,10 @@ struct Engine::State {
   zero::StepIo step_io();
   void apply_step(const StepHyperparameters& hyper);
   void finish_overlapped_step(const StepHyperparameters& hyper, StepStats& stats);
+  // Waits for the last step's sub-groups that an overlapped step left stepping beside the next
+  // forward, before anything reads the optimizer's states or the parameters outside a forward.
+  // Their failure comes out as a UserError that says where the run can be resumed from.
+  void settle_step();
   // After a failed step: stops an overlapped optimizer (putting back what it kept) and returns
   // whether that left the rank half a step on: a step the gradients cannot change keeps nothing,
   // so the sub-groups it stepped beside backward stay stepped. Then `unusable` says so.

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "base/assert.h"
+#include "base/error.h"
 #include "base/log.h"
 
 namespace strata::engine::zero {
@@ -44,7 +45,7 @@ OverlappedStep::~OverlappedStep() {
 }
 
 void OverlappedStep::begin(const StepHyperparameters& guess, const StepIo& io) {
-  STRATA_ASSERT(!running());
+  STRATA_ASSERT(!running() && !settling());
   guess_ = guess;
   io_ = io;
   {
@@ -96,8 +97,27 @@ bool OverlappedStep::wait_final(int sub_group) {
 
 OverlapOutcome OverlappedStep::finish(const StepHyperparameters* real) {
   STRATA_ASSERT(running());
+  if (kind_ == Guess::fixed) {
+    // Backward is over: the thread stops after the sub-group it is stepping, and what it has not
+    // reached is stepped in the order the next forward needs it. (A rollback window is a few
+    // sub-groups at the partition's end: that thread steps all of it.)
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    changed_.notify_all();
+  }
   OverlapOutcome outcome;
   outcome.early_sub_groups = worker_.get();
+  if (!stream_failure_) {
+    // The sub-groups left are stepped only from gradients that landed, which the thread, stopped
+    // or past its window, has not waited for.
+    try {
+      landings_.wait(*std::max_element(final_.begin(), final_.end()));
+    } catch (...) {
+      stream_failure_ = std::current_exception();
+    }
+  }
   if (stream_failure_) {
     put_back(outcome.early_sub_groups, "backward failed during the step");
     std::rethrow_exception(std::exchange(stream_failure_, nullptr));
@@ -111,13 +131,35 @@ OverlapOutcome OverlappedStep::finish(const StepHyperparameters* real) {
     offload_.undo_kept(real, io_);
   }
   if (real == nullptr) return outcome;
-  // The thread stepped a suffix of the sub-groups, last first; the rest run after backward.
+  // The thread stepped a suffix of the sub-groups, last first; the rest are stepped first to
+  // last, in the order the next forward needs them, beside it.
   const int rest = static_cast<int>(first_module_.size()) - outcome.early_sub_groups;
+  if (rest == 0) return outcome;
   std::vector<int> order(static_cast<std::size_t>(rest));
-  for (int g = 0; g < rest; ++g)
+  for (int g = 0; g < rest; ++g) {
     order[static_cast<std::size_t>(g)] = g;
-  offload_.step_sub_groups(*real, io_, order, {}, false);
+    if (io_.params != nullptr)
+      io_.params->expect(offload_.sub_groups()[static_cast<std::size_t>(g)]);
+  }
+  real_ = *real;
+  late_ = std::async(std::launch::async, [this, order = std::move(order)] {
+    try {
+      offload_.step_sub_groups(real_, io_, order, {}, false);
+    } catch (const UserError& error) {
+      if (io_.params != nullptr) io_.params->forgo_expected(error.what(), error.fix());
+      throw;
+    } catch (const std::exception& error) {
+      if (io_.params != nullptr) io_.params->forgo_expected(error.what(), "");
+      throw;
+    }
+  });
+  outcome.late_sub_groups = rest;
   return outcome;
+}
+
+void OverlappedStep::settle() {
+  if (!late_.valid()) return;
+  late_.get();
 }
 
 void OverlappedStep::put_back(int stepped, const std::string& why) {
@@ -133,6 +175,14 @@ void OverlappedStep::put_back(int stepped, const std::string& why) {
 }
 
 void OverlappedStep::abandon() noexcept {
+  if (settling()) {
+    // Its own failure, if any, was or will be reported by whoever waits for the sink's ranges.
+    try {
+      settle();
+    } catch (const std::exception& error) {
+      base::logger("engine").error("the last optimizer step, finishing: {}", error.what());
+    }
+  }
   if (!running()) return;
   {
     std::lock_guard lock(mutex_);

@@ -20,6 +20,7 @@ namespace strata::engine::zero {
 struct OverlapOutcome {
   int early_sub_groups = 0;  // sub-groups stepped while backward still ran
   bool undone = false;       // the guess was wrong: those were put back (and redone)
+  int late_sub_groups = 0;   // the rest, left stepping beside the next forward
 };
 
 // strata.overlap_optimizer (docs/architecture.md, "One training step", 4): during the last
@@ -39,6 +40,14 @@ struct OverlapOutcome {
 // is kept, and each one's new parameters go to the sink from the thread. Either way the result is
 // the same bits as the step run after backward: each sub-group is stepped once, from the same
 // prior value, with the same hyperparameters.
+//
+// The sub-groups not stepped during backward are the first ones: final last, and the first the
+// next forward needs. finish() does not step them itself: it tells the sink to expect their
+// ranges and leaves a thread stepping them, first to last, while the engine goes on into the
+// next step, whose forward waits, module by module, only for the sub-groups that cover it
+// (ParamTier::wait_committed). Backward then overwrites the gradients they read, so the next
+// step settles this one before its first backward (settle()), as does anything that reads the
+// optimizer's states or the parameters outside a forward.
 class OverlappedStep {
  public:
   enum class Guess {
@@ -64,15 +73,24 @@ class OverlappedStep {
   // makes final may be stepped once that job has run.
   void module_final(int module, CpuQueue::Ticket landed);
   // After backward. `real`: the step's hyperparameters, or null when the step is skipped (never
-  // with Guess::fixed, whose real step is the guess). Waits for the thread (rethrowing its
-  // error), keeps or undoes its steps, and steps the sub-groups it did not reach.
+  // with Guess::fixed, whose real step is the guess). Waits for the thread (rethrowing its error
+  // or that of a landing) to step its window, or with Guess::fixed stops it after the sub-group
+  // it is stepping, keeps or undoes its steps, and starts stepping the sub-groups it did not
+  // reach, first to last, on a thread of their own: the sink expects their ranges
+  // (ParamSink::expect). Returns without waiting for those.
   OverlapOutcome finish(const StepHyperparameters* real);
+  // Waits for the sub-groups finish() left stepping, and rethrows their failure (a UserError:
+  // the optimizer marked itself inconsistent, and the sink's readers were told). Nothing when
+  // none are left. `io`'s memory must stay valid until then.
+  void settle();
+  bool settling() const noexcept { return late_.valid(); }
 
   // After begin() when the step fails before finish(): stops the thread and puts back what it
   // stepped, so the optimizer holds the last step's values. With Guess::fixed nothing was kept:
   // if the thread stepped any sub-group the optimizer is half a step on, and it is marked
-  // inconsistent (every later call refuses, naming the run's last checkpoint). Errors are
-  // logged, not thrown.
+  // inconsistent (every later call refuses, naming the run's last checkpoint). The sub-groups of
+  // an earlier finish() still stepping are waited for (that step completes). Errors are logged,
+  // not thrown.
   void abandon() noexcept;
   bool running() const noexcept { return worker_.valid(); }
 
@@ -89,7 +107,9 @@ class OverlappedStep {
   std::vector<CpuQueue::Ticket> final_;  // per sub-group, set by module_final
   std::vector<int> early_order_;         // the sub-groups the thread may step
   StepHyperparameters guess_;
+  StepHyperparameters real_;  // finish()'s, for the sub-groups it leaves stepping
   StepIo io_;
+  std::future<void> late_;  // those sub-groups' thread
 
   std::mutex mutex_;
   std::condition_variable changed_;

@@ -94,6 +94,9 @@ bool ParamCoordinator::drop_one_kept() {
 bool ParamCoordinator::gather(int module, bool ahead) {
   const ModuleSlice& slice = layout_.module(module);
   const std::string& name = names_[static_cast<std::size_t>(module)];
+  // The last step's optimizer may still be stepping the sub-groups this shard is in. Waiting
+  // here, ahead or not, keeps the memory taken the same as the estimate's walk of the step.
+  tier_.wait_committed(module, stream_);
   for (int evict = policy_.next_to_evict(slice.padded_numel); evict >= 0;
        evict = policy_.next_to_evict(slice.padded_numel))
     drop(evict);

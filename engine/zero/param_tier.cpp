@@ -199,6 +199,11 @@ UserError ParamTier::fail(const std::exception& error, const char* doing) {
 }
 
 bool ParamTier::prefetch(int module) {
+  {
+    // Its NVMe bytes are about to change: a read now would be of the last step's.
+    const std::lock_guard expected_lock(expected_mutex_);
+    if (awaits_commit(module)) return false;
+  }
   const std::lock_guard lock(mutex_);
   if (!failure_.empty() || !on_nvme(module) || reads_[static_cast<std::size_t>(module)])
     return true;
@@ -400,17 +405,37 @@ std::span<std::byte> ParamTier::values(Range range) {
 }
 
 void ParamTier::commit(Range range) {
+  const bool expected = is_expected(range);
+  std::shared_ptr<gpu::Event> uploaded = write_range(range, expected);
+  if (!expected) return;
+  {
+    const std::lock_guard lock(expected_mutex_);
+    for (Expected& entry : expected_) {
+      if (entry.range.begin != range.begin || entry.range.end != range.end) continue;
+      entry.committed = true;
+      entry.uploaded = std::move(uploaded);
+    }
+  }
+  expected_changed_.notify_all();
+}
+
+std::shared_ptr<gpu::Event> ParamTier::write_range(Range range, bool expected) {
   const std::int64_t element = element_bytes();
-  if (cpu_offset_of(range) >= 0) return;  // values() was the tier's own memory
+  if (cpu_offset_of(range) >= 0) return nullptr;  // values() was the tier's own memory
   switch (options_.device) {
     case OffloadDevice::cpu:
-      return;
-    case OffloadDevice::none:
-      staged_[static_cast<std::size_t>(staging_slot_)] =
-          upload(staging(staging_slot_).data(), range.size() * element, &device_.compute_stream(),
-                 device_partition_.as<std::byte>() + range.begin * element);
+      return nullptr;
+    case OffloadDevice::none: {
+      // An expected range is committed while the engine's thread enqueues the next forward: the
+      // compute stream waits for its upload only where it reads it (wait_committed), not at
+      // whatever module it has reached.
+      std::shared_ptr<gpu::Event>& staged = staged_[static_cast<std::size_t>(staging_slot_)];
+      staged = upload(staging(staging_slot_).data(), range.size() * element,
+                      expected ? nullptr : &device_.compute_stream(),
+                      device_partition_.as<std::byte>() + range.begin * element);
       staging_slot_ = 1 - staging_slot_;
-      return;
+      return staged;
+    }
     case OffloadDevice::nvme:
       break;
   }
@@ -422,6 +447,69 @@ void ParamTier::commit(Range range) {
     if (!lock.owns_lock()) lock.lock();
     throw fail(error, "writing the new parameter shards");
   }
+  return nullptr;
+}
+
+void ParamTier::expect(Range range) {
+  const std::lock_guard lock(expected_mutex_);
+  // The last step's ranges were committed (the step was settled before this one's backward),
+  // and the passes since have read them; those still awaited are this step's.
+  std::erase_if(expected_, [](const Expected& e) { return e.committed; });
+  expected_.push_back(Expected{range, false, nullptr});
+}
+
+void ParamTier::forgo_expected(const std::string& why, const std::string& fix) {
+  {
+    const std::lock_guard lock(expected_mutex_);
+    if (forgone_.empty()) {
+      forgone_ = why.empty() ? "the optimizer step failed" : why;
+      forgone_fix_ = fix.empty() ? "training cannot continue from this state" : fix;
+    }
+  }
+  expected_changed_.notify_all();
+}
+
+bool ParamTier::is_expected(Range range) const {
+  const std::lock_guard lock(expected_mutex_);
+  return std::ranges::any_of(expected_, [&](const Expected& e) {
+    return !e.committed && e.range.begin == range.begin && e.range.end == range.end;
+  });
+}
+
+bool ParamTier::awaits_commit(int module) const {
+  const ModuleSlice& slice = layout_.module(module);
+  const std::int64_t begin = slice.partition_offset;
+  const std::int64_t end = begin + slice.shard_numel;
+  return std::ranges::any_of(expected_, [&](const Expected& e) {
+    return !e.committed && e.range.begin < end && begin < e.range.end;
+  });
+}
+
+void ParamTier::wait_committed(int module, gpu::Stream& stream) {
+  const ModuleSlice& slice = layout_.module(module);
+  const std::int64_t begin = slice.partition_offset;
+  const std::int64_t end = begin + slice.shard_numel;
+  std::vector<std::shared_ptr<gpu::Event>> uploads;
+  {
+    std::unique_lock lock(expected_mutex_);
+    if (expected_.empty()) return;
+    if (awaits_commit(module)) {
+      ++commit_waits_;
+      const base::Timeline::Scope waiting("host", "wait", "optimizer step");
+      expected_changed_.wait(lock, [&] { return !forgone_.empty() || !awaits_commit(module); });
+      if (awaits_commit(module)) {
+        throw UserError(fmt::format("the optimizer step that was finishing beside this forward "
+                                    "failed: {}",
+                                    forgone_),
+                        forgone_fix_);
+      }
+    }
+    for (const Expected& e : expected_) {
+      if (e.uploaded && e.range.begin < end && begin < e.range.end) uploads.push_back(e.uploaded);
+    }
+  }
+  for (const std::shared_ptr<gpu::Event>& uploaded : uploads)
+    stream.wait(*uploaded);
 }
 
 // Each module the range covers gets the covered piece of its shard overwritten: in CPU memory,
@@ -470,9 +558,9 @@ std::span<std::byte> ParamTier::staging(int slot) {
 }
 
 void ParamTier::wait_staged(int slot) {
-  std::unique_ptr<gpu::Event>& staged = staged_[static_cast<std::size_t>(slot)];
+  std::shared_ptr<gpu::Event>& staged = staged_[static_cast<std::size_t>(slot)];
   if (!staged) return;
-  std::unique_ptr<gpu::Event> upload = std::move(staged);
+  const std::shared_ptr<gpu::Event> upload = std::move(staged);
   upload->synchronize();  // rethrows the copy's error
 }
 

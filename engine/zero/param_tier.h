@@ -1,6 +1,7 @@
 #pragma once
 
 #include <array>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -135,6 +136,22 @@ class ParamTier final : public ParamSink {
   // Throws aio errors for a failed write, as a UserError that makes the tier inconsistent.
   std::span<std::byte> values(Range range) override;
   void commit(Range range) override;
+  // ParamSink: the ranges of a step's last sub-groups, which its thread commits while the
+  // engine's thread gathers the next forward's modules (engine/zero/overlapped_step.h). Once all
+  // of a step's expected ranges are committed, the next expect() forgets them.
+  void expect(Range range) override;
+  void forgo_expected(const std::string& why, const std::string& fix) override;
+  // Before module `module`'s shard is read for the device (fetched, uploaded ahead, or copied
+  // from the device tier by `stream`): waits until every expected range it overlaps is
+  // committed, and with the device tier makes `stream` wait for those commits' uploads. Throws a
+  // UserError naming the cause when they were forgone. The coordinator calls it before each
+  // gather; prefetch() refuses such a module until then.
+  void wait_committed(int module, gpu::Stream& stream);
+  // How many times wait_committed has waited so far.
+  std::int64_t commit_waits() const {
+    const std::lock_guard lock(expected_mutex_);
+    return commit_waits_;
+  }
 
   OffloadDevice device() const noexcept { return options_.device; }
   // True once a transfer failed: the shards can no longer be trusted.
@@ -199,7 +216,7 @@ class ParamTier final : public ParamSink {
   std::array<aio::AlignedBuffer, 2> staging_;
   std::array<memory::PinnedPool::Lease, 2> staging_leases_;
   memory::PinnedPool::Shelf staging_shelf_ = -1;
-  std::array<std::unique_ptr<gpu::Event>, 2> staged_;  // each one's upload in flight
+  std::array<std::shared_ptr<gpu::Event>, 2> staged_;  // each one's upload in flight
   int staging_slot_ = 0;
   // Staging slot `slot`'s memory.
   std::span<std::byte> staging(int slot);
@@ -239,6 +256,28 @@ class ParamTier final : public ParamSink {
   std::string failure_;  // the first I/O error, once inconsistent
   // Held by every public call that reads or changes the members above (not the immutable ones).
   mutable std::mutex mutex_;
+
+  // Writes `range` (values() holds it) to its tier; the device tier's upload is waited for by
+  // the compute stream unless `expected` (then wait_committed orders it) and is returned.
+  std::shared_ptr<gpu::Event> write_range(Range range, bool expected);
+  // A range expect() named, until its commit; `uploaded`: the device tier's copy of it.
+  struct Expected {
+    Range range;
+    bool committed = false;
+    std::shared_ptr<gpu::Event> uploaded;
+  };
+  bool is_expected(Range range) const;
+  // Whether a range still to be committed overlaps module `module`'s shard (expected_mutex_
+  // held).
+  bool awaits_commit(int module) const;
+  // Guards the three below; never taken with mutex_ held, nor mutex_ with it.
+  mutable std::mutex expected_mutex_;
+  std::condition_variable expected_changed_;
+  std::vector<Expected> expected_;
+  // Why the expected ranges will not come, once they will not, and its fix.
+  std::string forgone_;
+  std::string forgone_fix_;
+  std::int64_t commit_waits_ = 0;
 };
 
 }  // namespace strata::engine::zero

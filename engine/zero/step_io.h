@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 
 #include "engine/optimizer.h"
 #include "engine/zero/flat_layout.h"
@@ -18,7 +19,7 @@ inline std::int64_t param_bytes_per_element(ParamCopy copy) {
 // Where a step's new parameters go, sub-group by sub-group: in the storage type (bf16/fp16 bit
 // patterns, or fp32 when the copy type is none), element i of the span being element
 // range.begin + i of the partition. The parameter tier is one; so is memory holding a whole
-// partition (PartitionMemory). Called only from the thread that drives the engine.
+// partition (PartitionMemory). One thread at a time writes ranges (values() to commit()).
 class ParamSink {
  public:
   virtual ~ParamSink() = default;
@@ -26,6 +27,17 @@ class ParamSink {
   virtual std::span<std::byte> values(Range range) = 0;
   // What was written into values(range) is the parameters of `range` from now on.
   virtual void commit(Range range) = 0;
+  // `range` will be committed later, by another thread, while the sink's owner goes on reading
+  // parameters (a step whose last sub-groups are stepped beside the next forward): a reader of
+  // parameters it covers waits for that commit (ParamTier::wait_committed). Said before that
+  // thread starts. Memory that is read only once the step is over needs nothing.
+  virtual void expect(Range range) { static_cast<void>(range); }
+  // The expected ranges will not be committed (the step failed with `why`, which `fix` fixes):
+  // their readers stop waiting and fail with the same.
+  virtual void forgo_expected(const std::string& why, const std::string& fix) {
+    static_cast<void>(why);
+    static_cast<void>(fix);
+  }
 };
 
 // A ParamSink over memory that holds the whole partition in the storage type.

@@ -9,10 +9,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -54,6 +57,33 @@ StepHyperparameters hyper(float grad_scale) {
   return result;
 }
 
+// A sink over the whole 16-bit copy that records, in order, what the step tells it.
+class RecordingSink final : public ParamSink {
+ public:
+  explicit RecordingSink(std::vector<std::uint16_t>& copy)
+      : memory_(std::as_writable_bytes(std::span(copy)), 2) {}
+  std::span<std::byte> values(Range range) override { return memory_.values(range); }
+  void commit(Range range) override { note("commit", range); }
+  void expect(Range range) override { note("expect", range); }
+  void forgo_expected(const std::string& why, const std::string& fix) override {
+    const std::lock_guard lock(mutex_);
+    events_.push_back(fmt::format("forgo: {} / {}", why, fix));
+  }
+  std::vector<std::string> events() {
+    const std::lock_guard lock(mutex_);
+    return events_;
+  }
+
+ private:
+  void note(const char* what, Range range) {
+    const std::lock_guard lock(mutex_);
+    events_.push_back(fmt::format("{} {}", what, range.begin));
+  }
+  PartitionMemory memory_;
+  std::mutex mutex_;
+  std::vector<std::string> events_;
+};
+
 // Everything a step leaves behind, to compare two runs.
 struct Outcome {
   std::vector<float> params, exp_avg, exp_avg_sq;
@@ -71,11 +101,13 @@ class Driver {
  public:
   Driver(CpuQueue& landings, const FlatLayout& layout, const std::vector<float>& grads)
       : landings_(landings), layout_(layout), grads_(grads), partition_(grads.size(), 0.0f) {}
+  // `sink`: where the new parameters go (null: straight into `copy`).
   OverlapOutcome run(OverlappedStep& step, const StepHyperparameters& guess,
-                     const StepHyperparameters* real, std::vector<std::uint16_t>& copy) {
+                     const StepHyperparameters* real, std::vector<std::uint16_t>& copy,
+                     ParamSink* sink = nullptr) {
     PartitionGrads partition_grads(partition_);
-    PartitionMemory sink(std::as_writable_bytes(std::span(copy)), 2);
-    step.begin(guess, StepIo{&partition_grads, ParamCopy::bf16, &sink});
+    PartitionMemory memory(std::as_writable_bytes(std::span(copy)), 2);
+    step.begin(guess, StepIo{&partition_grads, ParamCopy::bf16, sink ? sink : &memory});
     for (int m = layout_.module_count(); m-- > 0;) {
       const ModuleSlice& slice = layout_.module(m);
       step.module_final(m, landings_.submit([this, slice] {
@@ -85,7 +117,9 @@ class Driver {
       }));
     }
     landings_.drain();
-    return step.finish(real);
+    const OverlapOutcome outcome = step.finish(real);
+    step.settle();  // the sub-groups it left stepping read partition_ and write the sink
+    return outcome;
   }
 
  private:
@@ -233,6 +267,33 @@ TEST_P(OverlappedStepTest, GuessThatHoldsKeepsTheEarlySteps) {
   EXPECT_FALSE(outcome.undone);
 }
 
+// The sub-groups the thread did not reach during backward are the first ones, final last and
+// needed first by the next forward: finish() has the sink expect their ranges, then leaves them
+// stepping first to last on a thread of their own and returns; settle() waits for them, and
+// the step is still the plain one, bit for bit.
+TEST_P(OverlappedStepTest, TheSubGroupsLeftAfterBackwardAreSteppedFirstToLastBesideTheCaller) {
+  OptimizerOffload offload(*device_, optimizer_, master_, options(3, "late"));
+  OverlappedStep step(landings_, layout_, offload, 3);
+  std::vector<std::uint16_t> copy = initial_copy_;
+  RecordingSink sink(copy);
+  Driver driver(landings_, layout_, grads_);
+  const StepHyperparameters guess = hyper(0.5f);
+  const OverlapOutcome outcome = driver.run(step, guess, &guess, copy, &sink);
+  EXPECT_EQ(outcome.early_sub_groups, 3);
+  EXPECT_EQ(outcome.late_sub_groups, 4);
+  EXPECT_FALSE(step.settling());
+  std::vector<std::string> expected;
+  const std::vector<Range>& groups = offload.sub_groups();
+  for (int g : {6, 5, 4})  // the kept ones, committed by finish()
+    expected.push_back(fmt::format("commit {}", groups[static_cast<std::size_t>(g)].begin));
+  for (int g = 0; g < 4; ++g)
+    expected.push_back(fmt::format("expect {}", groups[static_cast<std::size_t>(g)].begin));
+  for (int g = 0; g < 4; ++g)
+    expected.push_back(fmt::format("commit {}", groups[static_cast<std::size_t>(g)].begin));
+  EXPECT_EQ(sink.events(), expected);
+  EXPECT_TRUE(read(offload, copy) == plain(&guess));
+}
+
 TEST_P(OverlappedStepTest, WrongGuessIsUndoneAndRedone) {
   const StepHyperparameters clipped = hyper(0.25f);
   const OverlapOutcome outcome = expect_same_as_plain(hyper(0.5f), &clipped, "clipped");
@@ -289,6 +350,36 @@ TEST_P(OverlappedStepTest, AnIoErrorOnTheThreadComesOutOfFinish) {
   EXPECT_TRUE(offload.inconsistent());
 }
 
+// A swap-file error while the sub-groups left after backward are stepped comes out of settle()
+// as the offload's UserError, the state is marked inconsistent, and the sink is told, so that a
+// forward waiting for those ranges fails with the same error instead of waiting for ever.
+TEST_P(OverlappedStepTest, AnIoErrorAfterFinishComesOutOfSettleAndReachesTheSink) {
+  if (GetParam() != OffloadDevice::nvme) GTEST_SKIP() << "the CPU tier does no I/O";
+  OptimizerOffloadOptions o = options(3, "late-eio");
+  // Completions 0..6 write the initial states, 7..12 are the three early sub-groups' reads and
+  // writes, 13.. those of the four left after backward.
+  o.nvme.faults.fail(15, EIO);
+  OptimizerOffload offload(*device_, optimizer_, master_, o);
+  OverlappedStep step(landings_, layout_, offload, 3);
+  std::vector<std::uint16_t> copy = initial_copy_;
+  RecordingSink sink(copy);
+  Driver driver(landings_, layout_, grads_);
+  const StepHyperparameters guess = hyper(0.5f);
+  try {
+    driver.run(step, guess, &guess, copy, &sink);
+    FAIL() << "expected the step to fail";
+  } catch (const UserError& error) {
+    EXPECT_NE(std::string(error.what()).find(strerror(EIO)), std::string::npos) << error.what();
+  }
+  EXPECT_FALSE(step.settling());
+  EXPECT_TRUE(offload.inconsistent());
+  const std::vector<std::string> events = sink.events();
+  ASSERT_FALSE(events.empty());
+  EXPECT_NE(events.back().find("forgo: "), std::string::npos) << events.back();
+  EXPECT_NE(events.back().find(strerror(EIO)), std::string::npos) << events.back();
+  EXPECT_NE(events.back().find("training cannot continue from this state"), std::string::npos);
+}
+
 // Backward fails (a landing job throws) after the thread has stepped what was final: the thread
 // stops at the failed point, finish() rethrows the landing's error, and the optimizer is whole and
 // as it was (the failure was backward's, not the optimizer's).
@@ -313,15 +404,16 @@ TEST_P(OverlappedStepTest, AFailedBackwardLeavesTheOptimizerAsItWas) {
 }
 
 // A step the gradients cannot change (Guess::fixed): no rollback window, every sub-group is
-// stepped by the thread as it becomes final, its new parameters going to the sink from there.
-TEST_P(OverlappedStepTest, AFixedGuessStepsEverySubGroupOnTheThread) {
+// stepped once, by the thread as it becomes final until finish() stops it, the rest by the
+// thread finish() leaves, their new parameters going to the sink from those threads.
+TEST_P(OverlappedStepTest, AFixedGuessStepsEverySubGroupOnceOffTheCallersThread) {
   OptimizerOffload offload(*device_, optimizer_, master_, options(0, "fixed"));
   OverlappedStep step(landings_, layout_, offload, 0, OverlappedStep::Guess::fixed);
   std::vector<std::uint16_t> copy = initial_copy_;
   Driver driver(landings_, layout_, grads_);
   const StepHyperparameters guess = hyper(0.5f);
   const OverlapOutcome outcome = driver.run(step, guess, &guess, copy);
-  EXPECT_EQ(outcome.early_sub_groups, 7);
+  EXPECT_EQ(outcome.early_sub_groups + outcome.late_sub_groups, 7);
   EXPECT_FALSE(outcome.undone);
   EXPECT_EQ(offload.rollback_bytes(), 0);
   EXPECT_TRUE(read(offload, copy) == plain(&guess));
@@ -335,8 +427,15 @@ TEST_P(OverlappedStepTest, AFailedBackwardAfterFixedEarlyStepsMarksTheStatesInco
   std::vector<std::uint16_t> copy = initial_copy_;
   const StepHyperparameters guess = hyper(0.5f);
   PartitionGrads grads(grads_);
-  PartitionMemory sink(std::as_writable_bytes(std::span(copy)), 2);
+  RecordingSink sink(copy);
   fail_backward(step, guess, StepIo{&grads, ParamCopy::bf16, &sink});
+  // The last sub-group's gradients landed before the failure: finish() comes once the thread
+  // has stepped it (finish() would stop the thread before it otherwise).
+  const std::string last_stepped = fmt::format("commit {}", offload.sub_groups().back().begin);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (sink.events().empty() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
+  EXPECT_EQ(sink.events(), std::vector<std::string>{last_stepped});
   EXPECT_THROW(step.finish(&guess), std::runtime_error);
   EXPECT_TRUE(offload.inconsistent());
   try {

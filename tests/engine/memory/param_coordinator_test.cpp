@@ -14,7 +14,10 @@
 #include <future>
 #include <limits>
 #include <string>
+#include <thread>
+#include <vector>
 
+#include "base/error.h"
 #include "cpu_adam/half.h"
 #include "engine/memory/nvme_store.h"
 #include "engine/memory/pinned_pool.h"
@@ -337,6 +340,89 @@ TEST(ParamTier, DeviceTierCommitsDoNotWaitForTheirUploads) {
   const auto* shards = reinterpret_cast<const std::uint16_t*>(f.tier->device_partition());
   for (std::int64_t i = 0; i < 2 * kRange; i += 97)
     ASSERT_EQ(shards[i], cpu_adam::to_bf16(static_cast<float>(i / kRange + 7)).bits) << i;
+}
+
+// Writes range `range` of the tier with element i's value (i % 256) + 1 (the fixture's plus one).
+void commit_new_values(ParamTier& tier, Range range) {
+  std::span<std::byte> values = tier.values(range);
+  auto* bits = reinterpret_cast<std::uint16_t*>(values.data());
+  for (std::int64_t i = 0; i < range.size(); ++i)
+    bits[i] = cpu_adam::to_bf16(static_cast<float>((range.begin + i) % 256 + 1)).bits;
+  tier.commit(range);
+}
+
+// Waits, up to a deadline, until a reader is waiting in wait_committed.
+bool reader_waits(const ParamTier& tier) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (tier.commit_waits() == 0) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+// The last sub-groups of a step are committed by the optimizer's thread while the next forward
+// gathers (engine/zero/overlapped_step.h): a module whose shard an expected range covers is
+// gathered only once that range is committed, with the new values (on the device tier, once its
+// upload has run, which the stream waits for), and a module no expected range covers is gathered
+// at once. An NVMe prefetch of a covered module is refused until then.
+TEST(ParamCoordinator, AModuleWaitsForTheExpectedRangesItOverlapsAndNoOther) {
+  for (OffloadDevice device : {OffloadDevice::none, OffloadDevice::cpu, OffloadDevice::nvme}) {
+    SCOPED_TRACE(to_string(device));
+    Fixture f(device, stage3());
+    // Module 0 is elements [0, 3000): the range [0, kRange) covers it, and module 3 is beyond.
+    const Range covering{0, kRange};
+    ASSERT_LE(f.layout.module(0).shard_numel, kRange);
+    f.tier->expect(covering);
+    f.coordinator->begin_pass(true);
+    if (device == OffloadDevice::nvme) {
+      EXPECT_FALSE(f.tier->prefetch(0));
+    }
+    f.expect_values(3);
+    EXPECT_EQ(f.tier->commit_waits(), 0);
+
+    gpu::testing::Gate gate;
+    auto gathered = std::async(std::launch::async, [&] {
+      std::span<const gpu::Tensor> tensors = f.coordinator->acquire(0);
+      f.device_->compute_stream().synchronize();
+      std::vector<float> values;
+      const auto* bits = static_cast<const cpu_adam::bf16*>(tensors[0].data);
+      for (std::int64_t i = 0; i < f.layout.tensors(0)[0].numel; ++i)
+        values.push_back(cpu_adam::to_float(bits[i]));
+      f.coordinator->release(0);
+      return values;
+    });
+    EXPECT_TRUE(reader_waits(*f.tier)) << "module 0 was gathered before its range was committed";
+    // The upload of the device tier's commit is held back: the gather must wait for it too.
+    f.device_->h2d_stream().launch(gate.waiter());
+    commit_new_values(*f.tier, covering);
+    gate.open();
+    ASSERT_EQ(gathered.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+    const std::vector<float> values = gathered.get();
+    for (std::size_t i = 0; i < values.size(); ++i)
+      ASSERT_EQ(values[i], static_cast<float>(i % 256 + 1)) << "element " << i;
+    if (device == OffloadDevice::nvme) {
+      EXPECT_TRUE(f.tier->prefetch(0));
+    }
+  }
+}
+
+// When the optimizer's thread fails, the modules waiting for its ranges fail with its error and
+// its fix, rather than wait for ever or read the last step's values.
+TEST(ParamCoordinator, AForgoneRangeFailsItsReaderWithTheCauseAndItsFix) {
+  Fixture f(OffloadDevice::cpu, stage3());
+  f.tier->expect(Range{0, kRange});
+  f.coordinator->begin_pass(true);
+  auto gathered = std::async(std::launch::async, [&] { f.coordinator->acquire(0); });
+  EXPECT_TRUE(reader_waits(*f.tier));
+  f.tier->forgo_expected("writing the swap file failed", "free space on the disk");
+  try {
+    gathered.get();
+    FAIL() << "the gather of a forgone range returned";
+  } catch (const UserError& error) {
+    EXPECT_THAT(error.what(), HasSubstr("writing the swap file failed"));
+    EXPECT_THAT(error.fix(), HasSubstr("free space on the disk"));
+  }
 }
 
 TEST(ParamCoordinator, ADepartureFromTheTraceIsRecordedAgain) {
