@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <numeric>
 
 #include "base/assert.h"
 #include "base/error.h"
@@ -243,6 +244,7 @@ void Engine::State::build() {
       options.keep_param_bytes_per_element = element;  // step_io() hands one copy, the storage's
     }
     offload = std::make_unique<zero::OptimizerOffload>(device, optimizer, partition, options);
+    late = std::make_unique<zero::LateSubGroups>(*offload);
   } else {
     // The device optimizer steps one sub-group per launch, as the offloaded one steps them.
     device_sub_groups = sub_groups;
@@ -458,12 +460,22 @@ zero::StepIo Engine::State::step_io() {
 }
 
 // The optimizer over the rank's partition; the new parameters land in the parameter tier and
-// every gathered copy becomes stale.
-void Engine::State::apply_step(const StepHyperparameters& hyper) {
+// every gathered copy becomes stale. Returns how many sub-groups it left stepping beside the next
+// forward: an offloaded step runs there, first to last, unless it saves a planned checkpoint or
+// fills states from one as it goes (then it runs now).
+std::int64_t Engine::State::apply_step(const StepHyperparameters& hyper) {
+  std::int64_t left = 0;
   if (offload) {
     const zero::OptimizerOffload::StatesVisitor save = planned_save_writer();
-    offload->step(hyper, step_io(), save);
-    if (save) planned_save->step = steps_taken + 1;
+    if (!save && !offload->fills_later()) {
+      std::vector<int> order(offload->sub_groups().size());
+      std::iota(order.begin(), order.end(), 0);
+      left = static_cast<std::int64_t>(order.size());
+      late->start(hyper, step_io(), std::move(order));
+    } else {
+      offload->step(hyper, step_io(), save);
+      if (save) planned_save->step = steps_taken + 1;
+    }
   } else {
     // On the device: one fused optimizer op per sub-group (gpu::Ops; on the host backend that is
     // cpu_adam::step on the stream, on CUDA a kernel), writing the storage copy into the tier's
@@ -487,6 +499,7 @@ void Engine::State::apply_step(const StepHyperparameters& hyper) {
     }
   }
   coordinator->invalidate();
+  return left;
 }
 
 // The end of a step whose optimizer ran beside backward: the early sub-groups stand or are
@@ -495,15 +508,17 @@ void Engine::State::finish_overlapped_step(const StepHyperparameters& hyper, Ste
   const zero::OverlapOutcome outcome = overlap->finish(stats.skipped ? nullptr : &hyper);
   stats.early_sub_groups = outcome.early_sub_groups;
   stats.undone_sub_groups = outcome.undone ? outcome.early_sub_groups : 0;
-  stats.late_sub_groups = outcome.late_sub_groups;
+  stats.late_sub_groups = static_cast<std::int64_t>(outcome.unreached.size());
+  late->start(hyper, step_io(), outcome.unreached);
   if (stats.skipped) return;  // the parameter tier was not changed
   coordinator->invalidate();
 }
 
 void Engine::State::settle_step() {
-  if (!overlap || !overlap->settling()) return;
+  traffic_counted_to.reset();  // what runs next, between steps, is no step's
+  if (!late || !late->running()) return;
   try {
-    overlap->settle();
+    late->settle();
   } catch (const UserError& error) {
     // The optimizer marked itself inconsistent: say where the run can be resumed from.
     throw UserError(error.what(), fmt::format("{}; then {}", error.fix(), resume_advice()),
@@ -512,6 +527,9 @@ void Engine::State::settle_step() {
 }
 
 bool Engine::State::abandon_overlap(const std::string& failure) noexcept {
+  // The last step's sub-groups still being stepped complete that step (or fail, which leaves
+  // the optimizer inconsistent and is said by the caller).
+  if (late) late->abandon();
   if (!overlap) return false;
   const bool was_consistent = !offload->inconsistent();
   overlap->abandon();
@@ -537,6 +555,10 @@ void Engine::State::forget_copy_errors() noexcept {
       base::logger("engine").debug("a copy of the failed step failed too: {}", error.what());
     }
   }
+}
+
+Engine::State::Traffic Engine::State::traffic() const {
+  return Traffic{runtime.device.transfer_counters(), nvme_read_bytes(), nvme_write_bytes()};
 }
 
 std::int64_t Engine::State::nvme_read_bytes() const {
@@ -577,7 +599,7 @@ Engine::Engine(Runtime& runtime, const Config& config, Model& model) {
 Engine::~Engine() {
   // The last step's optimizer may still be committing new parameters, and work still queued
   // reads buffers this state owns.
-  if (state_->overlap) state_->overlap->abandon();
+  if (state_->late) state_->late->abandon();
   try {
     state_->runtime.device.synchronize();
   } catch (const std::exception& error) {
@@ -591,9 +613,9 @@ StepStats Engine::train_batch(std::span<const std::int32_t> inputs,
   s.check_usable();
   auto started = std::chrono::steady_clock::now();
   gpu::Device& device = s.runtime.device;
-  gpu::TransferCounters before = device.transfer_counters();
-  const std::int64_t nvme_read_before = s.nvme_read_bytes();
-  const std::int64_t nvme_write_before = s.nvme_write_bytes();
+  // Counted from the end of the step before, whose optimizer may have run on beside this call.
+  const State::Traffic before = s.traffic_counted_to.value_or(s.traffic());
+  s.traffic_counted_to.reset();  // a step that fails counts nothing for the next
   const std::int64_t waits_before = s.memory.waits();
   const std::int64_t allocations_before = s.memory.fresh_allocations();
   device.reset_peak();
@@ -614,7 +636,7 @@ StepStats Engine::train_batch(std::span<const std::int32_t> inputs,
       s.model.load_batch(s.stream(), inputs.subspan(at, count), targets.subspan(at, count));
       s.run_forward(micro, /*training=*/true);
       // The last step's optimizer read the gradients that this backward overwrites.
-      if (micro == 0 && s.overlap) s.overlap->settle();
+      if (micro == 0 && s.late) s.late->settle();
       if (last && s.overlap) s.overlap->begin(s.guess_step(), s.step_io());
       s.run_backward(micro, last);
     }
@@ -626,7 +648,7 @@ StepStats Engine::train_batch(std::span<const std::int32_t> inputs,
     if (s.overlap) {
       s.finish_overlapped_step(hyper, stats);
     } else if (!stats.skipped) {
-      s.apply_step(hyper);
+      stats.late_sub_groups = s.apply_step(hyper);
     }
     if (!stats.skipped) ++s.steps_taken;
     const base::Timeline::Scope waiting("host", "wait", "end of step");
@@ -664,11 +686,14 @@ StepStats Engine::train_batch(std::span<const std::int32_t> inputs,
   stats.loss = loss_sum / static_cast<double>(accumulation);
   stats.step = s.steps_taken;
   stats.tokens = micro_tokens * accumulation * s.runtime.comm.world_size();
-  gpu::TransferCounters after = device.transfer_counters();
-  stats.transfers = {after.bytes_h2d - before.bytes_h2d, after.bytes_d2h - before.bytes_d2h,
-                     after.bytes_d2d - before.bytes_d2d, after.bytes_h2h - before.bytes_h2h};
-  stats.bytes_nvme_read = s.nvme_read_bytes() - nvme_read_before;
-  stats.bytes_nvme_write = s.nvme_write_bytes() - nvme_write_before;
+  const State::Traffic after = s.traffic();
+  s.traffic_counted_to = after;
+  const gpu::TransferCounters& moved = after.transfers;
+  stats.transfers = {
+      moved.bytes_h2d - before.transfers.bytes_h2d, moved.bytes_d2h - before.transfers.bytes_d2h,
+      moved.bytes_d2d - before.transfers.bytes_d2d, moved.bytes_h2h - before.transfers.bytes_h2h};
+  stats.bytes_nvme_read = after.nvme_read - before.nvme_read;
+  stats.bytes_nvme_write = after.nvme_write - before.nvme_write;
   stats.allocation_waits = s.memory.waits() - waits_before;
   stats.device_allocations = s.memory.fresh_allocations() - allocations_before;
   // In stream order: the host may hold released buffers a little longer than the device needs

@@ -54,7 +54,7 @@ struct StepStats {
   // put back and redone (clipped or skipped step).
   std::int64_t early_sub_groups = 0;
   std::int64_t undone_sub_groups = 0;
-  // The sub-groups it left stepping beside the next call's forward.
+  // Offloaded optimizer: the sub-groups left stepping beside the next call's forward.
   std::int64_t late_sub_groups = 0;
   // Device allocations that waited for the device: only when the budget refused fresh memory
   // while released buffers were still held, never once per module.

@@ -321,7 +321,6 @@ std::vector<ManifestFile> Engine::State::write_states(const fs::path& directory)
 void Engine::plan_checkpoint(const fs::path& dir, const std::string& tag) {
   State& s = *state_;
   s.check_usable();
-  s.settle_step();
   const auto started = std::chrono::steady_clock::now();
   s.planned_save.reset();
   // Only a step that reads every state from swap saves a read by taking the save along; one

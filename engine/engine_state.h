@@ -29,6 +29,7 @@
 #include "engine/optim/lr_schedule.h"
 #include "engine/optimizer.h"
 #include "engine/zero/grad_reducer.h"
+#include "engine/zero/late_sub_groups.h"
 #include "engine/zero/optimizer_offload.h"
 #include "engine/zero/overlapped_step.h"
 #include "engine/zero/param_coordinator.h"
@@ -127,6 +128,9 @@ struct Engine::State {
   // ... or offloaded to CPU memory or NVMe, its step overlapped with backward when asked.
   std::unique_ptr<zero::OptimizerOffload> offload;
   std::unique_ptr<zero::OverlappedStep> overlap;
+  // The sub-groups a step leaves stepping beside the next forward (after overlap: it reads what
+  // the states, the reducer and the tier hold, and goes first).
+  std::unique_ptr<zero::LateSubGroups> late;
 
   gpu::DeviceBuffer losses;  // one per micro-batch, averaged over ranks
   gpu::PinnedBuffer losses_host;
@@ -169,11 +173,11 @@ struct Engine::State {
   StepHyperparameters guess_step() const;
   StepHyperparameters plan_step(StepStats& stats);
   zero::StepIo step_io();
-  void apply_step(const StepHyperparameters& hyper);
+  std::int64_t apply_step(const StepHyperparameters& hyper);
   void finish_overlapped_step(const StepHyperparameters& hyper, StepStats& stats);
-  // Waits for the last step's sub-groups that an overlapped step left stepping beside the next
-  // forward, before anything reads the optimizer's states or the parameters outside a forward.
-  // Their failure comes out as a UserError that says where the run can be resumed from.
+  // Waits for the last step's sub-groups left stepping beside the next forward, before anything
+  // reads the optimizer's states or the parameters outside a forward. Their failure comes out as
+  // a UserError that says where the run can be resumed from.
   void settle_step();
   // After a failed step: stops an overlapped optimizer (putting back what it kept) and returns
   // whether that left the rank half a step on: a step the gradients cannot change keeps nothing,
@@ -181,6 +185,17 @@ struct Engine::State {
   bool abandon_overlap(const std::string& failure) noexcept;
   std::int64_t nvme_read_bytes() const;
   std::int64_t nvme_write_bytes() const;
+  // The bytes moved so far, whose growth a step's StepStats report: the device's copies and the
+  // NVMe traffic. A step counts from the end of the step before (traffic_counted_to), so the
+  // part of that step's optimizer that ran beside this one's forward is counted here; after a
+  // failed step, or a call between steps (a save, a load, an evaluation), from its own start.
+  struct Traffic {
+    gpu::TransferCounters transfers;
+    std::int64_t nvme_read = 0;
+    std::int64_t nvme_write = 0;
+  };
+  Traffic traffic() const;
+  std::optional<Traffic> traffic_counted_to;
   std::int64_t host_bytes() const;
 
   // engine_checkpoint.cpp

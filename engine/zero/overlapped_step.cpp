@@ -7,7 +7,6 @@
 #include <utility>
 
 #include "base/assert.h"
-#include "base/error.h"
 #include "base/log.h"
 
 namespace strata::engine::zero {
@@ -45,7 +44,7 @@ OverlappedStep::~OverlappedStep() {
 }
 
 void OverlappedStep::begin(const StepHyperparameters& guess, const StepIo& io) {
-  STRATA_ASSERT(!running() && !settling());
+  STRATA_ASSERT(!running());
   guess_ = guess;
   io_ = io;
   {
@@ -131,35 +130,11 @@ OverlapOutcome OverlappedStep::finish(const StepHyperparameters* real) {
     offload_.undo_kept(real, io_);
   }
   if (real == nullptr) return outcome;
-  // The thread stepped a suffix of the sub-groups, last first; the rest are stepped first to
-  // last, in the order the next forward needs them, beside it.
+  // The thread stepped a suffix of the sub-groups, last first.
   const int rest = static_cast<int>(first_module_.size()) - outcome.early_sub_groups;
-  if (rest == 0) return outcome;
-  std::vector<int> order(static_cast<std::size_t>(rest));
-  for (int g = 0; g < rest; ++g) {
-    order[static_cast<std::size_t>(g)] = g;
-    if (io_.params != nullptr)
-      io_.params->expect(offload_.sub_groups()[static_cast<std::size_t>(g)]);
-  }
-  real_ = *real;
-  late_ = std::async(std::launch::async, [this, order = std::move(order)] {
-    try {
-      offload_.step_sub_groups(real_, io_, order, {}, false);
-    } catch (const UserError& error) {
-      if (io_.params != nullptr) io_.params->forgo_expected(error.what(), error.fix());
-      throw;
-    } catch (const std::exception& error) {
-      if (io_.params != nullptr) io_.params->forgo_expected(error.what(), "");
-      throw;
-    }
-  });
-  outcome.late_sub_groups = rest;
+  for (int g = 0; g < rest; ++g)
+    outcome.unreached.push_back(g);
   return outcome;
-}
-
-void OverlappedStep::settle() {
-  if (!late_.valid()) return;
-  late_.get();
 }
 
 void OverlappedStep::put_back(int stepped, const std::string& why) {
@@ -175,14 +150,6 @@ void OverlappedStep::put_back(int stepped, const std::string& why) {
 }
 
 void OverlappedStep::abandon() noexcept {
-  if (settling()) {
-    // Its own failure, if any, was or will be reported by whoever waits for the sink's ranges.
-    try {
-      settle();
-    } catch (const std::exception& error) {
-      base::logger("engine").error("the last optimizer step, finishing: {}", error.what());
-    }
-  }
   if (!running()) return;
   {
     std::lock_guard lock(mutex_);

@@ -20,7 +20,8 @@ namespace strata::engine::zero {
 struct OverlapOutcome {
   int early_sub_groups = 0;  // sub-groups stepped while backward still ran
   bool undone = false;       // the guess was wrong: those were put back (and redone)
-  int late_sub_groups = 0;   // the rest, left stepping beside the next forward
+  // The sub-groups still to step, first to last (none for a skipped step): LateSubGroups'.
+  std::vector<int> unreached;
 };
 
 // strata.overlap_optimizer (docs/architecture.md, "One training step", 4): during the last
@@ -41,13 +42,9 @@ struct OverlapOutcome {
 // the same bits as the step run after backward: each sub-group is stepped once, from the same
 // prior value, with the same hyperparameters.
 //
-// The sub-groups not stepped during backward are the first ones: final last, and the first the
-// next forward needs. finish() does not step them itself: it tells the sink to expect their
-// ranges and leaves a thread stepping them, first to last, while the engine goes on into the
-// next step, whose forward waits, module by module, only for the sub-groups that cover it
-// (ParamTier::wait_committed). Backward then overwrites the gradients they read, so the next
-// step settles this one before its first backward (settle()), as does anything that reads the
-// optimizer's states or the parameters outside a forward.
+// The sub-groups not stepped during backward are the first ones, final last and needed first by
+// the next forward: finish() names them, and the engine steps them beside that forward
+// (engine/zero/late_sub_groups.h).
 class OverlappedStep {
  public:
   enum class Guess {
@@ -75,22 +72,15 @@ class OverlappedStep {
   // After backward. `real`: the step's hyperparameters, or null when the step is skipped (never
   // with Guess::fixed, whose real step is the guess). Waits for the thread (rethrowing its error
   // or that of a landing) to step its window, or with Guess::fixed stops it after the sub-group
-  // it is stepping, keeps or undoes its steps, and starts stepping the sub-groups it did not
-  // reach, first to last, on a thread of their own: the sink expects their ranges
-  // (ParamSink::expect). Returns without waiting for those.
+  // it is stepping; keeps or undoes its steps, and names the sub-groups it did not reach, whose
+  // gradients have all landed by then.
   OverlapOutcome finish(const StepHyperparameters* real);
-  // Waits for the sub-groups finish() left stepping, and rethrows their failure (a UserError:
-  // the optimizer marked itself inconsistent, and the sink's readers were told). Nothing when
-  // none are left. `io`'s memory must stay valid until then.
-  void settle();
-  bool settling() const noexcept { return late_.valid(); }
 
   // After begin() when the step fails before finish(): stops the thread and puts back what it
   // stepped, so the optimizer holds the last step's values. With Guess::fixed nothing was kept:
   // if the thread stepped any sub-group the optimizer is half a step on, and it is marked
-  // inconsistent (every later call refuses, naming the run's last checkpoint). The sub-groups of
-  // an earlier finish() still stepping are waited for (that step completes). Errors are logged,
-  // not thrown.
+  // inconsistent (every later call refuses, naming the run's last checkpoint). Errors are
+  // logged, not thrown.
   void abandon() noexcept;
   bool running() const noexcept { return worker_.valid(); }
 
@@ -107,9 +97,7 @@ class OverlappedStep {
   std::vector<CpuQueue::Ticket> final_;  // per sub-group, set by module_final
   std::vector<int> early_order_;         // the sub-groups the thread may step
   StepHyperparameters guess_;
-  StepHyperparameters real_;  // finish()'s, for the sub-groups it leaves stepping
   StepIo io_;
-  std::future<void> late_;  // those sub-groups' thread
 
   std::mutex mutex_;
   std::condition_variable changed_;

@@ -345,9 +345,10 @@ std::unique_ptr<gpu::Event> ParamTier::upload(const std::byte* source, std::int6
   return copied;
 }
 
-// The shard's CPU memory changes only by values() + commit(), which the overlapped step calls for
-// modules backward has passed (their copies have run: backward waited for them), and so never
-// under a copy enqueued for a module still ahead.
+// The shard's CPU memory changes only by values() + commit(): during backward for modules
+// backward has passed (their copies have run: backward waited for them), during the next forward
+// for modules not yet gathered (the coordinator waits for the commit first), and so never under a
+// copy enqueued for a module still ahead.
 std::shared_ptr<gpu::Event> ParamTier::upload_ahead(int module, void* device_target,
                                                     const gpu::Event* target_free) {
   STRATA_ASSERT(in_cpu(module));
@@ -508,8 +509,10 @@ void ParamTier::wait_committed(int module, gpu::Stream& stream) {
       if (e.uploaded && e.range.begin < end && begin < e.range.end) uploads.push_back(e.uploaded);
     }
   }
-  for (const std::shared_ptr<gpu::Event>& uploaded : uploads)
+  for (const std::shared_ptr<gpu::Event>& uploaded : uploads) {
     stream.wait(*uploaded);
+    ++upload_waits_;
+  }
 }
 
 // Each module the range covers gets the covered piece of its shard overwritten: in CPU memory,

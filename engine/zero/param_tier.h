@@ -1,6 +1,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -80,15 +81,17 @@ std::vector<bool> modules_in_cpu(const FlatLayout& layout, OffloadDevice device,
 // throws a UserError saying so, and so does every later one (the Engine adds where the run can
 // be resumed from).
 //
-// The engine's thread drives it; the one other caller is the overlapped step's thread, which
-// (with a step the gradients cannot change) commits new ranges through values() + commit() while
-// the engine's thread fetches the earlier modules. So the calls that touch the NVMe bookkeeping
-// hold one lock. The engine's thread releases it while it waits for a read, a copy, a buffer or a
-// write; the committing thread does not while it settles the read or copy of a module it
-// overwrites, which is quick because of the rule it keeps: it commits only ranges of modules whose
-// fetches for the step have run (an overlapped step commits a sub-group once backward has passed
-// every module it covers, and backward fetches only earlier ones from then on). Only one thread
-// at a time writes ranges (values() to commit()).
+// The engine's thread drives it; the other callers are the optimizer's threads, which commit new
+// ranges through values() + commit() while the engine's thread fetches modules: the overlapped
+// step's (with a step the gradients cannot change), during backward, and LateSubGroups', during
+// the next forward. So the calls that touch the NVMe bookkeeping hold one lock. The engine's
+// thread releases it while it waits for a read, a copy, a buffer or a write; the committing
+// thread does not while it settles the read or copy of a module it overwrites, which is quick
+// because no fetch of that module is under way: during backward the overlapped step commits a
+// sub-group once backward has passed every module it covers (backward fetches only earlier ones
+// from then on), and during the next forward a module a commit is expected for is gathered only
+// once it is committed (wait_committed), its prefetch refused until then. Only one thread at a
+// time writes ranges (values() to commit()).
 class ParamTier final : public ParamSink {
  public:
   // An empty tier: every range is written through values() + commit() before the first fetch.
@@ -132,12 +135,13 @@ class ParamTier final : public ParamSink {
   // ParamSink: `range` starts on a multiple of 2048 elements (so that every piece written to the
   // swap file is whole 4 KiB blocks) and ends there or at the partition's end. commit() writes
   // the range to its tier: to CPU memory or NVMe before it returns, to device memory by an upload
-  // that the compute stream's next work waits for (the host does not).
+  // that the compute stream's next work waits for (the host does not), or for an expected range
+  // that wait_committed makes the reading stream wait for.
   // Throws aio errors for a failed write, as a UserError that makes the tier inconsistent.
   std::span<std::byte> values(Range range) override;
   void commit(Range range) override;
   // ParamSink: the ranges of a step's last sub-groups, which its thread commits while the
-  // engine's thread gathers the next forward's modules (engine/zero/overlapped_step.h). Once all
+  // engine's thread gathers the next forward's modules (engine/zero/late_sub_groups.h). Once all
   // of a step's expected ranges are committed, the next expect() forgets them.
   void expect(Range range) override;
   void forgo_expected(const std::string& why, const std::string& fix) override;
@@ -147,11 +151,13 @@ class ParamTier final : public ParamSink {
   // UserError naming the cause when they were forgone. The coordinator calls it before each
   // gather; prefetch() refuses such a module until then.
   void wait_committed(int module, gpu::Stream& stream);
-  // How many times wait_committed has waited so far.
+  // How many times wait_committed has waited for a commit so far, and how many uploads of
+  // committed ranges it has made a stream wait for.
   std::int64_t commit_waits() const {
     const std::lock_guard lock(expected_mutex_);
     return commit_waits_;
   }
+  std::int64_t upload_waits() const { return upload_waits_; }
 
   OffloadDevice device() const noexcept { return options_.device; }
   // True once a transfer failed: the shards can no longer be trusted.
@@ -278,6 +284,7 @@ class ParamTier final : public ParamSink {
   std::string forgone_;
   std::string forgone_fix_;
   std::int64_t commit_waits_ = 0;
+  std::atomic<std::int64_t> upload_waits_ = 0;
 };
 
 }  // namespace strata::engine::zero

@@ -1,6 +1,7 @@
 // strata.overlap_optimizer below the engine: OptimizerOffload's kept sub-groups and undo, and
 // OverlappedStep driven by a real CPU queue the way the engine's gradient reducer drives it
-// (gradients land module by module, last first, while the thread steps what is final). Every
+// (gradients land module by module, last first, while the thread steps what is final), then
+// LateSubGroups stepping what it did not reach. Every
 // outcome is compared bit for bit with the plain step after backward, on the CPU tier and on NVMe.
 
 #include "engine/zero/overlapped_step.h"
@@ -22,6 +23,7 @@
 
 #include "base/error.h"
 #include "cpu_adam/half.h"
+#include "engine/zero/late_sub_groups.h"
 #include "gpu/open_device.h"
 #include "tests/engine/random_floats.h"
 
@@ -96,18 +98,20 @@ struct Outcome {
 
 // An overlapped step as the engine runs it: the gradient partition starts at zero and each
 // module's slice lands by a job of the queue, last module first, before module_final; `real` is
-// what finish() is told.
+// what finish() is told, and the sub-groups it names are stepped by a LateSubGroups, settled
+// before run() returns.
 class Driver {
  public:
   Driver(CpuQueue& landings, const FlatLayout& layout, const std::vector<float>& grads)
       : landings_(landings), layout_(layout), grads_(grads), partition_(grads.size(), 0.0f) {}
   // `sink`: where the new parameters go (null: straight into `copy`).
-  OverlapOutcome run(OverlappedStep& step, const StepHyperparameters& guess,
-                     const StepHyperparameters* real, std::vector<std::uint16_t>& copy,
-                     ParamSink* sink = nullptr) {
+  OverlapOutcome run(OptimizerOffload& offload, OverlappedStep& step,
+                     const StepHyperparameters& guess, const StepHyperparameters* real,
+                     std::vector<std::uint16_t>& copy, ParamSink* sink = nullptr) {
     PartitionGrads partition_grads(partition_);
     PartitionMemory memory(std::as_writable_bytes(std::span(copy)), 2);
-    step.begin(guess, StepIo{&partition_grads, ParamCopy::bf16, sink ? sink : &memory});
+    const StepIo io{&partition_grads, ParamCopy::bf16, sink ? sink : &memory};
+    step.begin(guess, io);
     for (int m = layout_.module_count(); m-- > 0;) {
       const ModuleSlice& slice = layout_.module(m);
       step.module_final(m, landings_.submit([this, slice] {
@@ -118,7 +122,9 @@ class Driver {
     }
     landings_.drain();
     const OverlapOutcome outcome = step.finish(real);
-    step.settle();  // the sub-groups it left stepping read partition_ and write the sink
+    LateSubGroups late(offload);
+    if (real != nullptr) late.start(*real, io, outcome.unreached);
+    late.settle();  // they read partition_ and write the sink
     return outcome;
   }
 
@@ -181,7 +187,7 @@ class OverlappedStepTest : public ::testing::TestWithParam<OffloadDevice> {
     OverlappedStep step(landings_, layout_, offload, 3);
     std::vector<std::uint16_t> copy = initial_copy_;
     Driver driver(landings_, layout_, grads_);
-    const OverlapOutcome outcome = driver.run(step, guess, real, copy);
+    const OverlapOutcome outcome = driver.run(offload, step, guess, real, copy);
     EXPECT_TRUE(read(offload, copy) == plain(real));
     return outcome;
   }
@@ -268,8 +274,8 @@ TEST_P(OverlappedStepTest, GuessThatHoldsKeepsTheEarlySteps) {
 }
 
 // The sub-groups the thread did not reach during backward are the first ones, final last and
-// needed first by the next forward: finish() has the sink expect their ranges, then leaves them
-// stepping first to last on a thread of their own and returns; settle() waits for them, and
+// needed first by the next forward: finish() names them, LateSubGroups has the sink expect their
+// ranges, then steps them first to last on a thread of its own; settle() waits for them, and
 // the step is still the plain one, bit for bit.
 TEST_P(OverlappedStepTest, TheSubGroupsLeftAfterBackwardAreSteppedFirstToLastBesideTheCaller) {
   OptimizerOffload offload(*device_, optimizer_, master_, options(3, "late"));
@@ -278,10 +284,9 @@ TEST_P(OverlappedStepTest, TheSubGroupsLeftAfterBackwardAreSteppedFirstToLastBes
   RecordingSink sink(copy);
   Driver driver(landings_, layout_, grads_);
   const StepHyperparameters guess = hyper(0.5f);
-  const OverlapOutcome outcome = driver.run(step, guess, &guess, copy, &sink);
+  const OverlapOutcome outcome = driver.run(offload, step, guess, &guess, copy, &sink);
   EXPECT_EQ(outcome.early_sub_groups, 3);
-  EXPECT_EQ(outcome.late_sub_groups, 4);
-  EXPECT_FALSE(step.settling());
+  EXPECT_EQ(outcome.unreached, (std::vector<int>{0, 1, 2, 3}));
   std::vector<std::string> expected;
   const std::vector<Range>& groups = offload.sub_groups();
   for (int g : {6, 5, 4})  // the kept ones, committed by finish()
@@ -323,7 +328,7 @@ TEST_P(OverlappedStepTest, AbandonPutsBackWhatTheThreadStepped) {
   EXPECT_TRUE(read(offload, copy) == before);
   Driver driver(landings_, layout_, grads_);
   const StepHyperparameters guess = hyper(0.5f);
-  driver.run(step, guess, &guess, copy);
+  driver.run(offload, step, guess, &guess, copy);
   EXPECT_TRUE(read(offload, copy) == plain(&guess));
 }
 
@@ -339,7 +344,7 @@ TEST_P(OverlappedStepTest, AnIoErrorOnTheThreadComesOutOfFinish) {
   Driver driver(landings_, layout_, grads_);
   const StepHyperparameters guess = hyper(0.5f);
   try {
-    driver.run(step, guess, &guess, copy);
+    driver.run(offload, step, guess, &guess, copy);
     FAIL() << "expected the step to fail";
   } catch (const UserError& error) {
     EXPECT_NE(std::string(error.what()).find(strerror(EIO)), std::string::npos) << error.what();
@@ -350,9 +355,10 @@ TEST_P(OverlappedStepTest, AnIoErrorOnTheThreadComesOutOfFinish) {
   EXPECT_TRUE(offload.inconsistent());
 }
 
-// A swap-file error while the sub-groups left after backward are stepped comes out of settle()
-// as the offload's UserError, the state is marked inconsistent, and the sink is told, so that a
-// forward waiting for those ranges fails with the same error instead of waiting for ever.
+// A swap-file error while the sub-groups left after backward are stepped comes out of
+// LateSubGroups::settle() as the offload's UserError, the state is marked inconsistent, and the
+// sink is told, so that a forward waiting for those ranges fails with the same error instead of
+// waiting for ever.
 TEST_P(OverlappedStepTest, AnIoErrorAfterFinishComesOutOfSettleAndReachesTheSink) {
   if (GetParam() != OffloadDevice::nvme) GTEST_SKIP() << "the CPU tier does no I/O";
   OptimizerOffloadOptions o = options(3, "late-eio");
@@ -366,12 +372,11 @@ TEST_P(OverlappedStepTest, AnIoErrorAfterFinishComesOutOfSettleAndReachesTheSink
   Driver driver(landings_, layout_, grads_);
   const StepHyperparameters guess = hyper(0.5f);
   try {
-    driver.run(step, guess, &guess, copy, &sink);
+    driver.run(offload, step, guess, &guess, copy, &sink);
     FAIL() << "expected the step to fail";
   } catch (const UserError& error) {
     EXPECT_NE(std::string(error.what()).find(strerror(EIO)), std::string::npos) << error.what();
   }
-  EXPECT_FALSE(step.settling());
   EXPECT_TRUE(offload.inconsistent());
   const std::vector<std::string> events = sink.events();
   ASSERT_FALSE(events.empty());
@@ -412,10 +417,47 @@ TEST_P(OverlappedStepTest, AFixedGuessStepsEverySubGroupOnceOffTheCallersThread)
   std::vector<std::uint16_t> copy = initial_copy_;
   Driver driver(landings_, layout_, grads_);
   const StepHyperparameters guess = hyper(0.5f);
-  const OverlapOutcome outcome = driver.run(step, guess, &guess, copy);
-  EXPECT_EQ(outcome.early_sub_groups + outcome.late_sub_groups, 7);
+  const OverlapOutcome outcome = driver.run(offload, step, guess, &guess, copy);
+  EXPECT_EQ(outcome.early_sub_groups + static_cast<int>(outcome.unreached.size()), 7);
   EXPECT_FALSE(outcome.undone);
   EXPECT_EQ(offload.rollback_bytes(), 0);
+  EXPECT_TRUE(read(offload, copy) == plain(&guess));
+}
+
+// With a step the gradients cannot change, finish() stops the thread after the sub-group it is
+// stepping instead of letting it step the rest last first: here it has stepped the last
+// sub-group and waits for the next to be final when backward ends, and the other six are named
+// first to last; stepped so, they make the plain step.
+TEST_P(OverlappedStepTest, AFixedGuessStopsWhenBackwardEndsAndLeavesTheRestFirstToLast) {
+  OptimizerOffload offload(*device_, optimizer_, master_, options(0, "fixed-stop"));
+  OverlappedStep step(landings_, layout_, offload, 0, OverlappedStep::Guess::fixed);
+  std::vector<std::uint16_t> copy = initial_copy_;
+  std::vector<float> partition(grads_.size(), 0.0f);
+  PartitionGrads partition_grads(partition);
+  RecordingSink sink(copy);
+  const StepIo io{&partition_grads, ParamCopy::bf16, &sink};
+  const StepHyperparameters guess = hyper(0.5f);
+  step.begin(guess, io);
+  // Every module's gradients land; only the last module's are said final before finish().
+  const int last = layout_.module_count() - 1;
+  for (int m = last; m >= 0; --m) {
+    const ModuleSlice slice = layout_.module(m);
+    const CpuQueue::Ticket landed = landings_.submit([&, slice] {
+      std::memcpy(partition.data() + slice.partition_offset, grads_.data() + slice.partition_offset,
+                  static_cast<std::size_t>(slice.shard_numel) * sizeof(float));
+    });
+    if (m == last) step.module_final(m, landed);
+  }
+  landings_.drain();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (sink.events().empty() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
+  const OverlapOutcome outcome = step.finish(&guess);
+  EXPECT_EQ(outcome.early_sub_groups, 1);
+  EXPECT_EQ(outcome.unreached, (std::vector<int>{0, 1, 2, 3, 4, 5}));
+  LateSubGroups late(offload);
+  late.start(guess, io, outcome.unreached);
+  late.settle();
   EXPECT_TRUE(read(offload, copy) == plain(&guess));
 }
 

@@ -381,9 +381,13 @@ TEST(ParamCoordinator, AModuleWaitsForTheExpectedRangesItOverlapsAndNoOther) {
     f.expect_values(3);
     EXPECT_EQ(f.tier->commit_waits(), 0);
 
-    gpu::testing::Gate gate;
+    // The copy stream is held until the reader has enqueued its copy of module 0: the device
+    // tier's commit uploads behind it, and the compute stream must wait for that upload.
+    gpu::testing::Gate uploads;
+    std::promise<void> enqueued;
     auto gathered = std::async(std::launch::async, [&] {
       std::span<const gpu::Tensor> tensors = f.coordinator->acquire(0);
+      enqueued.set_value();
       f.device_->compute_stream().synchronize();
       std::vector<float> values;
       const auto* bits = static_cast<const cpu_adam::bf16*>(tensors[0].data);
@@ -393,10 +397,11 @@ TEST(ParamCoordinator, AModuleWaitsForTheExpectedRangesItOverlapsAndNoOther) {
       return values;
     });
     EXPECT_TRUE(reader_waits(*f.tier)) << "module 0 was gathered before its range was committed";
-    // The upload of the device tier's commit is held back: the gather must wait for it too.
-    f.device_->h2d_stream().launch(gate.waiter());
+    f.device_->h2d_stream().launch(uploads.waiter());
     commit_new_values(*f.tier, covering);
-    gate.open();
+    EXPECT_EQ(enqueued.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
+    EXPECT_EQ(f.tier->upload_waits(), device == OffloadDevice::none ? 1 : 0);
+    uploads.open();
     ASSERT_EQ(gathered.wait_for(std::chrono::seconds(10)), std::future_status::ready);
     const std::vector<float> values = gathered.get();
     for (std::size_t i = 0; i < values.size(); ++i)
