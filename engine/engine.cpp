@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <utility>
 
 #include "base/assert.h"
 #include "base/error.h"
@@ -515,15 +516,24 @@ void Engine::State::finish_overlapped_step(const StepHyperparameters& hyper, Ste
 }
 
 void Engine::State::settle_step() {
-  traffic_counted_to.reset();  // what runs next, between steps, is no step's
-  if (!late || !late->running()) return;
-  try {
-    late->settle();
-  } catch (const UserError& error) {
-    // The optimizer marked itself inconsistent: say where the run can be resumed from.
-    throw UserError(error.what(), fmt::format("{}; then {}", error.fix(), resume_advice()),
-                    error.exit_status());
+  if (late && late->running()) {
+    const auto started = std::chrono::steady_clock::now();
+    try {
+      late->settle();
+    } catch (const UserError& error) {
+      // The optimizer marked itself inconsistent: say where the run can be resumed from.
+      traffic_counted_to.reset();
+      throw UserError(error.what(), fmt::format("{}; then {}", error.fix(), resume_advice()),
+                      error.exit_status());
+    }
+    carried_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   }
+  // Since the last step ended only its optimizer has moved anything; what the caller moves next
+  // is no step's.
+  if (traffic_counted_to)
+    carried_traffic = carried_traffic.plus(traffic().since(*traffic_counted_to));
+  traffic_counted_to.reset();
 }
 
 bool Engine::State::abandon_overlap(const std::string& failure) noexcept {
@@ -555,6 +565,24 @@ void Engine::State::forget_copy_errors() noexcept {
       base::logger("engine").debug("a copy of the failed step failed too: {}", error.what());
     }
   }
+}
+
+Engine::State::Traffic Engine::State::Traffic::since(const Traffic& earlier) const {
+  const gpu::TransferCounters& a = transfers;
+  const gpu::TransferCounters& b = earlier.transfers;
+  return {{a.bytes_h2d - b.bytes_h2d, a.bytes_d2h - b.bytes_d2h, a.bytes_d2d - b.bytes_d2d,
+           a.bytes_h2h - b.bytes_h2h},
+          nvme_read - earlier.nvme_read,
+          nvme_write - earlier.nvme_write};
+}
+
+Engine::State::Traffic Engine::State::Traffic::plus(const Traffic& other) const {
+  const gpu::TransferCounters& a = transfers;
+  const gpu::TransferCounters& b = other.transfers;
+  return {{a.bytes_h2d + b.bytes_h2d, a.bytes_d2h + b.bytes_d2h, a.bytes_d2d + b.bytes_d2d,
+           a.bytes_h2h + b.bytes_h2h},
+          nvme_read + other.nvme_read,
+          nvme_write + other.nvme_write};
 }
 
 Engine::State::Traffic Engine::State::traffic() const {
@@ -613,8 +641,11 @@ StepStats Engine::train_batch(std::span<const std::int32_t> inputs,
   s.check_usable();
   auto started = std::chrono::steady_clock::now();
   gpu::Device& device = s.runtime.device;
-  // Counted from the end of the step before, whose optimizer may have run on beside this call.
+  // Counted from the end of the step before, whose optimizer may have run on beside this call,
+  // with what a call between them moved and waited for it (State::carried_*).
   const State::Traffic before = s.traffic_counted_to.value_or(s.traffic());
+  const State::Traffic carried = std::exchange(s.carried_traffic, State::Traffic{});
+  const double carried_seconds = std::exchange(s.carried_seconds, 0.0);
   s.traffic_counted_to.reset();  // a step that fails counts nothing for the next
   const std::int64_t waits_before = s.memory.waits();
   const std::int64_t allocations_before = s.memory.fresh_allocations();
@@ -688,12 +719,10 @@ StepStats Engine::train_batch(std::span<const std::int32_t> inputs,
   stats.tokens = micro_tokens * accumulation * s.runtime.comm.world_size();
   const State::Traffic after = s.traffic();
   s.traffic_counted_to = after;
-  const gpu::TransferCounters& moved = after.transfers;
-  stats.transfers = {
-      moved.bytes_h2d - before.transfers.bytes_h2d, moved.bytes_d2h - before.transfers.bytes_d2h,
-      moved.bytes_d2d - before.transfers.bytes_d2d, moved.bytes_h2h - before.transfers.bytes_h2h};
-  stats.bytes_nvme_read = after.nvme_read - before.nvme_read;
-  stats.bytes_nvme_write = after.nvme_write - before.nvme_write;
+  const State::Traffic moved = after.since(before).plus(carried);
+  stats.transfers = moved.transfers;
+  stats.bytes_nvme_read = moved.nvme_read;
+  stats.bytes_nvme_write = moved.nvme_write;
   stats.allocation_waits = s.memory.waits() - waits_before;
   stats.device_allocations = s.memory.fresh_allocations() - allocations_before;
   // In stream order: the host may hold released buffers a little longer than the device needs
@@ -701,7 +730,9 @@ StepStats Engine::train_batch(std::span<const std::int32_t> inputs,
   stats.gpu_peak_bytes = std::max(s.memory.peak_bytes(), s.memory.live_bytes());
   s.device_peak = std::max(s.device_peak, stats.gpu_peak_bytes);
   stats.cpu_peak_bytes = s.host_bytes();
-  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  stats.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() +
+      carried_seconds;
   return stats;
 }
 

@@ -61,9 +61,12 @@ struct StepStats {
   std::int64_t allocation_waits = 0;
   // Device allocations the step made (0 once the step's memory is reserved up front).
   std::int64_t device_allocations = 0;
-  double seconds = 0;               // wall time of the step
-  std::int64_t tokens = 0;          // tokens processed by all ranks
-  gpu::TransferCounters transfers;  // bytes moved by this step's stream copies
+  // Wall time of the step, and bytes moved by stream copies and NVMe since the step before
+  // ended: the last step's offloaded optimizer, stepping beside this step's forward, counts here
+  // (with what a call between the two, an evaluation or a save, waited for it).
+  double seconds = 0;
+  std::int64_t tokens = 0;  // tokens processed by all ranks
+  gpu::TransferCounters transfers;
   std::int64_t bytes_nvme_read = 0;
   std::int64_t bytes_nvme_write = 0;
   std::int64_t gpu_peak_bytes = 0;  // device memory peak during the step

@@ -187,15 +187,22 @@ struct Engine::State {
   std::int64_t nvme_write_bytes() const;
   // The bytes moved so far, whose growth a step's StepStats report: the device's copies and the
   // NVMe traffic. A step counts from the end of the step before (traffic_counted_to), so the
-  // part of that step's optimizer that ran beside this one's forward is counted here; after a
-  // failed step, or a call between steps (a save, a load, an evaluation), from its own start.
+  // part of that step's optimizer that ran beside this one's forward is counted here; a call
+  // between them (an evaluation, a save, a load) settles that part first and hands what it moved
+  // and the time it waited for it to the next step (carried_*). After a failed step, the next
+  // counts from its own start.
   struct Traffic {
     gpu::TransferCounters transfers;
     std::int64_t nvme_read = 0;
     std::int64_t nvme_write = 0;
+    // This minus `earlier`, and this plus `other`, counter by counter.
+    Traffic since(const Traffic& earlier) const;
+    Traffic plus(const Traffic& other) const;
   };
   Traffic traffic() const;
   std::optional<Traffic> traffic_counted_to;
+  Traffic carried_traffic;
+  double carried_seconds = 0;
   std::int64_t host_bytes() const;
 
   // engine_checkpoint.cpp

@@ -94,7 +94,8 @@ std::int64_t grad_piece_elements(const FlatLayout& layout);
 // pass. The engine's thread waits only to reuse a staging slot, never for the device.
 //
 // Device work goes on `stream` (reduction) and the d2h stream (copies), in order; not thread-safe,
-// except grads(Range) and reductions(), which the overlapped step's thread may use.
+// except grads(Range) and reductions(), which the optimizer's threads (the overlapped step's,
+// LateSubGroups') may use.
 class GradReducer final : public GradSource {
  public:
   GradReducer(gpu::Device& device, gpu::Ops& ops, gpu::Comm& comm, gpu::Stream& stream,

@@ -18,29 +18,39 @@ void LateSubGroups::start(const StepHyperparameters& hyper, const StepIo& io,
   if (order.empty()) return;
   hyper_ = hyper;
   io_ = io;
-  // Said before the thread starts, so that no commit comes before its range is expected.
-  if (io_.params != nullptr) {
-    for (int g : order)
-      io_.params->expect(offload_.sub_groups()[static_cast<std::size_t>(g)]);
-  }
+  // The sink's readers must not wait for ranges that nobody will commit.
+  const auto forgo = [this](const std::string& why, const std::string& fix) {
+    if (io_.params != nullptr) io_.params->forgo_expected(why, fix);
+  };
   try {
-    thread_ = std::async(std::launch::async, [this, order = std::move(order)] {
+    // Said before the thread starts, so that no commit comes before its range is expected.
+    if (io_.params != nullptr) {
+      for (int g : order)
+        io_.params->expect(offload_.sub_groups()[static_cast<std::size_t>(g)]);
+    }
+    thread_ = std::async(std::launch::async, [this, forgo, order = std::move(order)] {
       try {
         offload_.step_sub_groups(hyper_, io_, order, {}, false);
       } catch (const UserError& error) {
-        if (io_.params != nullptr) io_.params->forgo_expected(error.what(), error.fix());
+        forgo(error.what(), error.fix());
         throw;
       } catch (const std::exception& error) {
-        if (io_.params != nullptr) io_.params->forgo_expected(error.what(), "");
+        forgo(error.what(), "");
+        throw;
+      } catch (...) {
+        forgo("the optimizer step failed", "");
         throw;
       }
     });
   } catch (const std::exception& error) {
-    // No thread (std::system_error): the step stops half done, and nobody waits for its ranges.
-    const std::string why = fmt::format("starting the optimizer's thread failed: {}", error.what());
+    // No thread (std::system_error): the step stops half done.
+    const std::string why =
+        fmt::format("starting the thread of the optimizer's step failed: {}", error.what());
+    const std::string fix =
+        "let the process start threads (its ulimit -u, the machine's free memory)";
     offload_.mark_inconsistent(why);
-    if (io_.params != nullptr) io_.params->forgo_expected(why, "");
-    throw;
+    forgo(why, fix);
+    throw UserError(why, fix + "; training cannot continue from this state");
   }
 }
 

@@ -274,7 +274,7 @@ void ParamTier::fetch_from_nvme(std::unique_lock<std::mutex>& lock, int module, 
   read.reset();
   memory::Residency::CpuView view;
   {
-    // Not under the lock: the overlapped step's thread commits other modules meanwhile.
+    // Not under the lock: an optimizer's thread commits other modules meanwhile.
     const base::Timeline::Scope waiting("host", "wait", "parameter read");
     lock.unlock();
     view = book_->finish_read(std::move(taken.move));
@@ -289,7 +289,7 @@ memory::PinnedPool::Lease ParamTier::take_buffer(std::unique_lock<std::mutex>& l
   for (;;) {
     memory::PinnedPool::Lease lease = pool_->try_acquire(shelf_);
     if (lease) return lease;
-    // The waits below are not under the lock: the overlapped step's thread commits meanwhile.
+    // The waits below are not under the lock: an optimizer's thread commits meanwhile.
     if (uploads_.empty()) {
       lock.unlock();
       lease = pool_->acquire(shelf_);

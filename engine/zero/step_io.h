@@ -58,7 +58,8 @@ class PartitionMemory final : public ParamSink {
 
 // Where a step's fp32 gradients come from, sub-group by sub-group: the rank's reduced gradient
 // partition in CPU memory, or its swap file (engine/zero/grad_reducer.h). May be called from the
-// overlapped step's thread while the engine's thread reduces other modules' gradients.
+// optimizer's threads (the overlapped step's, LateSubGroups') while the engine's thread reduces
+// other modules' gradients or runs the next forward.
 class GradSource {
  public:
   virtual ~GradSource() = default;
