@@ -555,14 +555,18 @@ bool Engine::State::abandon_overlap(const std::string& failure) noexcept {
   return true;
 }
 
-// A copy that waited for failed compute work carries that failure on its stream; the step reports
-// it once, from the compute stream, and the next step's copies must not be skipped for it.
-void Engine::State::forget_copy_errors() noexcept {
-  for (gpu::Stream* copies : {&runtime.device.h2d_stream(), &runtime.device.d2h_stream()}) {
+// A step that failed part way may have left work queued that reads the caller's batch (the
+// compute stream) and the engine's buffers (the copy streams): it runs out before the caller
+// frees either. A copy that waited for failed compute work carries that failure on its stream;
+// the step reports it once, and the next step's work must not be skipped for it.
+void Engine::State::drain_streams() noexcept {
+  gpu::Device& device = runtime.device;
+  for (gpu::Stream* stream :
+       {&device.compute_stream(), &device.h2d_stream(), &device.d2h_stream()}) {
     try {
-      copies->synchronize();
+      stream->synchronize();
     } catch (const std::exception& error) {
-      base::logger("engine").debug("a copy of the failed step failed too: {}", error.what());
+      base::logger("engine").debug("work of the failed step failed too: {}", error.what());
     }
   }
 }
@@ -688,7 +692,7 @@ StepStats Engine::train_batch(std::span<const std::int32_t> inputs,
   } catch (const UserError& error) {
     // The optimizer must not keep a half-made overlapped step of a failed one.
     s.abandon_overlap(error.what());
-    s.forget_copy_errors();
+    s.drain_streams();
     if (!s.inconsistent()) throw;
     if (!s.unverified_load.empty()) {
       // The states the step read from the checkpoint it was loaded from failed (a read, its
@@ -702,12 +706,12 @@ StepStats Engine::train_batch(std::span<const std::int32_t> inputs,
                     error.exit_status());
   } catch (const std::exception& error) {
     const bool half_stepped = s.abandon_overlap(error.what());
-    s.forget_copy_errors();
+    s.drain_streams();
     if (!half_stepped) throw;
     throw UserError(s.unusable, s.resume_advice(), 1);
   } catch (...) {
     s.abandon_overlap("an unknown error");
-    s.forget_copy_errors();
+    s.drain_streams();
     throw;
   }
 

@@ -183,6 +183,9 @@ struct Engine::State {
   // whether that left the rank half a step on: a step the gradients cannot change keeps nothing,
   // so the sub-groups it stepped beside backward stay stepped. Then `unusable` says so.
   bool abandon_overlap(const std::string& failure) noexcept;
+  // After a failed step: waits for the streams (its work still queued reads the caller's batch
+  // and the engine's buffers) and drops the errors they took from it.
+  void drain_streams() noexcept;
   std::int64_t nvme_read_bytes() const;
   std::int64_t nvme_write_bytes() const;
   // The bytes moved so far, whose growth a step's StepStats report: the device's copies and the
@@ -208,8 +211,6 @@ struct Engine::State {
   // engine_checkpoint.cpp
   void check_usable() const;
   bool inconsistent() const;
-  // After a failed step: waits for the copy streams and drops the errors they took from it.
-  void forget_copy_errors() noexcept;
   std::string resume_advice() const;
   std::vector<std::string> state_names() const;
   checkpoint::Manifest manifest_for(const std::string& tag) const;
