@@ -346,6 +346,10 @@ void NvmeStore::wait_all() {
   engine_->wait_all();
 }
 
+std::int64_t NvmeStore::completions() const {
+  return engine_ ? engine_->stats().requests : 0;
+}
+
 std::int64_t NvmeStore::extent_bytes(int partition) const {
   STRATA_ASSERT(partition >= 0 && partition < partition_count());
   return sizes_[static_cast<std::size_t>(partition)];

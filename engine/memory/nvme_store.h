@@ -95,6 +95,9 @@ class NvmeStore {
   const std::filesystem::path& swap_file() const noexcept { return swap_path_; }
   // The memory open() registered with the engine's rings (empty when none).
   std::span<std::byte> registered() const noexcept { return registered_; }
+  // Completions the engine has reaped so far (0 before open()): the numbering of an
+  // aio::FaultPlan's faults, so that a test can plant one at a chosen point of a run.
+  std::int64_t completions() const;
 
  private:
   void check_partition(int partition, std::int64_t bytes) const;

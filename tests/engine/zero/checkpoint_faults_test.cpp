@@ -17,6 +17,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <optional>
 #include <random>
@@ -182,6 +183,37 @@ TEST(CheckpointFaults, EverySeedEndsExactOrNamedAndResumesExactly) {
       "%d seeds: %d stopped with a named error, %d ran to the fault-free result; %d "
       "faulty loads refused naming the file; every one resumed to the fault-free result\n",
       kSeeds, stopped, exact, refused_loads);
+}
+
+// An offloaded step's sub-groups are stepped beside the next step's forward: a swap write failing
+// there fails that next call, with the disk's error, its fix and where the run can be resumed
+// from, and the run ends holding nothing. The fault is the last swap completion of step 1, counted
+// in a clean run whose evaluation before step 2 waits for step 1's optimizer (this config moves
+// nothing to or from swap in a forward).
+TEST(CheckpointFaults, ASwapErrorOfTheOptimizerBesideTheNextForwardFailsThatCall) {
+  if (test_world().world_size() > 1) GTEST_SKIP() << "faults are tested in a world of one";
+  TempDirectory swap;
+  nlohmann::json zero = {{"stage", 3}, {"reduce_bucket_size", 5000}, {"sub_group_size", 8192}};
+  nlohmann::json config = with_zero(base_config(2), zero, "none", "nvme", swap.string());
+  config["strata"]["overlap_optimizer"] = false;
+  const TrainedRun clean = train(config, Ranks::local, 2, /*eval_every=*/1);
+  ASSERT_EQ(clean.swap_completions.size(), 2u);
+  ASSERT_GT(clean.steps[0].late_sub_groups, 0);
+  const std::int64_t last_of_step_1 = clean.swap_completions[1] - 1;
+  ASSERT_GT(last_of_step_1, clean.swap_completions[0]);
+
+  CheckpointPlan plan;
+  plan.faults.swap.fail(last_of_step_1, EIO);
+  plan.stop_on_error = true;
+  const TrainedRun faulty = train(config, Ranks::local, 3, 0, plan);
+  ASSERT_EQ(faulty.steps.size(), 1u) << "step 1 returns; the next call meets its failure";
+  EXPECT_THAT(faulty.error, HasSubstr(strerror(EIO)));
+  EXPECT_THAT(faulty.error, HasSubstr("optimizer step 1 failed"));
+  EXPECT_THAT(faulty.error_fix, HasSubstr("training cannot continue from this state"));
+  EXPECT_THAT(faulty.error_fix, HasSubstr("restart the run"));
+  EXPECT_EQ(faulty.device_bytes_left, 0);
+  EXPECT_EQ(faulty.pinned_bytes_left, 0);
+  EXPECT_TRUE(files_under(swap.path()).empty()) << "swap files left behind";
 }
 
 // A load whose reads fail or return damaged bytes stops with the file named; the same

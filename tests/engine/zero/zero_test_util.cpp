@@ -13,6 +13,7 @@
 
 #include "base/error.h"
 #include "engine/config/config.h"
+#include "engine/memory/nvme_store.h"
 #include "gpu/open_device.h"
 #include "gpu/ops.h"
 #include "models/data/token_dataset.h"
@@ -202,6 +203,10 @@ TrainedRun train(const nlohmann::json& config_json, Ranks ranks, int steps, int 
         engine.plan_checkpoint(checkpoints.save_dir, tag(planned));
       if (eval_every > 0 && (step - 1) % eval_every == 0)
         run.eval_losses.push_back(engine.evaluate(inputs, targets));
+      std::int64_t completions = 0;
+      for (const memory::NvmeStore* store : engine.swap_stores())
+        completions += store->completions();
+      run.swap_completions.push_back(completions);
       const gpu::CommCounters before = comm->counters();
       const std::int64_t functions_before = device->compute_stream().host_functions();
       StepStats stats = engine.train_batch(inputs, targets);

@@ -60,6 +60,9 @@ struct TrainedRun {
   std::vector<gpu::CommCounters> traffic;
   // Host functions launched on the compute stream by each train_batch call.
   std::vector<std::int64_t> compute_host_functions;
+  // The swap I/O completions reaped before each train_batch call (after its evaluation, if any),
+  // over every swap store: where a planted fault falls (aio::FaultPlan numbers them).
+  std::vector<std::int64_t> swap_completions;
   // From the engine's layout and the model, for the traffic theory.
   std::vector<std::int64_t> padded_numel;  // per module
   std::vector<int> borrowers;              // per module: how many other modules borrow it
