@@ -410,12 +410,15 @@ void ParamTier::commit(Range range) {
   std::shared_ptr<gpu::Event> uploaded = write_range(range, expected);
   if (!expected) return;
   {
+    // Written to CPU memory or NVMe, it is forgotten; uploaded, it is kept until the reading
+    // stream has waited for its copy.
     const std::lock_guard lock(expected_mutex_);
-    for (Expected& entry : expected_) {
-      if (entry.range.begin != range.begin || entry.range.end != range.end) continue;
+    std::erase_if(expected_, [&](Expected& entry) {
+      if (entry.range.begin != range.begin || entry.range.end != range.end) return false;
       entry.committed = true;
-      entry.uploaded = std::move(uploaded);
-    }
+      entry.uploaded = uploaded;
+      return uploaded == nullptr;
+    });
   }
   expected_changed_.notify_all();
 }
@@ -453,9 +456,6 @@ std::shared_ptr<gpu::Event> ParamTier::write_range(Range range, bool expected) {
 
 void ParamTier::expect(Range range) {
   const std::lock_guard lock(expected_mutex_);
-  // The last step's ranges were committed (the step was settled before this one's backward),
-  // and the passes since have read them; those still awaited are this step's.
-  std::erase_if(expected_, [](const Expected& e) { return e.committed; });
   expected_.push_back(Expected{range, false, nullptr});
 }
 
@@ -490,29 +490,26 @@ void ParamTier::wait_committed(int module, gpu::Stream& stream) {
   const ModuleSlice& slice = layout_.module(module);
   const std::int64_t begin = slice.partition_offset;
   const std::int64_t end = begin + slice.shard_numel;
-  std::vector<std::shared_ptr<gpu::Event>> uploads;
-  {
-    std::unique_lock lock(expected_mutex_);
-    if (expected_.empty()) return;
+  std::unique_lock lock(expected_mutex_);
+  if (expected_.empty()) return;
+  if (awaits_commit(module)) {
+    ++commit_waits_;
+    const base::Timeline::Scope waiting("host", "wait", "optimizer step");
+    expected_changed_.wait(lock, [&] { return !forgone_.empty() || !awaits_commit(module); });
     if (awaits_commit(module)) {
-      ++commit_waits_;
-      const base::Timeline::Scope waiting("host", "wait", "optimizer step");
-      expected_changed_.wait(lock, [&] { return !forgone_.empty() || !awaits_commit(module); });
-      if (awaits_commit(module)) {
-        throw UserError(fmt::format("the optimizer step that was finishing beside this forward "
-                                    "failed: {}",
-                                    forgone_),
-                        forgone_fix_);
-      }
-    }
-    for (const Expected& e : expected_) {
-      if (e.uploaded && e.range.begin < end && begin < e.range.end) uploads.push_back(e.uploaded);
+      throw UserError(fmt::format("the optimizer step that was finishing beside this forward "
+                                  "failed: {}",
+                                  forgone_),
+                      forgone_fix_);
     }
   }
-  for (const std::shared_ptr<gpu::Event>& uploaded : uploads) {
-    stream.wait(*uploaded);
+  // The stream's later work is ordered after the copy it waits for: the range is forgotten.
+  std::erase_if(expected_, [&](const Expected& e) {
+    if (!e.committed || e.range.end <= begin || end <= e.range.begin) return false;
+    stream.wait(*e.uploaded);
     ++upload_waits_;
-  }
+    return true;
+  });
 }
 
 // Each module the range covers gets the covered piece of its shard overwritten: in CPU memory,

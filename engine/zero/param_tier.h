@@ -1,7 +1,6 @@
 #pragma once
 
 #include <array>
-#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -141,15 +140,16 @@ class ParamTier final : public ParamSink {
   std::span<std::byte> values(Range range) override;
   void commit(Range range) override;
   // ParamSink: the ranges of a step's last sub-groups, which its thread commits while the
-  // engine's thread gathers the next forward's modules (engine/zero/late_sub_groups.h). Once all
-  // of a step's expected ranges are committed, the next expect() forgets them.
+  // engine's thread gathers the next forward's modules (engine/zero/late_sub_groups.h).
   void expect(Range range) override;
   void forgo_expected(const std::string& why, const std::string& fix) override;
   // Before module `module`'s shard is read for the device (fetched, uploaded ahead, or copied
   // from the device tier by `stream`): waits until every expected range it overlaps is
   // committed, and with the device tier makes `stream` wait for those commits' uploads. Throws a
   // UserError naming the cause when they were forgone. The coordinator calls it before each
-  // gather; prefetch() refuses such a module until then.
+  // gather, always with the compute stream, the one stream that reads the device tier: once it
+  // has waited for a range's upload the range is forgotten. prefetch() refuses such a module
+  // until then.
   void wait_committed(int module, gpu::Stream& stream);
   // How many times wait_committed has waited for a commit so far, and how many uploads of
   // committed ranges it has made a stream wait for.
@@ -157,7 +157,10 @@ class ParamTier final : public ParamSink {
     const std::lock_guard lock(expected_mutex_);
     return commit_waits_;
   }
-  std::int64_t upload_waits() const { return upload_waits_; }
+  std::int64_t upload_waits() const {
+    const std::lock_guard lock(expected_mutex_);
+    return upload_waits_;
+  }
 
   OffloadDevice device() const noexcept { return options_.device; }
   // True once a transfer failed: the shards can no longer be trusted.
@@ -266,7 +269,8 @@ class ParamTier final : public ParamSink {
   // Writes `range` (values() holds it) to its tier; the device tier's upload is waited for by
   // the compute stream unless `expected` (then wait_committed orders it) and is returned.
   std::shared_ptr<gpu::Event> write_range(Range range, bool expected);
-  // A range expect() named, until its commit; `uploaded`: the device tier's copy of it.
+  // A range expect() named, until its commit (on the device tier, until the reading stream has
+  // waited for its upload, `uploaded`).
   struct Expected {
     Range range;
     bool committed = false;
@@ -276,7 +280,7 @@ class ParamTier final : public ParamSink {
   // Whether a range still to be committed overlaps module `module`'s shard (expected_mutex_
   // held).
   bool awaits_commit(int module) const;
-  // Guards the three below; never taken with mutex_ held, nor mutex_ with it.
+  // Guards the members below; never taken with mutex_ held, nor mutex_ with it.
   mutable std::mutex expected_mutex_;
   std::condition_variable expected_changed_;
   std::vector<Expected> expected_;
@@ -284,7 +288,7 @@ class ParamTier final : public ParamSink {
   std::string forgone_;
   std::string forgone_fix_;
   std::int64_t commit_waits_ = 0;
-  std::atomic<std::int64_t> upload_waits_ = 0;
+  std::int64_t upload_waits_ = 0;
 };
 
 }  // namespace strata::engine::zero
