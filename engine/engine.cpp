@@ -461,18 +461,16 @@ zero::StepIo Engine::State::step_io() {
 }
 
 // The optimizer over the rank's partition; the new parameters land in the parameter tier and
-// every gathered copy becomes stale. Returns how many sub-groups it left stepping beside the next
-// forward: an offloaded step runs there, first to last, unless it saves a planned checkpoint or
-// fills states from one as it goes (then it runs now).
-std::int64_t Engine::State::apply_step(const StepHyperparameters& hyper) {
-  std::int64_t left = 0;
+// every gathered copy becomes stale. Returns the sub-groups to leave stepping beside the next
+// forward (start_late_sub_groups), first to last: an offloaded step's, all of them, unless it
+// saves a planned checkpoint or fills states from one as it goes (then it runs now: nullopt).
+std::optional<std::vector<int>> Engine::State::apply_step(const StepHyperparameters& hyper) {
+  std::optional<std::vector<int>> left;
   if (offload) {
     const zero::OptimizerOffload::StatesVisitor save = planned_save_writer();
     if (!save && !offload->fills_later()) {
-      std::vector<int> order(offload->sub_groups().size());
-      std::iota(order.begin(), order.end(), 0);
-      left = static_cast<std::int64_t>(order.size());
-      late->start(hyper, step_io(), std::move(order));
+      left.emplace(offload->sub_groups().size());
+      std::iota(left->begin(), left->end(), 0);
     } else {
       offload->step(hyper, step_io(), save);
       if (save) planned_save->step = steps_taken + 1;
@@ -504,36 +502,48 @@ std::int64_t Engine::State::apply_step(const StepHyperparameters& hyper) {
 }
 
 // The end of a step whose optimizer ran beside backward: the early sub-groups stand or are
-// undone, the rest are stepped, and (unless skipped) the new parameters land in the tier.
-void Engine::State::finish_overlapped_step(const StepHyperparameters& hyper, StepStats& stats) {
-  const zero::OverlapOutcome outcome = overlap->finish(stats.skipped ? nullptr : &hyper);
+// undone, and (unless skipped) the new parameters land in the tier. Returns the sub-groups the
+// thread did not reach, to step beside the next forward (none for a skipped step: nullopt).
+std::optional<std::vector<int>> Engine::State::finish_overlapped_step(
+    const StepHyperparameters& hyper, StepStats& stats) {
+  zero::OverlapOutcome outcome = overlap->finish(stats.skipped ? nullptr : &hyper);
   stats.early_sub_groups = outcome.early_sub_groups;
   stats.undone_sub_groups = outcome.undone ? outcome.early_sub_groups : 0;
-  stats.late_sub_groups = static_cast<std::int64_t>(outcome.unreached.size());
-  late->start(hyper, step_io(), outcome.unreached);
-  if (stats.skipped) return;  // the parameter tier was not changed
+  if (stats.skipped) return std::nullopt;  // the parameter tier was not changed
   coordinator->invalidate();
+  return std::move(outcome.unreached);
+}
+
+// What a step leaves stepping beside the next forward starts once the step's own work is
+// counted (StepTraffic::end_step).
+void Engine::State::start_late_sub_groups(const StepHyperparameters& hyper,
+                                          std::vector<int> order) {
+  late->start(hyper, step_io(), std::move(order));
+}
+
+void Engine::State::settle_late_sub_groups() {
+  if (!traffic.optimizer_running()) return;
+  try {
+    late->settle();
+  } catch (...) {
+    traffic.forget();
+    throw;
+  }
+  traffic.optimizer_finished();
 }
 
 void Engine::State::settle_step() {
-  if (late && late->running()) {
-    const auto started = std::chrono::steady_clock::now();
-    try {
-      late->settle();
-    } catch (const UserError& error) {
-      // The optimizer marked itself inconsistent: say where the run can be resumed from.
-      traffic_counted_to.reset();
-      throw UserError(error.what(), fmt::format("{}; then {}", error.fix(), resume_advice()),
-                      error.exit_status());
-    }
-    carried_seconds +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (!traffic.optimizer_running()) return;
+  const auto started = std::chrono::steady_clock::now();
+  try {
+    settle_late_sub_groups();
+  } catch (const UserError& error) {
+    // The optimizer marked itself inconsistent: say where the run can be resumed from.
+    throw UserError(error.what(), fmt::format("{}; then {}", error.fix(), resume_advice()),
+                    error.exit_status());
   }
-  // Since the last step ended only its optimizer has moved anything; what the caller moves next
-  // is no step's.
-  if (traffic_counted_to)
-    carried_traffic = carried_traffic.plus(traffic().since(*traffic_counted_to));
-  traffic_counted_to.reset();
+  carried_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 }
 
 bool Engine::State::abandon_overlap(const std::string& failure) noexcept {
@@ -555,6 +565,15 @@ bool Engine::State::abandon_overlap(const std::string& failure) noexcept {
   return true;
 }
 
+// The end of a step's own work: its copies have run on every stream (the compute stream's
+// results, the losses, are read next), so that what it moved is all counted.
+void Engine::State::wait_for_streams() {
+  const base::Timeline::Scope waiting("host", "wait", "end of step");
+  gpu::Device& device = runtime.device;
+  for (gpu::Stream* stream : {&device.compute_stream(), &device.h2d_stream(), &device.d2h_stream()})
+    stream->synchronize();
+}
+
 // A step that failed part way may have left work queued that reads the caller's batch (the
 // compute stream) and the engine's buffers (the copy streams): it runs out before the caller
 // frees either. A copy that waited for failed compute work carries that failure on its stream;
@@ -571,26 +590,24 @@ void Engine::State::drain_streams() noexcept {
   }
 }
 
-Engine::State::Traffic Engine::State::Traffic::since(const Traffic& earlier) const {
-  const gpu::TransferCounters& a = transfers;
-  const gpu::TransferCounters& b = earlier.transfers;
-  return {{a.bytes_h2d - b.bytes_h2d, a.bytes_d2h - b.bytes_d2h, a.bytes_d2d - b.bytes_d2d,
-           a.bytes_h2h - b.bytes_h2h},
-          nvme_read - earlier.nvme_read,
-          nvme_write - earlier.nvme_write};
-}
-
-Engine::State::Traffic Engine::State::Traffic::plus(const Traffic& other) const {
-  const gpu::TransferCounters& a = transfers;
-  const gpu::TransferCounters& b = other.transfers;
-  return {{a.bytes_h2d + b.bytes_h2d, a.bytes_d2h + b.bytes_d2h, a.bytes_d2d + b.bytes_d2d,
-           a.bytes_h2h + b.bytes_h2h},
-          nvme_read + other.nvme_read,
-          nvme_write + other.nvme_write};
-}
-
-Engine::State::Traffic Engine::State::traffic() const {
-  return Traffic{runtime.device.transfer_counters(), nvme_read_bytes(), nvme_write_bytes()};
+// Everything moved so far, and of it what the offloaded optimizer moved: its states, the
+// gradients it read (GradReducer::optimizer_read_bytes), and the new parameters it committed to
+// the tier (to NVMe, or uploaded to the device tier). Loads write the tier too, between steps,
+// which count in no step.
+TrafficReading Engine::State::read_traffic() const {
+  TrafficReading now;
+  now.all = Traffic{runtime.device.transfer_counters(), nvme_read_bytes(), nvme_write_bytes()};
+  now.optimizer.nvme_read = reducer->optimizer_read_bytes();
+  now.optimizer.nvme_write = tier->nvme_write_bytes();
+  now.optimizer.transfers.bytes_h2d = tier->committed_upload_bytes();
+  if (offload) {
+    const memory::ResidencyCounters states = offload->counters();
+    now.optimizer.nvme_read +=
+        states.moved_bytes[static_cast<std::size_t>(memory::Direction::nvme_read)];
+    now.optimizer.nvme_write +=
+        states.moved_bytes[static_cast<std::size_t>(memory::Direction::nvme_write)];
+  }
+  return now;
 }
 
 std::int64_t Engine::State::nvme_read_bytes() const {
@@ -639,18 +656,35 @@ Engine::~Engine() {
   }
 }
 
+Traffic Engine::State::step_optimizer(StepStats& stats) {
+  const base::Timeline::Scope span("host", "optimizer step");
+  StepHyperparameters hyper = plan_step(stats);
+  // The sub-groups left stepping beside the next forward, or none when the step ran whole.
+  std::optional<std::vector<int>> late_order;
+  if (overlap) {
+    late_order = finish_overlapped_step(hyper, stats);
+  } else if (!stats.skipped) {
+    late_order = apply_step(hyper);
+  }
+  if (!late_order) traffic.optimizer_finished();
+  wait_for_streams();
+  const Traffic moved = traffic.end_step(late_order.has_value());
+  if (late_order) {
+    stats.late_sub_groups = static_cast<std::int64_t>(late_order->size());
+    start_late_sub_groups(hyper, std::move(*late_order));
+  }
+  return moved;
+}
+
 StepStats Engine::train_batch(std::span<const std::int32_t> inputs,
                               std::span<const std::int32_t> targets) {
   State& s = *state_;
   s.check_usable();
   auto started = std::chrono::steady_clock::now();
   gpu::Device& device = s.runtime.device;
-  // Counted from the end of the step before, whose optimizer may have run on beside this call,
-  // with what a call between them moved and waited for it (State::carried_*).
-  const State::Traffic before = s.traffic_counted_to.value_or(s.traffic());
-  const State::Traffic carried = std::exchange(s.carried_traffic, State::Traffic{});
+  // With what a call since the step before waited for that step's optimizer.
   const double carried_seconds = std::exchange(s.carried_seconds, 0.0);
-  s.traffic_counted_to.reset();  // a step that fails counts nothing for the next
+  s.traffic.begin_step();
   const std::int64_t waits_before = s.memory.waits();
   const std::int64_t allocations_before = s.memory.fresh_allocations();
   device.reset_peak();
@@ -661,6 +695,7 @@ StepStats Engine::train_batch(std::span<const std::int32_t> inputs,
   STRATA_ASSERT(targets.size() == inputs.size());
 
   StepStats stats;
+  Traffic moved;
   try {
     s.coordinator->begin_pass(true);
     s.reducer->begin_step();
@@ -671,26 +706,19 @@ StepStats Engine::train_batch(std::span<const std::int32_t> inputs,
       s.model.load_batch(s.stream(), inputs.subspan(at, count), targets.subspan(at, count));
       s.run_forward(micro, /*training=*/true);
       // The last step's optimizer read the gradients that this backward overwrites.
-      if (micro == 0 && s.late) s.late->settle();
+      if (micro == 0) s.settle_late_sub_groups();
       if (last && s.overlap) s.overlap->begin(s.guess_step(), s.step_io());
       s.run_backward(micro, last);
     }
     s.coordinator->end_step();
     s.average_losses(accumulation);
 
-    const base::Timeline::Scope span("host", "optimizer step");
-    StepHyperparameters hyper = s.plan_step(stats);
-    if (s.overlap) {
-      s.finish_overlapped_step(hyper, stats);
-    } else if (!stats.skipped) {
-      stats.late_sub_groups = s.apply_step(hyper);
-    }
+    moved = s.step_optimizer(stats);
     if (!stats.skipped) ++s.steps_taken;
-    const base::Timeline::Scope waiting("host", "wait", "end of step");
-    s.stream().synchronize();
     ++s.batches_trained;
   } catch (const UserError& error) {
     // The optimizer must not keep a half-made overlapped step of a failed one.
+    s.traffic.forget();
     s.abandon_overlap(error.what());
     s.drain_streams();
     if (!s.inconsistent()) throw;
@@ -705,11 +733,13 @@ StepStats Engine::train_batch(std::span<const std::int32_t> inputs,
     throw UserError(error.what(), fmt::format("{}; then {}", error.fix(), s.resume_advice()),
                     error.exit_status());
   } catch (const std::exception& error) {
+    s.traffic.forget();
     const bool half_stepped = s.abandon_overlap(error.what());
     s.drain_streams();
     if (!half_stepped) throw;
     throw UserError(s.unusable, s.resume_advice(), 1);
   } catch (...) {
+    s.traffic.forget();
     s.abandon_overlap("an unknown error");
     s.drain_streams();
     throw;
@@ -721,9 +751,6 @@ StepStats Engine::train_batch(std::span<const std::int32_t> inputs,
   stats.loss = loss_sum / static_cast<double>(accumulation);
   stats.step = s.steps_taken;
   stats.tokens = micro_tokens * accumulation * s.runtime.comm.world_size();
-  const State::Traffic after = s.traffic();
-  s.traffic_counted_to = after;
-  const State::Traffic moved = after.since(before).plus(carried);
   stats.transfers = moved.transfers;
   stats.bytes_nvme_read = moved.nvme_read;
   stats.bytes_nvme_write = moved.nvme_write;

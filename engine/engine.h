@@ -61,11 +61,15 @@ struct StepStats {
   std::int64_t allocation_waits = 0;
   // Device allocations the step made (0 once the step's memory is reserved up front).
   std::int64_t device_allocations = 0;
-  // Wall time of the step, and bytes moved by stream copies and NVMe since the step before
-  // ended: the last step's offloaded optimizer, stepping beside this step's forward, counts here
-  // (with what a call between the two, an evaluation or a save, waited for it).
+  // Wall time of the step, with what a call since the step before (an evaluation, a save) waited
+  // for that step's optimizer.
   double seconds = 0;
   std::int64_t tokens = 0;  // tokens processed by all ranks
+  // Bytes moved by stream copies and NVMe (engine/step_traffic.h): the step's own, and those of
+  // the optimizer step that finished during it: its own when it ran before returning, the step
+  // before's when that one's offloaded optimizer ran on beside this step's forward (every
+  // offloaded step but one that saves a planned checkpoint or fills loaded states). Two runs of
+  // the same job count the same bytes in every step.
   gpu::TransferCounters transfers;
   std::int64_t bytes_nvme_read = 0;
   std::int64_t bytes_nvme_write = 0;

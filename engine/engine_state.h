@@ -28,6 +28,7 @@
 #include "engine/optim/loss_scaler.h"
 #include "engine/optim/lr_schedule.h"
 #include "engine/optimizer.h"
+#include "engine/step_traffic.h"
 #include "engine/zero/grad_reducer.h"
 #include "engine/zero/late_sub_groups.h"
 #include "engine/zero/optimizer_offload.h"
@@ -173,12 +174,23 @@ struct Engine::State {
   StepHyperparameters guess_step() const;
   StepHyperparameters plan_step(StepStats& stats);
   zero::StepIo step_io();
-  std::int64_t apply_step(const StepHyperparameters& hyper);
-  void finish_overlapped_step(const StepHyperparameters& hyper, StepStats& stats);
-  // Waits for the last step's sub-groups left stepping beside the next forward, before anything
-  // reads the optimizer's states or the parameters outside a forward. Their failure comes out as
-  // a UserError that says where the run can be resumed from.
+  std::optional<std::vector<int>> apply_step(const StepHyperparameters& hyper);
+  std::optional<std::vector<int>> finish_overlapped_step(const StepHyperparameters& hyper,
+                                                         StepStats& stats);
+  void start_late_sub_groups(const StepHyperparameters& hyper, std::vector<int> order);
+  // Waits for the last step's sub-groups left stepping beside the next forward (the next
+  // backward overwrites the gradients they read); their bytes count in this step. Rethrows their
+  // failure.
+  void settle_late_sub_groups();
+  // The same before a call that reads the optimizer's states or the parameters outside a
+  // forward (an evaluation, a save, a load): their bytes and the wait count in the next step.
+  // Their failure comes out as a UserError that says where the run can be resumed from.
   void settle_step();
+  // The end of a step's own work: waits for the compute and copy streams.
+  void wait_for_streams();
+  // The optimizer's part of a step, after backward: steps what it can, starts what is left
+  // beside the next forward, and returns the step's bytes, counted with every stream drained.
+  Traffic step_optimizer(StepStats& stats);
   // After a failed step: stops an overlapped optimizer (putting back what it kept) and returns
   // whether that left the rank half a step on: a step the gradients cannot change keeps nothing,
   // so the sub-groups it stepped beside backward stay stepped. Then `unusable` says so.
@@ -188,23 +200,11 @@ struct Engine::State {
   void drain_streams() noexcept;
   std::int64_t nvme_read_bytes() const;
   std::int64_t nvme_write_bytes() const;
-  // The bytes moved so far, whose growth a step's StepStats report: the device's copies and the
-  // NVMe traffic. A step counts from the end of the step before (traffic_counted_to), so the
-  // part of that step's optimizer that ran beside this one's forward is counted here; a call
-  // between them (an evaluation, a save, a load) settles that part first and hands what it moved
-  // and the time it waited for it to the next step (carried_*). After a failed step, the next
-  // counts from its own start.
-  struct Traffic {
-    gpu::TransferCounters transfers;
-    std::int64_t nvme_read = 0;
-    std::int64_t nvme_write = 0;
-    // This minus `earlier`, and this plus `other`, counter by counter.
-    Traffic since(const Traffic& earlier) const;
-    Traffic plus(const Traffic& other) const;
-  };
-  Traffic traffic() const;
-  std::optional<Traffic> traffic_counted_to;
-  Traffic carried_traffic;
+  // The bytes moved so far, and the offloaded optimizer's part of them, which StepTraffic splits
+  // into steps (engine/step_traffic.h).
+  TrafficReading read_traffic() const;
+  StepTraffic traffic{[this] { return read_traffic(); }};
+  // What a call between two steps waited for the last one's optimizer, counted in the next.
   double carried_seconds = 0;
   std::int64_t host_bytes() const;
 

@@ -167,7 +167,7 @@ std::span<const std::byte> GradReducer::grads(Range range) {
   STRATA_ASSERT(read_buffer_ && blocks <= static_cast<std::int64_t>(read_buffer_.bytes().size()));
   store_->wait(store_->submit_read(extent_, offset,
                                    read_buffer_.bytes().first(static_cast<std::size_t>(blocks))));
-  nvme_read_bytes_ += blocks;
+  optimizer_read_bytes_ += blocks;
   return read_buffer_.bytes().first(static_cast<std::size_t>(bytes));
 }
 

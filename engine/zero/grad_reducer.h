@@ -136,8 +136,11 @@ class GradReducer final : public GradSource {
 
   // The gradient swap file's size (0 unless to_nvme), and the bytes moved through it so far.
   std::int64_t nvme_bytes() const { return store_ ? store_->planned_bytes(extent_, 1) : 0; }
-  std::int64_t nvme_read_bytes() const { return nvme_read_bytes_; }
+  std::int64_t nvme_read_bytes() const { return nvme_read_bytes_ + optimizer_read_bytes_; }
   std::int64_t nvme_write_bytes() const { return nvme_write_bytes_; }
+  // Of nvme_read_bytes, what grads(Range) read for the optimizer (the rest: a later
+  // micro-batch's read-back of the sums).
+  std::int64_t optimizer_read_bytes() const { return optimizer_read_bytes_; }
 
  private:
   struct Buffer {
@@ -250,8 +253,9 @@ class GradReducer final : public GradSource {
   std::array<PieceWrite, kPieceWrites> writes_;
   int next_write_ = 0;
   std::mutex writes_mutex_;
-  std::atomic<std::int64_t> nvme_read_bytes_ = 0;   // grads() may run on another thread
-  std::atomic<std::int64_t> nvme_write_bytes_ = 0;  // added by the queue's jobs
+  std::atomic<std::int64_t> nvme_read_bytes_ = 0;       // read-backs, by the queue's jobs
+  std::atomic<std::int64_t> optimizer_read_bytes_ = 0;  // grads() runs on another thread
+  std::atomic<std::int64_t> nvme_write_bytes_ = 0;      // added by the queue's jobs
   // The gradient norm's way down: this rank's sum of squares on the device (a double, from
   // sum_squares), then with several ranks the two floats of the all-reduce, in the same eight
   // bytes; page-locked host memory holds what comes down and goes up.

@@ -296,7 +296,7 @@ void OptimizerOffload::step(const StepHyperparameters& hyper, std::span<const fl
 
 int OptimizerOffload::step_sub_groups(const StepHyperparameters& hyper, const StepIo& io,
                                       std::span<const int> order, const Ready& ready,
-                                      bool keep_prior) {
+                                      bool keep_prior, const WindingDown& winding_down) {
   check_consistent();
   fill_pending();
   STRATA_ASSERT(io.grads != nullptr);
@@ -305,7 +305,7 @@ int OptimizerOffload::step_sub_groups(const StepHyperparameters& hyper, const St
   STRATA_ASSERT(!keep_prior ||
                 static_cast<std::int64_t>(kept_.size() + order.size()) <= options_.keep_capacity);
   try {
-    return run_step(hyper, io, order, ready, keep_prior, {});
+    return run_step(hyper, io, order, Pace{ready, winding_down}, keep_prior, {});
   } catch (const std::exception& error) {
     throw fail(error, fmt::format("optimizer step {}", hyper.step));
   }
@@ -406,7 +406,7 @@ void OptimizerOffload::undo_kept(const StepHyperparameters* redo, const StepIo& 
 }
 
 int OptimizerOffload::run_step(const StepHyperparameters& hyper, const StepIo& io,
-                               std::span<const int> order, const Ready& ready, bool keep_prior,
+                               std::span<const int> order, const Pace& pace, bool keep_prior,
                                const StatesVisitor& visit) {
   const int n = static_cast<int>(order.size());
   int stepped = 0;
@@ -425,9 +425,10 @@ int OptimizerOffload::run_step(const StepHyperparameters& hyper, const StepIo& i
     }
     if (visit) visit(states_of(g, bytes, scratch));
   };
+  const auto winding_down = [&] { return pace.winding_down && pace.winding_down(); };
   if (!store_) {
     for (int g : order) {
-      if (ready && !ready(g)) break;
+      if (winding_down() || (pace.ready && !pace.ready(g))) break;
       memory::Residency::CpuView view = book_->view(partitions_[static_cast<std::size_t>(g)]);
       step_one(g, view.bytes());
       ++stepped;
@@ -478,15 +479,18 @@ int OptimizerOffload::run_step(const StepHyperparameters& hyper, const StepIo& i
   try {
     for (int i = 0; i < n; ++i) {
       const int g = order[static_cast<std::size_t>(i)];
-      if (reads.empty()) issue_read(buffer(true, true));
-      while (next_read < n && next_read <= i + ahead) {
+      if (reads.empty()) {
+        if (winding_down()) break;  // nothing read ahead is left to step
+        issue_read(buffer(true, true));
+      }
+      while (next_read < n && next_read <= i + ahead && !winding_down()) {
         memory::PinnedPool::Lease lease = buffer(next_read == i + 1, false);
         if (!lease) break;
         issue_read(std::move(lease));
       }
       peak_in_flight_ = std::max<std::int64_t>(
           peak_in_flight_, static_cast<std::int64_t>(reads.size() + writes.size()));
-      if (ready && !ready(g)) {
+      if (pace.ready && !pace.ready(g)) {
         // Stopped: the sub-groups read ahead are unchanged, so their extents still hold them.
         while (!reads.empty()) {
           InFlight read = std::move(reads.front());

@@ -112,15 +112,20 @@ class OptimizerOffload {
             std::span<std::uint16_t> copy);
 
   // Steps the sub-groups of `order`, in that order, each once `ready(g)` has returned true; a
-  // false stops there, leaving the rest. Returns how many were stepped. With `keep_prior`, the
+  // false stops there, leaving the rest (on NVMe the states read ahead are dropped: a failure).
+  // Once `winding_down()` (optional) returns true no further sub-group is begun, but those whose
+  // states are already being read are stepped: no read is wasted, so the bytes a whole step moves
+  // do not depend on where the stop came. Returns how many were stepped. With `keep_prior`, the
   // states each had before are kept for undo_kept(), and its new parameters wait beside them
   // for commit_kept() instead of going to io.params (so this may run on another thread than the
   // engine's: it never calls the sink); at most keep_capacity of them over all calls until
   // undo_kept or commit_kept. Without, each one's new parameters go to io.params as in step(),
   // from the calling thread. Never runs beside the other calls.
   using Ready = std::function<bool(int sub_group)>;
+  using WindingDown = std::function<bool()>;
   int step_sub_groups(const StepHyperparameters& hyper, const StepIo& io,
-                      std::span<const int> order, const Ready& ready, bool keep_prior);
+                      std::span<const int> order, const Ready& ready, bool keep_prior,
+                      const WindingDown& winding_down = {});
   // Puts every kept sub-group's states back to their prior value and, when `redo` is not null,
   // steps it again with *redo (its new parameters going to io.params). Then forgets them. Their
   // parameters in io.params were never changed, so without a redo they are the prior ones.
@@ -205,8 +210,13 @@ class OptimizerOffload {
   // Marks the state inconsistent with `error` (which happened while `doing`) and returns the
   // UserError to throw.
   UserError fail(const std::exception& error, const std::string& doing);
+  // When step_sub_groups' sub-groups may be stepped (step(): at once, all of them).
+  struct Pace {
+    Ready ready;
+    WindingDown winding_down;
+  };
   int run_step(const StepHyperparameters& hyper, const StepIo& io, std::span<const int> order,
-               const Ready& ready, bool keep_prior, const StatesVisitor& stepped);
+               const Pace& pace, bool keep_prior, const StatesVisitor& stepped);
   // Steps sub-group `sub_group` (its states in `bytes`), writing its new parameters to
   // `new_params` (range.size() elements of the storage type; empty: nowhere).
   void compute(int sub_group, std::span<std::byte> bytes, const StepHyperparameters& hyper,

@@ -52,10 +52,11 @@ void OverlappedStep::begin(const StepHyperparameters& guess, const StepIo& io) {
     final_from_ = static_cast<int>(first_module_.size());
     stopping_ = false;
   }
+  winding_down_ = false;
   worker_ = std::async(std::launch::async, [this] {
     return offload_.step_sub_groups(
         guess_, io_, early_order_, [this](int g) { return wait_final(g); },
-        kind_ == Guess::may_change);
+        kind_ == Guess::may_change, [this] { return winding_down_.load(); });
   });
 }
 
@@ -76,8 +77,9 @@ void OverlappedStep::module_final(int module, CpuQueue::Ticket landed) {
 bool OverlappedStep::wait_final(int sub_group) {
   {
     std::unique_lock lock(mutex_);
-    changed_.wait(lock, [&] { return stopping_ || final_from_ <= sub_group; });
-    if (stopping_) return false;
+    changed_.wait(lock, [&] { return stopping_ || winding_down_ || final_from_ <= sub_group; });
+    // Winding down, a sub-group read ahead is stepped if backward made it final.
+    if (stopping_ || final_from_ > sub_group) return false;
   }
   CpuQueue::Ticket landed = 0;
   {
@@ -97,12 +99,13 @@ bool OverlappedStep::wait_final(int sub_group) {
 OverlapOutcome OverlappedStep::finish(const StepHyperparameters* real) {
   STRATA_ASSERT(running());
   if (kind_ == Guess::fixed) {
-    // Backward is over: the thread stops after the sub-group it is stepping, and what it has not
-    // reached is stepped in the order the next forward needs it. (A rollback window is a few
-    // sub-groups at the partition's end: that thread steps all of it.)
+    // Backward is over, every sub-group final: the thread steps those whose states it has begun
+    // to read and stops, and what it has not reached is stepped in the order the next forward
+    // needs it. (A rollback window is a few sub-groups at the partition's end: that thread steps
+    // all of it.)
     {
       std::lock_guard lock(mutex_);
-      stopping_ = true;
+      winding_down_ = true;
     }
     changed_.notify_all();
   }

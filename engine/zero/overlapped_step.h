@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -71,9 +72,10 @@ class OverlappedStep {
   void module_final(int module, CpuQueue::Ticket landed);
   // After backward. `real`: the step's hyperparameters, or null when the step is skipped (never
   // with Guess::fixed, whose real step is the guess). Waits for the thread (rethrowing its error
-  // or that of a landing) to step its window, or with Guess::fixed stops it after the sub-group
-  // it is stepping; keeps or undoes its steps, and names the sub-groups it did not reach, whose
-  // gradients have all landed by then.
+  // or that of a landing) to step its window, or with Guess::fixed stops it once it has stepped
+  // the sub-groups whose states it has begun to read (OptimizerOffload::step_sub_groups) and
+  // that backward made final (all of them, after a whole backward); keeps or undoes its steps,
+  // and names the sub-groups it did not reach, whose gradients have all landed by then.
   OverlapOutcome finish(const StepHyperparameters* real);
 
   // After begin() when the step fails before finish(): stops the thread and puts back what it
@@ -101,8 +103,11 @@ class OverlappedStep {
 
   std::mutex mutex_;
   std::condition_variable changed_;
-  int final_from_ = 0;  // sub-groups >= this are final (their ticket set)
-  bool stopping_ = false;
+  int final_from_ = 0;     // sub-groups >= this are final (their ticket set)
+  bool stopping_ = false;  // the step failed: the thread stops where it is
+  // Backward ended (Guess::fixed): the thread steps what it has begun to read, then stops. Set
+  // under mutex_ (wait_final waits on it); read without it by the thread's step loop.
+  std::atomic<bool> winding_down_ = false;
   // The landing a final ticket waited for failed: the thread stopped there, and the step
   // fails with that error (the optimizer itself is fine once its early steps are put back).
   std::exception_ptr stream_failure_;

@@ -208,18 +208,21 @@ bool ParamTier::prefetch(int module) {
   if (!failure_.empty() || !on_nvme(module) || reads_[static_cast<std::size_t>(module)])
     return true;
   settle_uploads(false);
-  // A shard still in a buffer from its last copy is copied again from there.
-  if (std::ranges::any_of(uploads_, [&](const Upload& upload) { return upload.module == module; }))
-    return true;
-  // One buffer always stays free for a fetch that was not prefetched, so fetch never waits on
-  // reads nobody will redeem.
-  if (pool_->in_use(shelf_) + 1 >= pool_->buffer_count(shelf_)) return false;
+  if (has_upload(module)) {
+    // The shard last fetched is copied again from its buffer; any other one still in a buffer
+    // is read again once its copy has run, which fetch() waits for.
+    return module == last_fetched_;
+  }
+  // One buffer is always left to a fetch that was not prefetched (free, or given back once its
+  // copy has run), so fetch never waits on reads nobody will redeem.
+  if (reads_in_flight_ + 1 >= pool_->buffer_count(shelf_)) return false;
   memory::PinnedPool::Lease lease = pool_->try_acquire(shelf_);
   if (!lease) return false;
   const memory::PartitionId id = nvme_partition_[static_cast<std::size_t>(module)];
   memory::Residency::Move move =
       book_->begin_read(id, lease.bytes().first(static_cast<std::size_t>(shard_bytes(module))));
   reads_[static_cast<std::size_t>(module)] = Read{std::move(lease), std::move(move)};
+  ++reads_in_flight_;
   return true;
 }
 
@@ -250,20 +253,48 @@ void ParamTier::fetch_from_nvme(std::unique_lock<std::mutex>& lock, int module, 
                                 void* device_target, const gpu::Event* target_free) {
   const std::int64_t bytes = shard_bytes(module);
   settle_uploads(false);
-  // The last module of forward is the first of backward: its shard may still be in the buffer
-  // its last copy came from, unchanged since (a commit settles it first).
   const auto again =
       std::ranges::find_if(uploads_, [&](const Upload& upload) { return upload.module == module; });
-  if (again != uploads_.end()) {
+  if (again != uploads_.end() && module == last_fetched_) {
+    // The last module of forward is the first of backward: its shard is still in the buffer its
+    // last copy came from, unchanged since (a commit drops it first).
     Upload upload = std::move(*again);
     uploads_.erase(again);
+    if (upload.copied->query()) {
+      // Its copy has run: one that failed with the work it waited for says so now (the buffer goes
+      // back, and the next fetch reads the shard again), as settle_uploads would have.
+      try {
+        upload.copied->synchronize();
+      } catch (...) {
+        finish_upload(std::move(upload));  // gives the buffer back and rethrows
+        throw;
+      }
+    }
     upload.copied =
         this->upload(upload.view.bytes().data(), bytes, &stream, device_target, target_free);
     uploads_.push_back(std::move(upload));
     return;
   }
+  if (again != uploads_.end()) {
+    // An earlier copy of the shard that has not run yet gives the partition back first. Its
+    // entry stays while this waits (not under the lock), for a commit's drop_read to find.
+    const std::shared_ptr<gpu::Event> earlier = again->copied;
+    {
+      const base::Timeline::Scope waiting("host", "wait", "parameter copy");
+      lock.unlock();
+      try {
+        earlier->synchronize();
+      } catch (...) {
+      }
+      lock.lock();
+    }
+    settle_uploads(false);  // rethrows that copy's error
+  }
+  last_fetched_ = module;
   std::optional<Read>& read = reads_[static_cast<std::size_t>(module)];
-  if (!read) {
+  if (read) {
+    --reads_in_flight_;
+  } else {
     memory::PinnedPool::Lease lease = take_buffer(lock);
     const memory::PartitionId id = nvme_partition_[static_cast<std::size_t>(module)];
     memory::Residency::Move move =
@@ -298,7 +329,8 @@ memory::PinnedPool::Lease ParamTier::take_buffer(std::unique_lock<std::mutex>& l
     }
     // Every buffer is being copied from or read into: the oldest copy frees one first. Its entry
     // stays in uploads_ while this waits, so that a commit of its module meanwhile (drop_read)
-    // still finds it; settle_uploads gives the buffer back (and rethrows the copy's error).
+    // still finds it; settle_uploads gives the buffer back (and rethrows the copy's error). The
+    // caller has made last_fetched_ the module it fetches, so no entry here is kept for reuse.
     const std::shared_ptr<gpu::Event> oldest = uploads_.front().copied;
     lock.unlock();
     try {
@@ -324,10 +356,14 @@ void ParamTier::finish_upload(Upload upload) {
 }
 
 void ParamTier::settle_uploads(bool all) {
-  while (!uploads_.empty() && (all || uploads_.front().copied->query())) {
-    Upload oldest = std::move(uploads_.front());
-    uploads_.pop_front();
-    finish_upload(std::move(oldest));
+  for (auto it = uploads_.begin(); it != uploads_.end();) {
+    if (!all && (it->module == last_fetched_ || !it->copied->query())) {
+      ++it;
+      continue;
+    }
+    Upload settled = std::move(*it);
+    it = uploads_.erase(it);
+    finish_upload(std::move(settled));
   }
 }
 
@@ -434,6 +470,7 @@ std::shared_ptr<gpu::Event> ParamTier::write_range(Range range, bool expected) {
       // compute stream waits for its upload only where it reads it (wait_committed), not at
       // whatever module it has reached.
       std::shared_ptr<gpu::Event>& staged = staged_[static_cast<std::size_t>(staging_slot_)];
+      committed_upload_bytes_ += range.size() * element;
       staged = upload(staging(staging_slot_).data(), range.size() * element,
                       expected ? nullptr : &device_.compute_stream(),
                       device_partition_.as<std::byte>() + range.begin * element);
@@ -576,7 +613,13 @@ void ParamTier::drop_read(int module) {
   if (!read) return;
   Read taken = std::move(*read);
   read.reset();
+  --reads_in_flight_;
   book_->drop_clean(book_->finish_read(std::move(taken.move)));
+}
+
+bool ParamTier::has_upload(int module) const {
+  return std::ranges::any_of(uploads_,
+                             [&](const Upload& upload) { return upload.module == module; });
 }
 
 bool ParamTier::inconsistent() const {

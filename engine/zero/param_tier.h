@@ -1,6 +1,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -169,6 +170,8 @@ class ParamTier final : public ParamSink {
   // Bytes read from and written to NVMe so far.
   std::int64_t nvme_read_bytes() const;
   std::int64_t nvme_write_bytes() const;
+  // Bytes of committed ranges uploaded to the device tier so far, counted as enqueued.
+  std::int64_t committed_upload_bytes() const noexcept { return committed_upload_bytes_; }
   // The swap file's size (0 unless nvme).
   std::int64_t nvme_bytes() const {
     return store_ ? store_->planned_bytes(first_extent_, extent_count_) : 0;
@@ -198,9 +201,12 @@ class ParamTier final : public ParamSink {
   // Waits for a prefetched read of `module` and for a copy out of its pool buffer, and drops
   // them (its bytes are about to change).
   void drop_read(int module);
+  // Whether a copy out of a pool buffer holds module `module`'s shard (uploads_).
+  bool has_upload(int module) const;
   // A free pool buffer, waiting for the oldest copy out of one when none is.
   memory::PinnedPool::Lease take_buffer(std::unique_lock<std::mutex>& lock);
-  // Gives back the pool buffers whose copies have run (all of them, waiting, with `all`).
+  // Gives back the pool buffers whose copies have run, but last_fetched_'s (all of them,
+  // waiting, with `all`).
   void settle_uploads(bool all);
   void commit_to_nvme(std::unique_lock<std::mutex>& lock, Range range);  // returns unlocked
   // The copy on the H2D stream; `waiter`, when not null, waits for it before its next work.
@@ -226,6 +232,7 @@ class ParamTier final : public ParamSink {
   std::array<memory::PinnedPool::Lease, 2> staging_leases_;
   memory::PinnedPool::Shelf staging_shelf_ = -1;
   std::array<std::shared_ptr<gpu::Event>, 2> staged_;  // each one's upload in flight
+  std::atomic<std::int64_t> committed_upload_bytes_ = 0;
   int staging_slot_ = 0;
   // Staging slot `slot`'s memory.
   std::span<std::byte> staging(int slot);
@@ -249,6 +256,7 @@ class ParamTier final : public ParamSink {
     memory::Residency::Move move;
   };
   std::vector<std::optional<Read>> reads_;
+  int reads_in_flight_ = 0;  // engaged entries of reads_
   // Shards read from NVMe whose copies to the device are enqueued, oldest first: each pool buffer
   // (and its partition's CPU view) is held until its copy's event fires.
   struct Upload {
@@ -260,6 +268,12 @@ class ParamTier final : public ParamSink {
     std::shared_ptr<gpu::Event> copied;
   };
   std::deque<Upload> uploads_;
+  // The module last fetched from NVMe: its entry in uploads_ stays after its copy has run, until
+  // another module is fetched from NVMe or a commit drops it, so that fetching it again (the
+  // last module of forward is the first of backward) copies from its buffer. Which fetches read
+  // NVMe then follows from the order of the calls alone, never from how far the copies have run:
+  // a step's NVMe bytes are the same in every run.
+  int last_fetched_ = -1;
   // Waits for `upload`'s copy and gives its buffer back, rethrowing the copy's error after.
   void finish_upload(Upload upload);
   std::string failure_;  // the first I/O error, once inconsistent

@@ -3,7 +3,8 @@
 // nothing left to train, names a path that holds no checkpoint or a checkpoint of another model
 // says so before the engine is built; the loss curve continues across a resume; the step line
 // carries the elapsed time, what is left, the gradient norm and the peak memory at least every
-// 5% of the run; and what the config left open is said in one line.
+// 5% of the run, and the same bytes in every run of one job; and what the config left open is
+// said in one line.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -250,6 +251,54 @@ TEST_F(TrainRun, AConfigWithoutModelOrDataSaysItTrainsTheBuiltInDemo) {
   EXPECT_THAT(result.err, HasSubstr("the config names no model and no data (strata.model, "
                                     "strata.data): training strata's built-in GPT on the "
                                     "built-in synthetic corpus"));
+}
+
+// The bytes each step line and metrics line report are the job's, not the timing's: two runs of
+// one job with its optimizer on NVMe, stepped beside backward and the next forward, print the
+// same bytes in every step.
+TEST_F(TrainRun, TwoRunsOfOneJobPrintTheSameBytesInEveryStep) {
+  const fs::path swap = dir_.path() / "swap";
+  const std::string offload =
+      fmt::format(R"({{"device": "nvme", "nvme_path": "{}", "pin_memory": false}})", swap.string());
+  // max_in_cpu 0: every step reads the parameters from NVMe too.
+  const std::string params = fmt::format(
+      R"({{"device": "nvme", "nvme_path": "{}", "pin_memory": false, "max_in_cpu": 0}})",
+      swap.string());
+  config_ = dir_.write("config.json", fmt::format(R"({{
+  "train_micro_batch_size_per_gpu": 2, "steps_per_print": 1, "gradient_clipping": 0,
+  "bf16": {{"enabled": true, "check_grad_overflow": false}},
+  "optimizer": {{"type": "AdamW", "params": {{"lr": 1e-3}}}},
+  "zero_optimization": {{"stage": 3, "sub_group_size": 2048,
+    "stage3_param_persistence_threshold": 0, "offload_param": {}, "offload_optimizer": {}}},
+  "strata": {{"model": {{"n_layer": 2, "n_head": 1, "d_model": 32, "seq_len": 8, "vocab": 256}},
+    "overlap_optimizer": true, "seed": 7, "job_name": "same-bytes"}}
+}})",
+                                                  params, offload));
+  // The traffic part of each step line: "h2d ... d2h ... nvme r/w .../...".
+  const auto traffic = [](const std::string& out) {
+    std::vector<std::string> parts;
+    const std::regex part("h2d [^|]* nvme r/w \\S+");
+    for (auto it = std::sregex_iterator(out.begin(), out.end(), part); it != std::sregex_iterator();
+         ++it)
+      parts.push_back(it->str());
+    return parts;
+  };
+  const fs::path second_metrics = dir_.path() / "second.jsonl";
+  RunResult first = train({"--steps", "4", "--metrics", metrics_.string()});
+  ASSERT_EQ(first.exit_status, 0) << first.err;
+  RunResult second = train({"--steps", "4", "--metrics", second_metrics.string()});
+  ASSERT_EQ(second.exit_status, 0) << second.err;
+  EXPECT_EQ(traffic(first.out), traffic(second.out));
+  EXPECT_EQ(traffic(first.out).size(), 4u) << first.out;
+  const std::vector<json> a = metrics_lines(metrics_);
+  const std::vector<json> b = metrics_lines(second_metrics);
+  ASSERT_EQ(a.size(), 4u);
+  ASSERT_EQ(b.size(), 4u);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    for (const char* key : {"bytes_h2d", "bytes_d2h", "bytes_nvme_read", "bytes_nvme_write"})
+      EXPECT_EQ(a[i][key], b[i][key]) << key << " of step " << i + 1;
+    EXPECT_GT(a[i]["bytes_nvme_read"].get<std::int64_t>(), 0) << "step " << i + 1;
+  }
 }
 
 TEST_F(TrainRun, HelpNamesEveryModelFamily) {

@@ -1,6 +1,7 @@
 // Stage 3's collectives against the theory, from the Comm's counters (the bytes all-gathered per
-// step at stage 3 are what the partitioning implies), stage 3 with everything on NVMe under a
-// device budget smaller than the model states, and the compute stream free of host functions.
+// step at stage 3 are what the partitioning implies), the bytes each step reports the same in
+// every run of a job, stage 3 with everything on NVMe under a device budget smaller than the
+// model states, and the compute stream free of host functions.
 
 #include <gtest/gtest.h>
 
@@ -118,6 +119,65 @@ TEST(ZeroTraffic, Stages1And2ReduceGradientsAndGatherTheUpdatedWeights) {
       EXPECT_EQ(traffic[gpu::CollectiveKind::reduce_scatter].bytes_sent, scattered);
       EXPECT_GE(traffic[gpu::CollectiveKind::all_reduce].bytes_sent, reduced);
       EXPECT_LT(traffic[gpu::CollectiveKind::all_reduce].bytes_sent, reduced + small_bytes);
+    }
+  }
+}
+
+// What a step reports moving (StepStats: the device's copies and the NVMe bytes) follows from the
+// job alone, not from how far the optimizer's threads got beside backward and beside the next
+// forward (engine/step_traffic.h): two runs of one job count the same bytes in every step, with
+// every placement whose optimizer runs on threads of its own, and with an evaluation before
+// steps 1 and 4 that settles the optimizer early.
+TEST(ZeroTraffic, TwoRunsOfOneJobCountTheSameBytesInEveryStep) {
+  struct Placement {
+    const char* params;
+    const char* optimizer;
+    bool overlap;
+    bool fixed_step;  // no clipping, no overflow check: the thread stops where backward ends
+    int accumulation;
+  };
+  const Placement placements[] = {{"nvme", "nvme", false, false, 1},
+                                  {"nvme", "nvme", true, true, 2},
+                                  {"nvme", "nvme", true, false, 1},
+                                  {"none", "cpu", true, true, 1},
+                                  {"cpu", "nvme", false, false, 2}};
+  for (const Placement& placement : placements) {
+    SCOPED_TRACE(
+        fmt::format("parameters on {}, optimizer on {}{}{}, {} micro-batches", placement.params,
+                    placement.optimizer, placement.overlap ? ", overlapped" : "",
+                    placement.fixed_step ? " with a fixed step" : "", placement.accumulation));
+    TempDirectory swap;
+    const nlohmann::json zero = {{"stage", 3},
+                                 {"reduce_bucket_size", 5000},
+                                 {"sub_group_size", 4096},
+                                 {"stage3_param_persistence_threshold", 0},
+                                 {"stage3_prefetch_bucket_size", 20000},
+                                 {"stage3_max_live_parameters", 100000}};
+    nlohmann::json config = with_zero(base_config(2, placement.accumulation), zero,
+                                      placement.params, placement.optimizer, swap.string());
+    config["strata"]["overlap_optimizer"] = placement.overlap;
+    if (placement.fixed_step) {
+      config["gradient_clipping"] = 0.0;
+      config["bf16"]["check_grad_overflow"] = false;
+    }
+    constexpr int steps = 5;
+    const TrainedRun first = train(config, Ranks::world, steps, /*eval_every=*/3);
+    const TrainedRun second = train(config, Ranks::world, steps, 3);
+    ASSERT_EQ(first.steps.size(), second.steps.size());
+    for (std::size_t i = 0; i < first.steps.size(); ++i) {
+      SCOPED_TRACE("step " + std::to_string(i + 1));
+      const StepStats& a = first.steps[i];
+      const StepStats& b = second.steps[i];
+      EXPECT_GT(a.transfers.bytes_h2d, 0);
+      EXPECT_EQ(a.transfers.bytes_h2d, b.transfers.bytes_h2d);
+      EXPECT_EQ(a.transfers.bytes_d2h, b.transfers.bytes_d2h);
+      EXPECT_EQ(a.transfers.bytes_d2d, b.transfers.bytes_d2d);
+      EXPECT_EQ(a.transfers.bytes_h2h, b.transfers.bytes_h2h);
+      EXPECT_EQ(a.bytes_nvme_read, b.bytes_nvme_read);
+      EXPECT_EQ(a.bytes_nvme_write, b.bytes_nvme_write);
+      if (std::string(placement.optimizer) == "nvme") {
+        EXPECT_GT(a.bytes_nvme_write, 0);
+      }
     }
   }
 }
