@@ -38,7 +38,7 @@ struct AttentionOptions {
 
 // What the GPU's attention is held to: 0.9x the fastest of PyTorch's SDPA backends on each shape
 // and direction.
-constexpr double kTargetVsPeer = 0.9;
+constexpr double kTargetVsSdpa = 0.9;
 
 // The widest head the CUDA kernels take (attention_head_dim_max in gpu/cuda/kernels/attention.h:
 // a row of a head lives in one warp's registers); the host is held to it too, so that a shape
@@ -153,7 +153,7 @@ nlohmann::json measure(const AttentionOptions& options, const std::vector<Attent
       {"device", device.name()},       {"backend", gpu::to_string(device.kind())},
       {"dtype", gpu::to_string(type)}, {"causal", true},
       {"repeats", options.repeats},    {"shapes", rows}};
-  if (device.kind() == gpu::DeviceKind::cuda) result["target_vs_peer"] = kTargetVsPeer;
+  if (device.kind() == gpu::DeviceKind::cuda) result["target_vs_peer"] = kTargetVsSdpa;
   return result;
 }
 
@@ -177,7 +177,7 @@ void print_result(const nlohmann::json& result) {
   fmt::print(
       "target: >= {:.1f}x the best of torch's scaled_dot_product_attention backends on every "
       "shape and direction: scripts/torch_sdpa_peer.py torch runs them on this command's --json\n",
-      kTargetVsPeer);
+      kTargetVsSdpa);
 }
 
 void run_bench_attention(const AttentionOptions& options) {

@@ -1,6 +1,5 @@
 #include "gpu/cuda/cuda_matmul.h"
 
-#include <cublasLt.h>
 #include <cuda_runtime.h>
 
 #include <compare>
@@ -14,6 +13,7 @@
 
 #include "base/assert.h"
 #include "base/log.h"
+#include "gpu/cuda/cublaslt_library.h"
 #include "gpu/cuda/cuda_device.h"
 #include "gpu/cuda/element_dispatch.h"
 #include "gpu/cuda/kernel_launch.h"
@@ -144,7 +144,7 @@ struct PlanKey {
 template <class T>
 void set_attribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute,
                    const T& value) {
-  check_cublas(cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof(value)),
+  check_cublas(cublaslt().desc_set_attribute(desc, attribute, &value, sizeof(value)),
                "cublasLtMatmulDescSetAttribute");
 }
 
@@ -174,16 +174,15 @@ class Plan {
     STRATA_ASSERT(usable_);
     set_pointers(product);
     const float alpha = 1.0f;
-    check_cublas(cublasLtMatmul(handle, desc_, &alpha, product.a, a_, product.b, b_, &product.beta,
-                                product.d, d_, product.d, d_, &algo_, workspace,
-                                static_cast<std::size_t>(workspace_bytes), stream),
+    check_cublas(cublaslt().matmul(handle, desc_, &alpha, product.a, a_, product.b, b_,
+                                   &product.beta, product.d, d_, product.d, d_, &algo_, workspace,
+                                   static_cast<std::size_t>(workspace_bytes), stream),
                  "cublasLtMatmul");
   }
 
  private:
   void describe(const Product& p) {
-    check_cublas(cublasLtMatmulDescCreate(&desc_, p.compute, CUDA_R_32F),
-                 "cublasLtMatmulDescCreate");
+    check_cublas(cublaslt().desc_create(&desc_, p.compute, CUDA_R_32F), "cublasLtMatmulDescCreate");
     set_attribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, p.trans_a);
     set_attribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, p.trans_b);
     set_attribute(desc_, CUBLASLT_MATMUL_DESC_EPILOGUE, p.epilogue);
@@ -191,15 +190,15 @@ class Plan {
     const bool a_plain = p.trans_a == CUBLAS_OP_N;
     const bool b_plain = p.trans_b == CUBLAS_OP_N;
     check_cublas(
-        cublasLtMatrixLayoutCreate(&a_, p.ab_type, static_cast<std::uint64_t>(a_plain ? p.m : p.k),
-                                   static_cast<std::uint64_t>(a_plain ? p.k : p.m), p.lda),
+        cublaslt().layout_create(&a_, p.ab_type, static_cast<std::uint64_t>(a_plain ? p.m : p.k),
+                                 static_cast<std::uint64_t>(a_plain ? p.k : p.m), p.lda),
         "cublasLtMatrixLayoutCreate");
     check_cublas(
-        cublasLtMatrixLayoutCreate(&b_, p.ab_type, static_cast<std::uint64_t>(b_plain ? p.k : p.n),
-                                   static_cast<std::uint64_t>(b_plain ? p.n : p.k), p.ldb),
+        cublaslt().layout_create(&b_, p.ab_type, static_cast<std::uint64_t>(b_plain ? p.k : p.n),
+                                 static_cast<std::uint64_t>(b_plain ? p.n : p.k), p.ldb),
         "cublasLtMatrixLayoutCreate");
-    check_cublas(cublasLtMatrixLayoutCreate(&d_, p.d_type, static_cast<std::uint64_t>(p.m),
-                                            static_cast<std::uint64_t>(p.n), p.ldd),
+    check_cublas(cublaslt().layout_create(&d_, p.d_type, static_cast<std::uint64_t>(p.m),
+                                          static_cast<std::uint64_t>(p.n), p.ldd),
                  "cublasLtMatrixLayoutCreate");
   }
 
@@ -209,7 +208,7 @@ class Plan {
   void find_algorithm(cublasLtHandle_t handle, const Product& p) {
     set_pointers(p);
     cublasLtMatmulPreference_t preference = nullptr;
-    check_cublas(cublasLtMatmulPreferenceCreate(&preference), "cublasLtMatmulPreferenceCreate");
+    check_cublas(cublaslt().preference_create(&preference), "cublasLtMatmulPreferenceCreate");
     const PlanKey key(p);
     const auto workspace = static_cast<std::uint64_t>(workspace_bytes);
     const std::pair<cublasLtMatmulPreferenceAttributes_t, std::uint32_t> alignments[] = {
@@ -217,19 +216,19 @@ class Plan {
         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_b},
         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_d},
         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_d}};
-    cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(
+    cublasStatus_t status = cublaslt().preference_set_attribute(
         preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace));
     for (const auto& [attribute, bytes] : alignments) {
       if (status == CUBLAS_STATUS_SUCCESS)
-        status = cublasLtMatmulPreferenceSetAttribute(preference, attribute, &bytes, sizeof(bytes));
+        status = cublaslt().preference_set_attribute(preference, attribute, &bytes, sizeof(bytes));
     }
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
     if (status == CUBLAS_STATUS_SUCCESS) {
-      status = cublasLtMatmulAlgoGetHeuristic(handle, desc_, a_, b_, d_, d_, preference, 1, &result,
-                                              &found);
+      status = cublaslt().algo_get_heuristic(handle, desc_, a_, b_, d_, d_, preference, 1, &result,
+                                             &found);
     }
-    cublasLtMatmulPreferenceDestroy(preference);
+    cublaslt().preference_destroy(preference);
     // NOT_SUPPORTED is the heuristic's answer for "no algorithm", as is an empty result. With an
     // epilogue, INVALID_VALUE is taken as the same answer (an attribute the epilogue cannot take
     // from this product), since the product can still run without it; without one it is a bug.
@@ -246,10 +245,10 @@ class Plan {
   }
 
   void release() noexcept {
-    if (a_ != nullptr) cublasLtMatrixLayoutDestroy(a_);
-    if (b_ != nullptr) cublasLtMatrixLayoutDestroy(b_);
-    if (d_ != nullptr) cublasLtMatrixLayoutDestroy(d_);
-    if (desc_ != nullptr) cublasLtMatmulDescDestroy(desc_);
+    if (a_ != nullptr) cublaslt().layout_destroy(a_);
+    if (b_ != nullptr) cublaslt().layout_destroy(b_);
+    if (d_ != nullptr) cublaslt().layout_destroy(d_);
+    if (desc_ != nullptr) cublaslt().desc_destroy(desc_);
     a_ = b_ = d_ = nullptr;
     desc_ = nullptr;
   }
@@ -271,7 +270,7 @@ struct CudaMatmul::Impl {
         workspaces(cuda_device, "cuBLASLt workspace"),
         products(cuda_device, "matmul fp32 product") {
     use_device(device.index());
-    check_cublas(cublasLtCreate(&handle), "cublasLtCreate");
+    check_cublas(cublaslt().create(&handle), "cublasLtCreate");
   }
 
   ~Impl() {
@@ -279,7 +278,7 @@ struct CudaMatmul::Impl {
     plans.clear();
     workspaces.clear();
     products.clear();
-    const cublasStatus_t status = cublasLtDestroy(handle);
+    const cublasStatus_t status = cublaslt().destroy(handle);
     if (status != CUBLAS_STATUS_SUCCESS) {
       base::logger("gpu").error("cublasLtDestroy failed: {}", status_name(status));
     }

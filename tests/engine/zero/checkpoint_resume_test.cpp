@@ -1,5 +1,5 @@
-// Checkpoints through the real Engine (docs/checkpoints.md): a run saved after step 10 and
-// resumed to step 20 is the uninterrupted 20-step run bit for bit (every loss and every final
+// Checkpoints through the real Engine (docs/checkpoints.md): a run saved after step 6 and
+// resumed to step 12 is the uninterrupted 12-step run bit for bit (every loss and every final
 // master parameter) at stage 0, stage 2 with CPU offload, stage 3 with parameters and optimizer
 // on NVMe, with strata.overlap_optimizer, and with fp16 loss scaling; under mpirun the same on 2
 // and 4 ranks. Resumed at another stage, offload or world size, its losses are those of the
@@ -18,8 +18,8 @@
 namespace strata::engine::zero_testing {
 namespace {
 
-constexpr int kSteps = 20;
-constexpr int kSaveAt = 10;
+constexpr int kSteps = 12;
+constexpr int kSaveAt = 6;
 constexpr std::int64_t kMicroBatch = 2;
 
 nlohmann::json config_for(int stage, const std::string& param_device,
@@ -32,7 +32,7 @@ nlohmann::json config_for(int stage, const std::string& param_device,
   return with_zero(base_config(micro_batch), zero, param_device, optimizer_device, nvme_path);
 }
 
-// Saved at step 10 (planned `plan_ahead` steps before: CheckpointPlan) and resumed: the second
+// Saved at step 6 (planned `plan_ahead` steps before: CheckpointPlan) and resumed: the second
 // half of the uninterrupted run, to the bit. `saves_during_step`: how many of its saves the step
 // made (TrainedRun::saves_during_step).
 void resumes_exactly(const nlohmann::json& config, int plan_ahead, int& saves_during_step) {
@@ -178,7 +178,8 @@ TEST(CheckpointResume, OverlappedOptimizerResumesBitForBit) {
 TEST(CheckpointResume, Fp16LossScalingResumesBitForBit) {
   nlohmann::json config = config_for(2, "none", "cpu");
   config.erase("bf16");
-  // A small window, so that the scale changes (and its counters matter) within 20 steps.
+  // A small window, so that the scale changes (and its counters matter) within 12 steps, and the
+  // save comes half way through one.
   config["fp16"] = {{"enabled", true}, {"initial_scale_power", 16}, {"loss_scale_window", 4}};
   expect_resumes_exactly(config);
 }
