@@ -427,7 +427,13 @@ run_checks() {
   fi
   [[ -z $not_run ]] || echo "not run for the budget: rerun with --only $not_run" | tee -a "$out/summary.txt"
   echo "$summary_json]" >"$out/summary.json"
-  tar -C "$out" -czf "$out/logs.tar.gz" logs && rm -rf "$out/logs"
+  # Only logs and tables travel back: swap files and checkpoints stay (a run stopped at its limit
+  # saves its checkpoint on SIGTERM, so it may still be writing one here). tar's status 1 says a
+  # file changed while it was read, which such a run's logs may do; the archive is still whole.
+  tar -C "$out" -czf "$out/logs.tar.gz" --warning=no-file-changed --exclude='*.bin' \
+    --exclude='*.safetensors' --exclude='swap' logs
+  local tar_status=$?
+  ((tar_status <= 1)) && rm -rf "$out/logs"
 }
 
 # --- plot (here, on what `run` brought back) ---------------------------------------------------
