@@ -2,7 +2,7 @@
 # Runs the built test suites again and again under load, to find tests whose outcome depends on
 # timing: each run picks the next `ctest -j` of --jobs and, with --burn N, keeps N CPU-burning
 # processes busy beside it. Every failure is counted per preset and test in OUT/failures.tsv;
-# each run's ctest output and failed-test list stay in OUT/.
+# each run's ctest output and failed-test list stay in OUT/, and a line per run in OUT/runs.txt.
 #
 #   bash scripts/soak_tests.sh [--runs 10] [--presets "release asan"] [--jobs "2 4"]
 #                              [--burn 1] [--out soak-out]
@@ -46,6 +46,19 @@ stop_burners() {
 trap stop_burners EXIT
 trap 'exit 130' INT TERM  # through the EXIT trap, which stops the burners
 
+# One row per preset and test that failed at least once in the runs done so far: how many runs
+# there were and how many it failed. Written after every run, so a soak stopped early keeps it.
+write_table() {
+  local done=$1 preset
+  {
+    printf 'preset\ttest\truns\tfailures\n'
+    for preset in $presets; do
+      cat "$out/$preset"-run*.failed 2>/dev/null | sed 's/^[0-9]*://' | sort | uniq -c |
+        while read -r count name; do printf '%s\t%s\t%s\t%s\n' "$preset" "$name" "$done" "$count"; done
+    done
+  } >"$out/failures.tsv"
+}
+
 for ((run = 1; run <= runs; ++run)); do
   j=${job_list[$(((run - 1) % ${#job_list[@]}))]}
   for ((b = 0; b < burn; ++b)); do
@@ -60,19 +73,13 @@ for ((run = 1; run <= runs; ++run)); do
     ctest --preset "$preset" -j "$j" >"$log" 2>&1 || true
     if [[ -f $failed ]]; then cp "$failed" "$out/$preset-run$run.failed"; else : >"$out/$preset-run$run.failed"; fi
     summary=$(grep -E "tests passed|tests failed" "$log" | tail -1 || true)
-    echo "run $run/$runs $preset -j $j burn $burn: ${summary:-no summary} ($((SECONDS - started)) s)"
+    echo "run $run/$runs $preset -j $j burn $burn: ${summary:-no summary} ($((SECONDS - started)) s)" |
+      tee -a "$out/runs.txt"
   done
   stop_burners
+  write_table "$run"
 done
 
-# One row per preset and test that failed at least once: how many of the runs it failed.
-{
-  printf 'preset\ttest\truns\tfailures\n'
-  for preset in $presets; do
-    cat "$out/$preset"-run*.failed 2>/dev/null | sed 's/^[0-9]*://' | sort | uniq -c |
-      while read -r count name; do printf '%s\t%s\t%s\t%s\n' "$preset" "$name" "$runs" "$count"; done
-  done
-} >"$out/failures.tsv"
 if (($(wc -l <"$out/failures.tsv") == 1)); then
   echo "no test failed in $runs runs of: $presets"
 else
