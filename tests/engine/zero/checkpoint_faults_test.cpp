@@ -112,78 +112,101 @@ void expect_same_bits(const std::vector<double>& losses, const std::vector<float
   EXPECT_TRUE(params == clean.params) << "final master parameters differ";
 }
 
-TEST(CheckpointFaults, EverySeedEndsExactOrNamedAndResumesExactly) {
+// How one seed's run ended.
+enum class SeedEnd { exact, stopped };
+
+// Seed `seed`'s fault in a 12-step run that saves every 4 steps, then the resume: the run ends
+// with the fault-free bits or stops naming the fault, holding nothing; a checkpoint it left loads
+// or is refused naming the file (meeting the same faults); and the resume from it gives the
+// fault-free bits. Sets `refused_load` when a faulty load was refused.
+SeedEnd run_seed(std::uint64_t seed, const TrainedRun& clean, bool& refused_load) {
+  const SeededFault fault = fault_for(seed);
+  SCOPED_TRACE(fault.description);
+  TempDirectory swap;
+  TempDirectory saves;
+  const nlohmann::json config = nvme_config(swap.string());
+  CheckpointPlan plan;
+  plan.save_dir = saves.path();
+  plan.save_every = kSaveEvery;
+  // Every other seed has its saves made by the step before them (Engine::plan_checkpoint).
+  plan.plan_ahead = seed % 2 == 0 ? 1 : 0;
+  plan.faults = fault.faults;
+  plan.stop_on_error = true;
+  const TrainedRun faulty = train(config, Ranks::local, kSteps, 0, plan);
+  EXPECT_EQ(faulty.device_bytes_left, 0);
+  EXPECT_EQ(faulty.pinned_bytes_left, 0);
+  EXPECT_TRUE(files_under(swap.path()).empty()) << "swap files left behind";
+  std::printf("%s%s: %s\n", fault.description.c_str(), plan.plan_ahead > 0 ? ", saves planned" : "",
+              faulty.error.empty() ? "the fault-free result" : faulty.error.substr(0, 160).c_str());
+  if (faulty.error.empty()) {
+    expect_same_bits(faulty.losses, faulty.params, clean, 1);
+  } else {
+    EXPECT_THAT(faulty.error, AnyOf(HasSubstr("failed"), HasSubstr("checksum")));
+    if (faulty.error.find("No space left") != std::string::npos) {
+      EXPECT_THAT(faulty.error_fix, HasSubstr("free space"));
+    }
+    if (faulty.error_fix.find("--resume") != std::string::npos) {
+      EXPECT_THAT(faulty.error_fix, HasSubstr(saves.string()));
+    }
+  }
+  const std::optional<std::string> latest = checkpoint::latest_tag(saves.path());
+  refused_load = false;
+  if (latest && fault.in_checkpoint) {
+    // The checkpoint's reads meet the same faults: the load goes through or is refused naming
+    // the file, before any step.
+    CheckpointPlan faulty_load;
+    faulty_load.resume_from = saves.path();
+    faulty_load.faults.checkpoint = fault.faults.checkpoint;
+    faulty_load.stop_on_error = true;
+    const TrainedRun load = train(config, Ranks::local, kSteps, 0, faulty_load);
+    if (!load.error.empty()) {
+      refused_load = true;
+      EXPECT_THAT(load.error, HasSubstr(".safetensors"));
+      EXPECT_TRUE(load.losses.empty());
+    }
+  }
+  // Resumed from the last checkpoint (from the start when there is none): the fault-free bits.
+  CheckpointPlan resume;
+  if (latest) resume.resume_from = saves.path();
+  const TrainedRun resumed = train(config, Ranks::local, kSteps, 0, resume);
+  const int first = latest ? std::stoi(latest->substr(std::string("global_step").size())) + 1 : 1;
+  expect_same_bits(resumed.losses, resumed.params, clean, first);
+  EXPECT_TRUE(files_under(swap.path()).empty()) << "swap files left behind";
+  return faulty.error.empty() ? SeedEnd::exact : SeedEnd::stopped;
+}
+
+// The seeds in blocks of kSeedsPerBlock, one test each, so that ctest runs them side by side
+// (each block is a test of its own in tests/engine/zero/CMakeLists.txt).
+constexpr int kSeedsPerBlock = 8;
+class CheckpointFaultSeeds : public ::testing::TestWithParam<int> {};
+
+TEST_P(CheckpointFaultSeeds, EverySeedEndsExactOrNamedAndResumesExactly) {
   if (test_world().world_size() > 1) GTEST_SKIP() << "faults are tested in a world of one";
   TempDirectory clean_swap;
   const TrainedRun clean = train(nvme_config(clean_swap.string()), Ranks::local, kSteps);
   int stopped = 0;
   int exact = 0;
   int refused_loads = 0;
-  for (std::uint64_t seed = 1; seed <= kSeeds; ++seed) {
-    const SeededFault fault = fault_for(seed);
-    SCOPED_TRACE(fault.description);
-    TempDirectory swap;
-    TempDirectory saves;
-    const nlohmann::json config = nvme_config(swap.string());
-    CheckpointPlan plan;
-    plan.save_dir = saves.path();
-    plan.save_every = kSaveEvery;
-    // Every other seed has its saves made by the step before them (Engine::plan_checkpoint).
-    plan.plan_ahead = seed % 2 == 0 ? 1 : 0;
-    plan.faults = fault.faults;
-    plan.stop_on_error = true;
-    const TrainedRun faulty = train(config, Ranks::local, kSteps, 0, plan);
-    EXPECT_EQ(faulty.device_bytes_left, 0);
-    EXPECT_EQ(faulty.pinned_bytes_left, 0);
-    EXPECT_TRUE(files_under(swap.path()).empty()) << "swap files left behind";
-    std::printf(
-        "%s%s: %s\n", fault.description.c_str(), plan.plan_ahead > 0 ? ", saves planned" : "",
-        faulty.error.empty() ? "the fault-free result" : faulty.error.substr(0, 160).c_str());
-    if (faulty.error.empty()) {
-      ++exact;
-      expect_same_bits(faulty.losses, faulty.params, clean, 1);
-    } else {
-      ++stopped;
-      EXPECT_THAT(faulty.error, AnyOf(HasSubstr("failed"), HasSubstr("checksum")));
-      if (faulty.error.find("No space left") != std::string::npos) {
-        EXPECT_THAT(faulty.error_fix, HasSubstr("free space"));
-      }
-      if (faulty.error_fix.find("--resume") != std::string::npos) {
-        EXPECT_THAT(faulty.error_fix, HasSubstr(saves.string()));
-      }
-    }
-    const std::optional<std::string> latest = checkpoint::latest_tag(saves.path());
-    if (latest && fault.in_checkpoint) {
-      // The checkpoint's reads meet the same faults: the load goes through or is refused naming
-      // the file, before any step.
-      CheckpointPlan faulty_load;
-      faulty_load.resume_from = saves.path();
-      faulty_load.faults.checkpoint = fault.faults.checkpoint;
-      faulty_load.stop_on_error = true;
-      const TrainedRun load = train(config, Ranks::local, kSteps, 0, faulty_load);
-      if (!load.error.empty()) {
-        ++refused_loads;
-        EXPECT_THAT(load.error, HasSubstr(".safetensors"));
-        EXPECT_TRUE(load.losses.empty());
-      }
-    }
-    // Resumed from the last checkpoint (from the start when there is none): the fault-free bits.
-    CheckpointPlan resume;
-    if (latest) resume.resume_from = saves.path();
-    const TrainedRun resumed = train(config, Ranks::local, kSteps, 0, resume);
-    const int first = latest ? std::stoi(latest->substr(std::string("global_step").size())) + 1 : 1;
-    expect_same_bits(resumed.losses, resumed.params, clean, first);
-    EXPECT_TRUE(files_under(swap.path()).empty()) << "swap files left behind";
+  const int first = GetParam() * kSeedsPerBlock + 1;
+  for (int seed = first; seed < first + kSeedsPerBlock; ++seed) {
+    bool refused_load = false;
+    const SeedEnd end = run_seed(static_cast<std::uint64_t>(seed), clean, refused_load);
+    ++(end == SeedEnd::exact ? exact : stopped);
+    refused_loads += refused_load ? 1 : 0;
   }
-  // Both outcomes must have been seen, or the seeds test less than they claim.
+  // Both outcomes must be seen in every block, or its seeds test less than they claim. (A
+  // refused load is not seen in every block; AFailedLoadNamesTheFileAndTheCheckpointStillResumes
+  // makes one.)
   EXPECT_GT(stopped, 0);
   EXPECT_GT(exact, 0);
-  EXPECT_GT(refused_loads, 0);
   std::printf(
-      "%d seeds: %d stopped with a named error, %d ran to the fault-free result; %d "
-      "faulty loads refused naming the file; every one resumed to the fault-free result\n",
-      kSeeds, stopped, exact, refused_loads);
+      "seeds %d-%d: %d stopped with a named error, %d ran to the fault-free result; %d faulty "
+      "loads refused naming the file; every one resumed to the fault-free result\n",
+      first, first + kSeedsPerBlock - 1, stopped, exact, refused_loads);
 }
+
+INSTANTIATE_TEST_SUITE_P(Blocks, CheckpointFaultSeeds,
+                         ::testing::Range(0, kSeeds / kSeedsPerBlock));
 
 // An offloaded step's sub-groups are stepped beside the next step's forward: a swap write failing
 // there fails that next call, with the disk's error, its fix and where the run can be resumed
