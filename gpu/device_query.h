@@ -33,4 +33,9 @@ struct GpuInventory {
 // Asks the CUDA runtime. Never throws: any CUDA error means "no GPU", with the error's text.
 GpuInventory query_gpus();
 
+// What CUDA's attention runs on here, in words: cuDNN's fused attention and the library loaded
+// for it (where it builds a plan for the shape), or strata's own kernels and why. Loads cuDNN if
+// the build has it, so only `strata report` asks. Never throws.
+std::string attention_backend();
+
 }  // namespace strata::gpu

@@ -41,6 +41,21 @@ struct OptimizerArrays {
 // backward ops ACCUMULATE into gradient outputs, except cross_entropy_backward, which overwrites.
 // Each backend supplies the same ops: the host backend in gpu/host/host_ops.cpp, CUDA in
 // gpu/cuda/, one file per op family.
+// Which implementation ran, where an op has more than one: counts since the Ops were made, so a
+// test can pin the path it means to test and a run can say which one it took. The host backend
+// has one path per op and counts nothing.
+struct AttentionPathCounts {
+  std::int64_t cudnn = 0;        // cuDNN's fused attention
+  std::int64_t tensor_core = 0;  // strata's tensor-core kernels (16-bit, head_dim 64 and 128)
+  std::int64_t cuda_core = 0;    // strata's warp-per-row kernels, fp32 throughout
+};
+struct OpsPathCounts {
+  AttentionPathCounts attention_forward;
+  AttentionPathCounts attention_backward;
+  std::int64_t matmul_epilogue = 0;  // bias or GELU added in cuBLASLt's epilogue
+  std::int64_t matmul_unfused = 0;   // bias or GELU wanted, added by a kernel after the product
+};
+
 class Ops {
  public:
   virtual ~Ops() = default;
@@ -201,6 +216,9 @@ class Ops {
   virtual void sum_squares(Stream& stream, double* sum_squares, const float* values,
                            std::int64_t n) = 0;
 
+  // The paths taken so far (OpsPathCounts); zeros where the backend has one path per op.
+  virtual OpsPathCounts path_counts() const { return {}; }
+
  protected:
   Ops() = default;
 };
@@ -209,8 +227,14 @@ class Ops {
 // fp32 products round their inputs to TF32 on the tensor cores, as PyTorch's
 // torch.backends.cuda.matmul.allow_tf32 does; off, they are fp32 throughout and agree with the
 // host's to fp32 rounding. 16-bit products are unaffected, and the host backend ignores it.
+//
+// With `cudnn_attention` (the default), CUDA's attention runs on cuDNN's fused flash attention
+// where cuDNN is found and builds a plan for the call (16-bit, 16-byte aligned), and on strata's
+// own kernels otherwise; off, always on strata's own (the tests that pin them, and
+// bench_attention's comparison). The host backend ignores both.
 struct OpsOptions {
   bool tf32 = false;
+  bool cudnn_attention = true;
 };
 
 // The ops of `device`'s backend. They must not outlive the device.

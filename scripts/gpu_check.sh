@@ -268,15 +268,19 @@ gemm_bf16() {
 }
 export -f gemm_bf16
 
-# Causal attention in bf16 through strata's ops on the GPU and through torch's
+# Causal attention in bf16 through strata's ops on the GPU (as training runs it: cuDNN's fused
+# attention where it builds a plan, each row naming the kernels that ran) and through torch's
 # scaled_dot_product_attention with each of its backends, on `strata bench attention`'s default
 # shapes, each on its own (so the peer runs even where strata fails), then side by side:
 # strata.json, torch.json and attention.tsv (shape, direction, TFLOP/s of strata and of each
-# backend, the best, the ratio to it) into the current folder. attention_bf16 STRATA PEER_SCRIPT.
+# backend, the best, the ratio to it) into the current folder; strata's own kernels alone into
+# strata_kernels.json. attention_bf16 STRATA PEER_SCRIPT.
 attention_bf16() {
   local strata=$1 peer=$2 failed=0
   "$strata" bench attention --device cuda --dtype bfloat16 --repeats 10 --json >strata.json ||
     failed=1
+  "$strata" bench attention --device cuda --dtype bfloat16 --repeats 10 --kernels strata \
+    --json >strata_kernels.json || failed=1
   python3 "$peer" torch --dtype bfloat16 --repeats 10 --out torch.json >/dev/null || failed=1
   ((failed == 0)) || return 1
   python3 "$peer" compare strata.json torch.json --tsv attention.tsv
@@ -337,23 +341,23 @@ plan_checks() {
   add_check bench_gemm_bf16 75 "mkdir -p $logs/gemm_bf16 && cd $logs/gemm_bf16 && gemm_bf16 $b/bin/strata $root/scripts/torch_matmul_peer.py $big"
   add_check bench_attention 60 "mkdir -p $logs/attention && cd $logs/attention && attention_bf16 $b/bin/strata $root/scripts/torch_sdpa_peer.py"
   add_check gpu_device_tests 120 "$b/bin/strata_gpu_tests --gtest_filter='*cuda*' --gtest_output=json:$logs/gpu_device_tests.json"
-  add_check cuda_tests 180 "$b/bin/strata_gpu_cuda_tests --gtest_filter='-Types/CudaRealShapesTest.*:CudaOptimizerTest.TenStepsAreTheTwinBitForBitAndWithinTheBoundOfCpuAdam' --gtest_output=json:$logs/cuda_tests.json"
+  add_check cuda_tests 180 "$b/bin/strata_gpu_cuda_tests --gtest_filter='-Types/CudaRealShapesTest.*:Types/CudnnAttentionTest.ModelShapes*:CudaOptimizerTest.TenStepsAreTheTwinBitForBitAndWithinTheBoundOfCpuAdam' --gtest_output=json:$logs/cuda_tests.json"
   add_check sass 150 "sass_check $b/bin/strata_gpu_cuda_tests | tee $logs/sass.txt"
   add_check gpt_1p3b 180 "mkdir -p $logs/gpt_1p3b && cd $logs/gpt_1p3b && $b/bin/strata train --config $big --steps 6 --eval-every 1000 --metrics metrics.jsonl --out . --timeline timeline.png --timeline-step 2 && $peer strata --config $big --metrics metrics.jsonl --skip 2"
   add_check zero_stages 150 "mkdir -p $logs/zero && cd $logs/zero && failed=0 && for variant in 0:none:none 1:none:none 2:none:none 3:none:none 1:none:cpu 2:none:cpu 3:none:cpu 3:cpu:cpu; do IFS=: read -r stage param optimizer <<<\$variant; name=stage\${stage}_\${param}_\${optimizer}; zero_config $root/configs/demo_no_offload.json \$stage \$param \$optimizer \$PWD/\$name.json && train_pair \$name \$PWD/\$name.json 20 || failed=1; done; exit \$failed"
   add_check demo 240 "mkdir -p $logs/demo && cd $logs && train_pair demo $root/configs/demo.json 300 --timeline timeline.png --timeline-step 2"
   add_check hf_transformers 180 "python3 $root/scripts/hf_transformers_check.py --strata $b/bin/strata --work $logs/hf --device cuda"
-  add_check cuda_real_shapes 300 "$b/bin/strata_gpu_cuda_tests --gtest_filter='Types/CudaRealShapesTest.*' --gtest_output=json:$logs/cuda_real_shapes.json"
+  add_check cuda_real_shapes 300 "$b/bin/strata_gpu_cuda_tests --gtest_filter='Types/CudaRealShapesTest.*:Types/CudnnAttentionTest.ModelShapes*' --gtest_output=json:$logs/cuda_real_shapes.json"
   add_check bench_device_optimizer 60 "for copy in none bf16; do $b/bin/strata bench device-optimizer --params 1310M --copy \$copy --json > $logs/bench_device_optimizer_\$copy.json && cat $logs/bench_device_optimizer_\$copy.json; done"
   add_check nccl_comm_np2 60 "mpirun -np 2 --oversubscribe $b/bin/strata_gpu_comm_tests --gtest_output=json:$logs/nccl_comm_np2.json"
   add_check bench_h2d 40 "$b/bin/strata bench h2d --size 1GiB --steps 5 --json > $logs/bench_h2d.json; cat $logs/bench_h2d.json"
   add_check bench_gemm 60 "$b/bin/strata bench gemm --config $root/configs/zero3_nvme_offload.json --json > $logs/bench_gemm.json; cat $logs/bench_gemm.json"
 }
 
-# Where the machine keeps cuBLAS and NCCL (PyTorch's wheels), for LD_LIBRARY_PATH.
+# Where the machine keeps cuBLAS, NCCL and cuDNN 9 (PyTorch's wheels), for LD_LIBRARY_PATH.
 machine_cuda_libraries() {
-  find / -xdev \( -name 'libcublas.so.1[0-9]*' -o -name 'libnccl.so.2*' -o -name 'libcublasLt.so.1[0-9]*' \) \
-    -not -path '*/proc/*' -printf '%h\n' 2>/dev/null | sort -u | paste -sd:
+  find / -xdev \( -name 'libcublas.so.1[0-9]*' -o -name 'libnccl.so.2*' -o -name 'libcublasLt.so.1[0-9]*' \
+    -o -name 'libcudnn.so.9*' \) -not -path '*/proc/*' -printf '%h\n' 2>/dev/null | sort -u | paste -sd:
 }
 
 # Unpacks the bundle and points the machine's paths at it; `unpacked` is where.
@@ -367,6 +371,13 @@ prepare_machine() {
   local machine_libraries
   machine_libraries=$(machine_cuda_libraries)
   export LD_LIBRARY_PATH="$unpacked/lib:$machine_libraries${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # The cuDNN the attention will load (`strata report`'s attention line names the one it did).
+  local cudnn_found=""
+  if [[ -n $machine_libraries ]]; then
+    cudnn_found=$(find ${machine_libraries//:/ } -maxdepth 1 -name 'libcudnn.so.9*' 2>/dev/null |
+      head -1)
+  fi
+  echo "gpu_check: cuDNN for attention: ${cudnn_found:-none found, so attention runs on the strata kernels}"
   export OPAL_PREFIX=$unpacked/mpi/usr PATH=$unpacked/mpi/usr/bin:$PATH
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   export STRATA=$unpacked/bin/strata

@@ -7,7 +7,11 @@
 // target it is held to.
 //
 //   strata bench attention [--device host|cuda] [--dtype bfloat16] [--shape BxHxTxD ...]
-//                          [--kv-heads N] [--repeats 20] [--json]
+//                          [--kv-heads N] [--kernels auto|strata] [--repeats 20] [--json]
+//
+// On CUDA, --kernels auto (the default, as training runs) takes cuDNN's fused attention where it
+// builds a plan and strata's kernels elsewhere; --kernels strata measures strata's own. Each
+// shape's row says which kernels ran its forward.
 
 #include <fmt/format.h>
 
@@ -32,6 +36,7 @@ struct AttentionOptions {
   // The shapes FlashAttention-2's paper and PyTorch's SDPA benchmarks report at head_dim 128.
   std::vector<std::string> shapes = {"8x16x1024x128", "4x16x2048x128"};
   int kv_heads = 0;  // 0 = each shape's head count (plain multi-head attention)
+  std::string kernels = "auto";
   int repeats = 20;
   bool json = false;
 };
@@ -94,6 +99,15 @@ AttentionShape parse_shape(const std::string& text, int kv_heads) {
   return shape;
 }
 
+// Which kernels ran between two readings of the ops' path counts: the host backend counts none.
+std::string kernels_that_ran(const gpu::AttentionPathCounts& before,
+                             const gpu::AttentionPathCounts& after) {
+  if (after.cudnn > before.cudnn) return "cuDNN";
+  if (after.tensor_core > before.tensor_core) return "tensor cores";
+  if (after.cuda_core > before.cuda_core) return "CUDA cores";
+  return "host";
+}
+
 double tflops(double flops, double seconds) {
   return seconds > 0 ? flops / seconds / 1e12 : 0.0;
 }
@@ -121,7 +135,9 @@ nlohmann::json measure_shape(const AttentionShape& shape, gpu::Device& device, g
     ops.attention_forward(on, {out.data(), type}, lse.as<float>(), {qkv.data(), type}, shape.batch,
                           shape.seq_len, shape.heads, shape.kv_heads, shape.head_dim);
   };
+  const gpu::AttentionPathCounts before = ops.path_counts().attention_forward;
   const double forward_s = timer.median_seconds(forward);
+  const std::string kernels = kernels_that_ran(before, ops.path_counts().attention_forward);
   const double forward_backward_s = timer.median_seconds([&](gpu::Stream& on) {
     forward(on);
     ops.attention_backward(on, {dqkv.data(), type}, {dout.data(), type}, {qkv.data(), type},
@@ -129,6 +145,7 @@ nlohmann::json measure_shape(const AttentionShape& shape, gpu::Device& device, g
                            shape.heads, shape.kv_heads, shape.head_dim);
   });
   return {{"shape", shape.text},
+          {"kernels", kernels},
           {"batch", shape.batch},
           {"heads", shape.heads},
           {"kv_heads", shape.kv_heads},
@@ -144,7 +161,8 @@ nlohmann::json measure_shape(const AttentionShape& shape, gpu::Device& device, g
 
 nlohmann::json measure(const AttentionOptions& options, const std::vector<AttentionShape>& shapes,
                        gpu::Device& device, gpu::DataType type) {
-  std::unique_ptr<gpu::Ops> ops = gpu::create_ops(device);
+  std::unique_ptr<gpu::Ops> ops =
+      gpu::create_ops(device, gpu::OpsOptions{.cudnn_attention = options.kernels == "auto"});
   DeviceOpTimer timer(device, *ops, options.repeats);
   nlohmann::json rows = nlohmann::json::array();
   for (const AttentionShape& shape : shapes)
@@ -164,14 +182,14 @@ void print_result(const nlohmann::json& result) {
       "forward+backward 3.5x that\n",
       result["device"].get<std::string>(), result["backend"].get<std::string>(),
       result["dtype"].get<std::string>(), result["repeats"].get<int>());
-  fmt::print("{:<16} {:>8} | {:>8} {:>11} | {:>8} {:>11}\n", "BxHxTxD", "kv heads", "fwd ms",
-             "fwd TFLOP/s", "f+b ms", "f+b TFLOP/s");
+  fmt::print("{:<16} {:>8} | {:>8} {:>11} | {:>8} {:>11} | {}\n", "BxHxTxD", "kv heads", "fwd ms",
+             "fwd TFLOP/s", "f+b ms", "f+b TFLOP/s", "kernels");
   for (const nlohmann::json& row : result["shapes"]) {
-    fmt::print("{:<16} {:>8} | {:>8.3f} {:>11.2f} | {:>8.3f} {:>11.2f}\n",
+    fmt::print("{:<16} {:>8} | {:>8.3f} {:>11.2f} | {:>8.3f} {:>11.2f} | {}\n",
                row["shape"].get<std::string>(), row["kv_heads"].get<std::int64_t>(),
                row["forward_ms"].get<double>(), row["forward_tflops"].get<double>(),
                row["forward_backward_ms"].get<double>(),
-               row["forward_backward_tflops"].get<double>());
+               row["forward_backward_tflops"].get<double>(), row["kernels"].get<std::string>());
   }
   if (!result.contains("target_vs_peer")) return;
   fmt::print(
@@ -183,6 +201,12 @@ void print_result(const nlohmann::json& result) {
 void run_bench_attention(const AttentionOptions& options) {
   const gpu::DeviceKind kind = parse_bench_device(options.device);
   const gpu::DataType type = parse_bench_dtype(options.dtype);
+  if (options.kernels != "auto" && options.kernels != "strata") {
+    throw UserError("--kernels " + options.kernels + " is not auto or strata",
+                    "give --kernels strata for strata's own attention kernels, or leave it out "
+                    "for cuDNN's where it takes the shape",
+                    2);
+  }
   std::vector<AttentionShape> shapes;
   for (const std::string& text : options.shapes)
     shapes.push_back(parse_shape(text, options.kv_heads));
@@ -214,6 +238,11 @@ void add_bench_attention_command(CLI::App& bench, CommandContext& /*context*/) {
       ->add_option("--kv-heads", options->kv_heads,
                    "Key/value heads, dividing each shape's heads (default: the heads)")
       ->check(CLI::PositiveNumber);
+  command
+      ->add_option("--kernels", options->kernels,
+                   "auto: cuDNN's fused attention where it takes the shape, else strata's; "
+                   "strata: strata's own kernels")
+      ->capture_default_str();
   command->add_option("--repeats", options->repeats, "Timed calls per figure (the median counts)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

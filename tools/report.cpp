@@ -28,6 +28,7 @@ struct MachineReport {
   CpuFacts cpu;
   MemoryFacts memory;
   gpu::GpuInventory gpu;
+  std::string attention;  // gpu::attention_backend()
   IoUringFacts io_uring;
   PathFacts path;
   std::string path_source;  // "--path", "nvme_path of <config>" or "working directory"
@@ -100,6 +101,7 @@ nlohmann::ordered_json to_json(const MachineReport& report) {
         {"cuda_runtime_version", report.gpu.cuda_runtime_version},
         {"cuda_driver_version", report.gpu.cuda_driver_version},
         {"nccl_version", report.gpu.nccl_version},
+        {"attention", report.attention},
         {"probe_kernel_ran", report.gpu.probe_kernel_ran},
         {"no_gpu_reason", report.gpu.no_gpu_reason}}},
       {"io_uring",
@@ -222,6 +224,7 @@ void run_report(const ReportOptions& options) {
   report.cpu = probe_cpu();
   report.memory = probe_memory();
   report.gpu = gpu::query_gpus();
+  report.attention = gpu::attention_backend();
   report.io_uring = probe_io_uring();
   report.path = probe_path(path);
   if (!report.path.exists && !options.path.empty()) {
@@ -235,6 +238,8 @@ void run_report(const ReportOptions& options) {
   print_cpu(report.cpu);
   print_memory(report.memory);
   print_gpu(report.gpu);
+  fmt::print("{:<10}{}{}\n", "attention",
+             report.gpu.gpus.empty() ? "the host backend's; on a GPU, " : "", report.attention);
   print_io_uring(report.io_uring);
   print_path(report.path, report.path_source);
 }

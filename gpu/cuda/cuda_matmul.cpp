@@ -2,6 +2,7 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <compare>
 #include <cstdint>
 #include <map>
@@ -32,6 +33,8 @@ constexpr std::uint32_t alignment_max_bytes = 256;
 // cuBLASLt takes the GELU input's leading dimension only as a multiple of 8 (cublasLt.h,
 // CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD).
 constexpr i64 gelu_input_ld_multiple = 8;
+// The alignment below which the bias and GELU-input pointers skip the epilogue (cuda_matmul.h).
+constexpr std::uint32_t epilogue_pointer_alignment = 16;
 
 // The status's name as cublas_api.h spells it. cuBLASLt has no cublasGetStatusName of its own;
 // that one is libcublas's, which strata does not link.
@@ -341,6 +344,8 @@ struct CudaMatmul::Impl {
   StreamScratch products;
   std::mutex mutex;
   std::map<PlanKey, std::unique_ptr<Plan>> plans;
+  std::atomic<i64> epilogue_runs{0};
+  std::atomic<i64> unfused_runs{0};
 };
 
 CudaMatmul::CudaMatmul(CudaDevice& device, OpsOptions options)
@@ -378,8 +383,24 @@ void CudaMatmul::forward(Stream& stream, Tensor out, Tensor pre, ConstTensor inp
   } else if (bias) {
     p.epilogue = CUBLASLT_EPILOGUE_BIAS;
   }
-  if ((!gelu || out_channels % gelu_input_ld_multiple == 0) && impl_->try_run(stream, p)) return;
+  const bool wants_epilogue = p.epilogue != CUBLASLT_EPILOGUE_DEFAULT;
+  const bool epilogue_takes = (!gelu || out_channels % gelu_input_ld_multiple == 0) &&
+                              alignment_of(p.bias) >= epilogue_pointer_alignment &&
+                              alignment_of(p.aux) >= epilogue_pointer_alignment;
+  if (epilogue_takes && impl_->try_run(stream, p)) {
+    if (wants_epilogue) ++impl_->epilogue_runs;
+    return;
+  }
+  if (wants_epilogue) ++impl_->unfused_runs;
   impl_->forward_without_epilogue(stream, p, out, pre, bias, type);
+}
+
+std::int64_t CudaMatmul::epilogue_runs() const {
+  return impl_->epilogue_runs.load();
+}
+
+std::int64_t CudaMatmul::unfused_runs() const {
+  return impl_->unfused_runs.load();
 }
 
 // dinp += dout @ weight: column-major dinp^T (in x rows) += (weight seen as in x out) @ (dout seen

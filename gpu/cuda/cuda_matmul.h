@@ -33,7 +33,10 @@ class CudaDevice;
 // kernels assume it: the minimum alignment preferences are set to each pointer's actual
 // alignment (a weight slice inside a flat parameter buffer may sit on any element), and the
 // heuristic reads the bias and GELU-input pointers themselves. Where no algorithm takes an
-// epilogue (a pointer or leading dimension it cannot use), the product runs without one into an
+// epilogue (a pointer or leading dimension it cannot use), and where the bias or GELU-input
+// pointer is not 16-byte aligned (PyTorch met epilogue kernels that read the bias 16 bytes at a
+// time and faulted on a misaligned address, which ends the CUDA context; the heuristic's
+// alignment preferences do not cover those two pointers), the product runs without one into an
 // fp32 buffer and a kernel adds the bias and applies GELU, rounding once, so the result is the
 // same op either way and a call never fails for its pointers. Each stream has its own 32 MiB
 // workspace (llm.c's size for Hopper), counted against the device budget. Thread-safe.
@@ -48,6 +51,11 @@ class CudaMatmul {
   void forward(Stream& stream, Tensor out, Tensor pre, ConstTensor inp, ConstTensor weight,
                ConstTensor bias, std::int64_t rows, std::int64_t in_channels,
                std::int64_t out_channels);
+  // How many forwards wanted a bias or GELU and ran it in the epilogue, and how many without it
+  // (OpsPathCounts).
+  std::int64_t epilogue_runs() const;
+  std::int64_t unfused_runs() const;
+
   // gpu::Ops::matmul_backward.
   void backward(Stream& stream, Tensor dinp, float* dweight, float* dbias, ConstTensor dout,
                 ConstTensor inp, ConstTensor weight, std::int64_t rows, std::int64_t in_channels,

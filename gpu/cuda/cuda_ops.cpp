@@ -3,6 +3,7 @@
 // cuda_matmul.h on the stream.
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 
@@ -11,6 +12,9 @@
 #include "gpu/cuda/backend.h"
 #include "gpu/cuda/cuda_device.h"
 #include "gpu/cuda/cuda_matmul.h"
+#if STRATA_HAVE_CUDNN
+#include "gpu/cuda/cudnn_attention.h"
+#endif
 #include "gpu/cuda/element_dispatch.h"
 #include "gpu/cuda/kernel_launch.h"
 #include "gpu/cuda/kernels/attention.h"
@@ -59,7 +63,11 @@ class CudaOps final : public Ops {
       : device_(device),
         matmul_(device, options),
         attention_scratch_(device, "attention scratch"),
-        norm_partials_(device, "gradient norm partial sums") {}
+        norm_partials_(device, "gradient norm partial sums") {
+#if STRATA_HAVE_CUDNN
+    if (options.cudnn_attention) cudnn_attention_ = std::make_unique<CudnnAttention>(device);
+#endif
+  }
 
   void embedding_forward(Stream& s, Tensor out, const std::int32_t* tokens, ConstTensor wte,
                          ConstTensor wpe, i64 b, i64 t, i64 c, i64 v) override {
@@ -119,21 +127,39 @@ class CudaOps final : public Ops {
   void attention_forward(Stream& s, Tensor out, float* lse, ConstTensor qkv, i64 b, i64 t,
                          i64 heads, i64 kv_heads, i64 head_dim) override {
     const kernels::AttentionShape shape = attention_shape(b, t, heads, kv_heads, head_dim);
+#if STRATA_HAVE_CUDNN
+    (void)common_type({out, qkv});  // asserts one type, as the kernels' launch below does
+    if (cudnn_attention_ && cudnn_attention_->forward(s, out, lse, qkv, shape)) {
+      ++forward_paths_.cudnn;
+      return;
+    }
+#endif
+    kernels::AttentionKernels ran{};
     run(common_type({out, qkv}), "attention_forward", [&](auto e) {
-      return kernels::attention_forward(on(s), as(e, out), lse, as(e, qkv), shape);
+      return kernels::attention_forward(on(s), as(e, out), lse, as(e, qkv), shape, &ran);
     });
+    count(forward_paths_, ran);
   }
   void attention_backward(Stream& s, Tensor dqkv, ConstTensor dout, ConstTensor qkv,
                           ConstTensor out, const float* lse, i64 b, i64 t, i64 heads, i64 kv_heads,
                           i64 head_dim) override {
     const kernels::AttentionShape shape = attention_shape(b, t, heads, kv_heads, head_dim);
+#if STRATA_HAVE_CUDNN
+    (void)common_type({dqkv, dout, qkv, out});
+    if (cudnn_attention_ && cudnn_attention_->backward(s, dqkv, dout, qkv, out, lse, shape)) {
+      ++backward_paths_.cudnn;
+      return;
+    }
+#endif
     // The scratch first: growing it may synchronize the stream, which the kernel's op must not
     // span.
     auto* delta = static_cast<float*>(attention_scratch_.get(s, b * heads * t * i64{4}));
+    kernels::AttentionKernels ran{};
     run(common_type({dqkv, dout, qkv, out}), "attention_backward", [&](auto e) {
       return kernels::attention_backward(on(s), as(e, dqkv), delta, as(e, dout), as(e, qkv),
-                                         as(e, out), lse, shape);
+                                         as(e, out), lse, shape, &ran);
     });
+    count(backward_paths_, ran);
   }
 
   void gelu_forward(Stream& s, Tensor out, ConstTensor inp, i64 n) override {
@@ -297,6 +323,15 @@ class CudaOps final : public Ops {
                                 to_pointers(a), to_param_copy(a.copy_type), n),
              "lion_step");
   }
+  OpsPathCounts path_counts() const override {
+    OpsPathCounts counts;
+    counts.attention_forward = forward_paths_.load();
+    counts.attention_backward = backward_paths_.load();
+    counts.matmul_epilogue = matmul_.epilogue_runs();
+    counts.matmul_unfused = matmul_.unfused_runs();
+    return counts;
+  }
+
   void sum_squares(Stream& s, double* sum_squares, const float* values, i64 n) override {
     auto* partials = static_cast<double*>(
         norm_partials_.get(s, kernels::sum_squares_partials * static_cast<i64>(sizeof(double))));
@@ -306,7 +341,9 @@ class CudaOps final : public Ops {
  private:
   // The stream's handle for one kernel (kernel_launch.h); used only inside the launch's own
   // expression.
-  CudaStream::Traced on(Stream& stream) { return kernel_stream(stream, device_.index()); }
+  CudaStream::Traced on(Stream& stream) {
+    return kernel_stream(stream, device_.index());
+  }
 
   // The kernels' shape, its limits asserted: whole groups of query heads per kv head, and a head
   // no wider than a warp's registers hold (kernels/attention.h).
@@ -319,6 +356,22 @@ class CudaOps final : public Ops {
     return kernels::AttentionShape{b, t, heads, kv_heads, head_dim};
   }
 
+  // AttentionPathCounts, updated from the threads that enqueue work.
+  struct AttentionPaths {
+    std::atomic<i64> cudnn{0};
+    std::atomic<i64> tensor_core{0};
+    std::atomic<i64> cuda_core{0};
+
+    AttentionPathCounts load() const {
+      return {cudnn.load(), tensor_core.load(), cuda_core.load()};
+    }
+  };
+
+  // One call of strata's own attention kernels.
+  static void count(AttentionPaths& paths, kernels::AttentionKernels ran) {
+    ++(ran == kernels::AttentionKernels::tensor_core ? paths.tensor_core : paths.cuda_core);
+  }
+
   // launch(Element<T>{}) for the element type of `type`, its status checked as `op`'s.
   template <class Launch>
   static void run(DataType type, const char* op, Launch launch) {
@@ -329,6 +382,11 @@ class CudaOps final : public Ops {
   CudaMatmul matmul_;
   StreamScratch attention_scratch_;
   StreamScratch norm_partials_;
+#if STRATA_HAVE_CUDNN
+  std::unique_ptr<CudnnAttention> cudnn_attention_;  // null when OpsOptions turns it off
+#endif
+  AttentionPaths forward_paths_;
+  AttentionPaths backward_paths_;
 };
 
 }  // namespace

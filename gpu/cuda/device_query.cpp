@@ -3,7 +3,13 @@
 
 #include <fmt/format.h>
 
+#include <exception>
+#include <string>
+
 #include "gpu/cuda/probe.h"
+#if STRATA_HAVE_CUDNN
+#include "gpu/cuda/cudnn_library.h"
+#endif
 #include "gpu/device_query.h"
 
 namespace strata::gpu {
@@ -63,6 +69,19 @@ GpuInventory query_gpus() {
     inventory.probe_kernel_ran = cuda::run_probe_kernel();
   }
   return inventory;
+}
+
+std::string attention_backend() {
+#if STRATA_HAVE_CUDNN
+  try {
+    return "cuDNN's fused attention where it builds a plan for the shape (" +
+           cuda::cudnn_description() + "), else strata's kernels";
+  } catch (const std::exception& error) {
+    return std::string("strata's kernels: cuDNN is not usable: ") + error.what();
+  }
+#else
+  return "strata's kernels (built without cuDNN's headers)";
+#endif
 }
 
 }  // namespace strata::gpu

@@ -8,4 +8,8 @@ GpuInventory query_gpus() {
   return inventory;
 }
 
+std::string attention_backend() {
+  return "strata's host kernels (built without CUDA)";
+}
+
 }  // namespace strata::gpu

@@ -91,6 +91,35 @@ TEST_P(CudaMatmulTest, PointersOffTheirAlignmentGiveTheSameProducts) {
   check_products({45, 37, 29}, 3, "45 x 37 -> 29, weight, bias and dweight three elements off");
 }
 
+// cuBLASLt's epilogue takes the bias and GELU-input pointers only 16-byte aligned (some of its
+// kernels read them 16 bytes at a time and fault otherwise): a bias one element off its buffer's
+// alignment, then a GELU input one element off, each runs without the epilogue and gives the
+// host's result.
+TEST_P(CudaMatmulTest, ABiasOrGeluInputOffSixteenBytesSkipsTheEpilogue) {
+  constexpr i64 rows = 48, in = 64, out = 40;
+  Pair& inp = fresh(type(), rows * in);
+  Pair& weight = fresh(type(), out * in, -0.5f, 0.5f);
+  Pair& bias = fresh(type(), 1 + out);
+  Pair& biased = poisoned(rows * out, type());
+  Pair& gelu = poisoned(rows * out, type());
+  Pair& pre = poisoned(1 + rows * out, type());
+  const OpsPathCounts before = cuda_ops_->path_counts();
+  both([&](Ops& ops, Stream& s, Side side) {
+    ops.matmul_forward(s, biased.tensor(side), inp.tensor(side), weight.tensor(side),
+                       bias.tensor_at(side, 1), rows, in, out);
+    ops.matmul_gelu_forward(s, gelu.tensor(side), pre.tensor_at(side, 1), inp.tensor(side),
+                            weight.tensor(side), bias.tensor_at(side, 0), rows, in, out);
+  });
+  const OpsPathCounts after = cuda_ops_->path_counts();
+  EXPECT_EQ(after.matmul_epilogue, before.matmul_epilogue);
+  EXPECT_EQ(after.matmul_unfused, before.matmul_unfused + 2);
+  const double forward = product_tolerance(type(), in);
+  expect_close(biased, "matmul_forward, bias one element off", forward);
+  expect_close_columns(pre, "matmul_gelu_forward pre, one element off", forward, 1, out, 0, out);
+  expect_close(gelu, "matmul_gelu_forward out, pre one element off",
+               forward + gelu_epilogue_tolerance);
+}
+
 std::string type_name(const ::testing::TestParamInfo<DataType>& info) {
   return std::string(to_string(info.param));
 }

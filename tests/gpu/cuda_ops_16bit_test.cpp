@@ -145,6 +145,15 @@ TEST_P(Cuda16BitOpsTest, AttentionMatchesTheHost) {
   expect_attention_matches(type(), AttentionCase{2, 37, 4, 2, 64}, 1);
 }
 
+// The tensor-core kernels at head_dim 128 over several tiles of 64 rows with a ragged last one:
+// one row past two tiles, a last tile one row short, and a grouped case of three query heads per
+// kv head whose last tile is half full.
+TEST_P(Cuda16BitOpsTest, AttentionOverRaggedTilesAtHeadDim128MatchesTheHost) {
+  for (const AttentionCase& c : {AttentionCase{1, 129, 2, 2, 128}, AttentionCase{2, 191, 4, 2, 128},
+                                 AttentionCase{1, 224, 6, 2, 128}})
+    expect_attention_matches(type(), c);
+}
+
 TEST_P(Cuda16BitOpsTest, CrossEntropyMatchesTheHost) {
   Pair& logits = fresh(type(), rows * vocab_padded, -4.0f, 4.0f);
   Pair& targets = fresh_tokens(rows, static_cast<std::int32_t>(vocab));

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
@@ -210,8 +211,9 @@ class CudaOpsTest : public ::testing::Test {
 
   // The budget of each device; the real shapes need more than the small ones.
   virtual i64 budget_bytes() const { return i64{256} << 20; }
-  // The options of the CUDA ops (the host backend ignores them).
-  virtual OpsOptions ops_options() const { return {}; }
+  // The options of the CUDA ops (the host backend ignores them): strata's own attention kernels,
+  // which these tests pin; cuda_cudnn_attention_test.cpp runs cuDNN's.
+  virtual OpsOptions ops_options() const { return OpsOptions{.cudnn_attention = false}; }
 
   void TearDown() override {
     pairs_.clear();
@@ -328,12 +330,31 @@ class CudaOpsTest : public ::testing::Test {
   // must sit in the same places on both sides.
   void expect_close(const Pair& pair, const std::string& what, double tolerance,
                     NanRule nan_rule = NanRule::fails) {
+    expect_close_where(pair, what, tolerance, nan_rule, [](std::size_t) { return true; });
+  }
+
+  // expect_close over the columns [begin, end) of the rows of `width` elements that start `offset`
+  // elements into the pair: one part of a packed tensor (dq of dqkv), against its own scale, so
+  // that an error in a small part cannot hide under the largest value of another.
+  void expect_close_columns(const Pair& pair, const std::string& what, double tolerance, i64 offset,
+                            i64 width, i64 begin, i64 end) {
+    expect_close_where(pair, what, tolerance, NanRule::fails, [=](std::size_t i) {
+      const i64 element = static_cast<i64>(i) - offset;
+      return element >= 0 && element % width >= begin && element % width < end;
+    });
+  }
+
+  // expect_close over the elements i for which keep(i).
+  template <class Keep>
+  void expect_close_where(const Pair& pair, const std::string& what, double tolerance,
+                          NanRule nan_rule, Keep keep) {
     std::vector<float> expected = widened(Side::host, pair);
     std::vector<float> actual = widened(Side::cuda, pair);
     ASSERT_EQ(actual.size(), expected.size());
     double max_difference = 0.0;
     double max_expected = 0.0;
     for (std::size_t i = 0; i < actual.size(); ++i) {
+      if (!keep(i)) continue;
       const bool nan_here = std::isnan(actual[i]) || std::isnan(expected[i]);
       if (nan_here && nan_rule == NanRule::fails) {
         FAIL() << what << "[" << i << "] is NaN: cuda " << actual[i] << ", host " << expected[i];
@@ -353,9 +374,11 @@ class CudaOpsTest : public ::testing::Test {
   // attention_forward and attention_backward in `type` on both devices from the same qkv, dout
   // and dqkv (which the backward adds onto): out and lse are NaN before the forward; the backward
   // then reads the host forward's out and lse on both sides (mirror), so that its comparison
-  // measures the backward alone. qkv and dqkv start `qkv_offset` elements into their buffers (an
-  // odd offset leaves them unaligned).
+  // measures the backward alone, and dq, dk and dv are each held to their own scale. qkv and dqkv
+  // start `qkv_offset` elements into their buffers (an odd offset leaves them unaligned). The
+  // CUDA side must take the kernels expected_attention_path names, forward and backward.
   void expect_attention_matches(DataType type, const AttentionCase& c, i64 qkv_offset = 0) {
+    const OpsPathCounts paths_before = cuda_ops_->path_counts();
     const i64 qkv_count = qkv_offset + c.rows() * c.qkv_width();
     Pair& qkv = fresh(type, qkv_count, -2.0f, 2.0f);
     Pair& out = poisoned(c.rows() * c.heads * c.head_dim, type);
@@ -381,9 +404,54 @@ class CudaOpsTest : public ::testing::Test {
                                qkv.tensor_at(side, qkv_offset), out.tensor(side), lse.on(side),
                                c.batch, c.seq_len, c.heads, c.kv_heads, c.head_dim);
       });
-      expect_close(*dqkv, "attention_backward dqkv " + name + start,
-                   attention_dqkv_tolerance(type, c));
+      const i64 q_width = c.heads * c.head_dim, kv_width = c.kv_heads * c.head_dim;
+      const std::pair<const char*, std::pair<i64, i64>> parts[] = {
+          {" dq", {0, q_width}},
+          {" dk", {q_width, q_width + kv_width}},
+          {" dv", {q_width + kv_width, c.qkv_width()}}};
+      for (const auto& [part, columns] : parts) {
+        expect_close_columns(*dqkv, "attention_backward" + std::string(part) + " " + name + start,
+                             attention_dqkv_tolerance(type, c), qkv_offset, c.qkv_width(),
+                             columns.first, columns.second);
+      }
     }
+    expect_attention_path(type, c, qkv_offset, paths_before);
+  }
+
+  enum class AttentionPath { cudnn, tensor_core, cuda_core };
+
+  // The kernels the CUDA attention takes: the tensor cores in 16-bit at head_dim 64 and 128 with
+  // qkv 16-byte aligned (dout, a buffer of its own, always is), the CUDA cores otherwise
+  // (gpu/cuda/kernels/attention.h). A fixture that turns cuDNN on says where it runs instead.
+  virtual AttentionPath expected_attention_path(DataType type, const AttentionCase& c,
+                                                i64 qkv_offset) const {
+    const bool tensor_cores = type != DataType::float32 &&
+                              (c.head_dim == 64 || c.head_dim == 128) && qkv_offset * 2 % 16 == 0;
+    return tensor_cores ? AttentionPath::tensor_core : AttentionPath::cuda_core;
+  }
+
+  // Since `before`: one forward and two backwards (expect_attention_matches), all on the expected
+  // path.
+  void expect_attention_path(DataType type, const AttentionCase& c, i64 qkv_offset,
+                             const OpsPathCounts& before) {
+    const OpsPathCounts after = cuda_ops_->path_counts();
+    const AttentionPath path = expected_attention_path(type, c, qkv_offset);
+    static constexpr const char* path_names[] = {"cuDNN", "tensor cores", "CUDA cores"};
+    const std::string name = std::string(to_string(type)) + " " + c.name() + ": " +
+                             path_names[static_cast<int>(path)] + " expected";
+    const auto ran = [](const AttentionPathCounts& now, const AttentionPathCounts& then) {
+      return std::array<i64, 3>{now.cudnn - then.cudnn, now.tensor_core - then.tensor_core,
+                                now.cuda_core - then.cuda_core};
+    };
+    const auto expected = [&](i64 calls) {
+      std::array<i64, 3> counts{};
+      counts[static_cast<std::size_t>(path)] = calls;
+      return counts;
+    };
+    EXPECT_EQ(ran(after.attention_forward, before.attention_forward), expected(1))
+        << "attention_forward (cuDNN, tensor cores, CUDA cores), " << name;
+    EXPECT_EQ(ran(after.attention_backward, before.attention_backward), expected(2))
+        << "attention_backward (cuDNN, tensor cores, CUDA cores), " << name;
   }
 
   // The same bytes on both sides.

@@ -13,6 +13,7 @@
 // (cuda_matmul_test.cpp). Without a usable GPU every test skips.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -194,6 +195,88 @@ TEST_P(CudaRealShapesTest, CrossEntropyAtTheGptVocabularyAndPadded) {
     });
     expect_close(dlogits, "cross_entropy_backward " + name, tolerance_for(t, shape.vocab));
   }
+}
+
+// The fused classifier at the GPT's 50,304 columns, where each thread's online maximum rescales
+// its running sum many times, with -inf logits (masked columns): column 0 of every row, so that
+// thread 0 meets -inf while its running maximum is still -inf, and all of the first 256 columns
+// of row 0, so that every thread of a block does. No target is -inf. The loss and the gradient
+// over the logits match the host's forward-then-backward, and nothing is NaN.
+TEST_P(CudaRealShapesTest, CrossEntropyFusedAtTheGptVocabularyWithMinusInfinity) {
+  const DataType t = type();
+  constexpr i64 rows = 1024;
+  constexpr i64 masked_columns = 256;
+  std::vector<float> values = random_floats(rows * gpt_vocab, seed_ + next_++, -8.0f, 8.0f);
+  for (i64 row = 0; row < rows; ++row)
+    values[static_cast<std::size_t>(row * gpt_vocab)] = -INFINITY;
+  std::fill_n(values.begin(), masked_columns, -INFINITY);
+  std::vector<std::int32_t> tokens =
+      random_tokens(rows, static_cast<std::int32_t>(gpt_vocab), seed_ + next_++);
+  for (std::int32_t& token : tokens)
+    token = token < masked_columns ? token + static_cast<std::int32_t>(masked_columns) : token;
+  Pair& logits = upload_as(t, values);
+  Pair& targets = upload(tokens);
+  Pair& losses = poisoned(rows);
+  Pair& lse = poisoned(rows);
+  Pair& loss_mean = poisoned(1);
+  Pair& dlosses = poisoned(rows);
+  both([&](Ops& ops, Stream& s, Side side) {
+    ops.fill(s, dlosses.on(side), 1.0f / static_cast<float>(rows), rows);
+    ops.cross_entropy_fused(s, logits.tensor(side), losses.on(side), lse.on(side),
+                            loss_mean.on(side), targets.on<const std::int32_t>(side),
+                            dlosses.on(side), rows, gpt_vocab, gpt_vocab);
+  });
+  expect_close(losses, "cross_entropy_fused losses with -inf", tolerance_for(gpt_vocab));
+  expect_close(lse, "cross_entropy_fused lse with -inf", tolerance_for(gpt_vocab));
+  expect_close(loss_mean, "cross_entropy_fused loss_mean with -inf", tolerance_for(rows));
+  expect_close(logits, "cross_entropy_fused gradient with -inf", tolerance_for(t, gpt_vocab));
+}
+
+// The column sums (matmul's dbias and dweight, the norms' dweight and dbias) past 65,535 slices of
+// 512 rows, where one block row per slice would pass CUDA's limit on gridDim.y: 33,553,921 rows
+// of 2 channels.
+TEST_P(CudaRealShapesTest, ColumnSumsPastTheGridsRowLimit) {
+  const DataType t = type();
+  constexpr i64 rows = i64{65535} * 512 + 1;
+  constexpr i64 channels = 2;
+  const i64 n = rows * channels;
+  Pair& inp = fresh(t, n, -3.0f, 5.0f);
+  Pair& weight = fresh(t, channels * channels);
+  Pair& bias = fresh(t, channels);
+  Pair& out = poisoned(n, t);
+  Pair& mean = poisoned(rows);
+  Pair& rstd = poisoned(rows);
+  Pair& rms_rstd = poisoned(rows);
+  both([&](Ops& ops, Stream& s, Side side) {
+    ops.layer_norm_forward(s, out.tensor(side), mean.on(side), rstd.on(side), inp.tensor(side),
+                           weight.tensor(side), bias.tensor(side), rows, channels);
+    ops.rms_norm_forward(s, out.tensor(side), rms_rstd.on(side), inp.tensor(side),
+                         weight.tensor(side), 1e-5, rows, channels);
+  });
+  for (Pair* saved : {&mean, &rstd, &rms_rstd})
+    mirror(*saved);
+  Pair& dout = fresh(t, n);
+  Pair& dinp = fresh(t, n);
+  Pair& norm_dweight = fresh(DataType::float32, channels);
+  Pair& norm_dbias = fresh(DataType::float32, channels);
+  Pair& rms_dweight = fresh(DataType::float32, channels);
+  Pair& matmul_dweight = fresh(DataType::float32, channels * channels);
+  Pair& matmul_dbias = fresh(DataType::float32, channels);
+  both([&](Ops& ops, Stream& s, Side side) {
+    ops.layer_norm_backward(s, dinp.tensor(side), norm_dweight.on(side), norm_dbias.on(side),
+                            dout.tensor(side), inp.tensor(side), weight.tensor(side), mean.on(side),
+                            rstd.on(side), rows, channels);
+    ops.rms_norm_backward(s, dinp.tensor(side), rms_dweight.on(side), dout.tensor(side),
+                          inp.tensor(side), weight.tensor(side), rms_rstd.on(side), rows, channels);
+    ops.matmul_backward(s, dinp.tensor(side), matmul_dweight.on(side), matmul_dbias.on(side),
+                        dout.tensor(side), inp.tensor(side), weight.tensor(side), rows, channels,
+                        channels);
+  });
+  expect_close(norm_dweight, "layer_norm_backward dweight", tolerance_for(rows));
+  expect_close(norm_dbias, "layer_norm_backward dbias", tolerance_for(rows));
+  expect_close(rms_dweight, "rms_norm_backward dweight", tolerance_for(rows));
+  expect_close(matmul_dweight, "matmul_backward dweight", sum_tolerance(t, rows));
+  expect_close(matmul_dbias, "matmul_backward dbias", tolerance_for(rows));
 }
 
 // A Llama with grouped-query attention at 2,048 rows (2 x 1,024).

@@ -59,6 +59,7 @@ TEST(BenchAttentionCommand, EachShapeTimedForwardAndForwardBackward) {
     EXPECT_DOUBLE_EQ(shapes[0].at("forward_flops").get<double>(), forward);
     EXPECT_DOUBLE_EQ(shapes[0].at("forward_backward_flops").get<double>(), 3.5 * forward);
     for (const nlohmann::json& row : shapes) {
+      EXPECT_EQ(row.at("kernels"), "host") << row.dump();
       for (const char* key :
            {"forward_ms", "forward_backward_ms", "forward_tflops", "forward_backward_tflops"})
         EXPECT_GT(row.at(key).get<double>(), 0) << key << " in " << row.dump();
@@ -103,6 +104,8 @@ TEST(BenchAttentionCommand, AnUnknownDtypeOrDeviceIsRefusedWithTheFix) {
   expect_refused({"--dtype", "float8"}, "--dtype float8 is not float32, bfloat16 or float16",
                  "give --dtype bfloat16");
   expect_refused({"--device", "gpu"}, "--device gpu is not host or cuda", "give --device cuda");
+  expect_refused({"--kernels", "flash"}, "--kernels flash is not auto or strata",
+                 "give --kernels strata for strata's own attention kernels");
 }
 
 // Without the CUDA backend, or without a GPU it can run on, --device cuda is refused before

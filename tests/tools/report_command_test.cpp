@@ -57,6 +57,11 @@ TEST(ReportCommand, JsonHasEveryFact) {
   for (const char* key : {"cuda_runtime_version", "cuda_driver_version", "nccl_version"}) {
     EXPECT_TRUE(gpu.at(key).is_string()) << key;
   }
+  // Which attention a CUDA run takes: cuDNN's, with the library it loaded, or strata's and why.
+  const std::string attention = gpu.at("attention").get<std::string>();
+  EXPECT_TRUE(attention.starts_with("cuDNN's fused attention where it builds a plan") ||
+              attention.starts_with("strata's"))
+      << attention;
 
   const nlohmann::json& io_uring = report.at("io_uring");
   EXPECT_TRUE(io_uring.at("available").is_boolean());
@@ -107,8 +112,8 @@ TEST(ReportCommand, TextNamesEveryLine) {
   TempDir swap;
   RunResult result = run_strata({"report", "--path", swap.path().string()});
   ASSERT_EQ(result.exit_status, 0) << result.err;
-  for (const char* line : {"CPU", "SIMD", "cores", "RAM", "memlock", "GPU", "io_uring", "path",
-                           "O_DIRECT", swap.path().c_str()}) {
+  for (const char* line : {"CPU", "SIMD", "cores", "RAM", "memlock", "GPU", "attention", "io_uring",
+                           "path", "O_DIRECT", swap.path().c_str()}) {
     EXPECT_NE(result.out.find(line), std::string::npos) << line << "\n" << result.out;
   }
 }

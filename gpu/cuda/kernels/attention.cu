@@ -278,14 +278,17 @@ bool attention_shape_valid(const AttentionShape& shape) {
 
 template <typename T>
 cudaError_t attention_forward(cudaStream_t stream, T* out, float* lse, const T* qkv,
-                              AttentionShape shape) {
+                              AttentionShape shape, AttentionKernels* ran) {
   if (!attention_shape_valid(shape)) return cudaErrorInvalidValue;
   const i64 rows = shape.batch * shape.heads * shape.seq_len;
-  if (rows == 0) return cudaSuccess;
   if constexpr (!std::is_same_v<T, float>) {
-    if (attention_mma_takes(shape.head_dim, qkv))
-      return attention_forward_mma(stream, out, lse, qkv, shape);
+    if (attention_mma_takes(shape.head_dim, qkv)) {
+      *ran = AttentionKernels::tensor_core;
+      return rows == 0 ? cudaSuccess : attention_forward_mma(stream, out, lse, qkv, shape);
+    }
   }
+  *ran = AttentionKernels::cuda_core;
+  if (rows == 0) return cudaSuccess;
   const float scale = attention_scale(shape.head_dim);
   return with_columns_per_lane(shape.head_dim, [&](auto per_lane) {
     attention_forward_kernel<T, decltype(per_lane)::value>
@@ -296,10 +299,15 @@ cudaError_t attention_forward(cudaStream_t stream, T* out, float* lse, const T* 
 
 template <typename T>
 cudaError_t attention_backward(cudaStream_t stream, T* dqkv, float* delta, const T* dout,
-                               const T* qkv, const T* out, const float* lse, AttentionShape shape) {
+                               const T* qkv, const T* out, const float* lse, AttentionShape shape,
+                               AttentionKernels* ran) {
   if (!attention_shape_valid(shape)) return cudaErrorInvalidValue;
   const i64 query_rows = shape.batch * shape.heads * shape.seq_len;
   const i64 key_rows = shape.batch * shape.kv_heads * shape.seq_len;
+  bool tensor_cores = false;
+  if constexpr (!std::is_same_v<T, float>)
+    tensor_cores = attention_mma_backward_takes(shape.head_dim, qkv, dout);
+  *ran = tensor_cores ? AttentionKernels::tensor_core : AttentionKernels::cuda_core;
   if (query_rows == 0) return cudaSuccess;
   const float scale = attention_scale(shape.head_dim);
   return with_columns_per_lane(shape.head_dim, [&](auto per_lane) {
@@ -309,8 +317,7 @@ cudaError_t attention_backward(cudaStream_t stream, T* dqkv, float* delta, const
     cudaError_t status = cudaGetLastError();
     if (status != cudaSuccess) return status;
     if constexpr (!std::is_same_v<T, float>) {
-      if (attention_mma_backward_takes(shape.head_dim, qkv, dout))
-        return attention_backward_mma(stream, dqkv, delta, dout, qkv, lse, shape);
+      if (tensor_cores) return attention_backward_mma(stream, dqkv, delta, dout, qkv, lse, shape);
     }
     attention_backward_query_kernel<T, kPerLane>
         <<<warp_blocks(query_rows), threads_per_block, 0, stream>>>(dqkv, delta, dout, qkv, lse,
@@ -324,10 +331,12 @@ cudaError_t attention_backward(cudaStream_t stream, T* dqkv, float* delta, const
   });
 }
 
-#define STRATA_INSTANTIATE(T)                                                                    \
-  template cudaError_t attention_forward<T>(cudaStream_t, T*, float*, const T*, AttentionShape); \
-  template cudaError_t attention_backward<T>(cudaStream_t, T*, float*, const T*, const T*,       \
-                                             const T*, const float*, AttentionShape);
+#define STRATA_INSTANTIATE(T)                                                                   \
+  template cudaError_t attention_forward<T>(cudaStream_t, T*, float*, const T*, AttentionShape, \
+                                            AttentionKernels*);                                 \
+  template cudaError_t attention_backward<T>(cudaStream_t, T*, float*, const T*, const T*,      \
+                                             const T*, const float*, AttentionShape,            \
+                                             AttentionKernels*);
 STRATA_CUDA_FOR_EACH_ELEMENT(STRATA_INSTANTIATE)
 #undef STRATA_INSTANTIATE
 

@@ -23,22 +23,27 @@ struct AttentionShape {
   i64 head_dim = 0;  // 1 to attention_head_dim_max
 };
 
+// Which kernels ran a call: the tensor-core ones or the warp-per-row ones (OpsPathCounts).
+enum class AttentionKernels { tensor_core, cuda_core };
+
 // out and lse, the log-sum-exp of each query row's scaled scores, by an online softmax over the
 // keys. bfloat16 and float16 at head_dim 64 and 128 run on the tensor cores (attention_mma.h,
 // where the probabilities are rounded to the element type before they multiply v, as in
 // FlashAttention-2); every other case runs a warp per query row on CUDA cores, in fp32
-// throughout.
+// throughout. *ran says which.
 template <typename T>
 cudaError_t attention_forward(cudaStream_t stream, T* out, float* lse, const T* qkv,
-                              AttentionShape shape);
+                              AttentionShape shape, AttentionKernels* ran);
 
 // dqkv += the gradient, the probabilities recomputed from qkv and lse. `delta` is fp32 scratch of
 // batch * heads * seq_len floats (each query row's dout . out, computed first). bfloat16 and
 // float16 at head_dim 64 and 128 run on the tensor cores (attention_mma.h); every other case runs
 // a warp per query row that adds dq, then a warp per key row of each kv head that adds dk and dv
-// over the query rows of every query head of its group, each from its own registers.
+// over the query rows of every query head of its group, each from its own registers. *ran says
+// which.
 template <typename T>
 cudaError_t attention_backward(cudaStream_t stream, T* dqkv, float* delta, const T* dout,
-                               const T* qkv, const T* out, const float* lse, AttentionShape shape);
+                               const T* qkv, const T* out, const float* lse, AttentionShape shape,
+                               AttentionKernels* ran);
 
 }  // namespace strata::gpu::cuda::kernels

@@ -77,16 +77,30 @@ __device__ float block_max(float value, float* scratch) {
   return result;
 }
 
-// Column reductions: blocks of 32 columns x 8 row lanes, each block over a slice of rows, the
-// slices' sums added with atomicAdd (the targets accumulate anyway).
+// Column reductions: blocks of 32 columns x 8 row lanes over slices of rows_per_slice rows, block
+// y summing slices y, y + gridDim.y, ... (gridDim.y stops at CUDA's 65,535, which 33.5M rows
+// would pass), the blocks' sums added with atomicAdd (the targets accumulate anyway).
 constexpr int column_tile = 32;
 constexpr int row_lanes = 8;
 constexpr i64 rows_per_slice = 512;
+constexpr i64 grid_y_max = 65535;
 
 dim3 column_grid(i64 rows, i64 columns) {
-  const i64 slices = (rows + rows_per_slice - 1) / rows_per_slice;
+  i64 slices = (rows + rows_per_slice - 1) / rows_per_slice;
+  slices = slices < 1 ? 1 : (slices > grid_y_max ? grid_y_max : slices);
   return dim3(static_cast<unsigned>((columns + column_tile - 1) / column_tile),
-              static_cast<unsigned>(slices < 1 ? 1 : slices));
+              static_cast<unsigned>(slices));
+}
+
+// Calls add(row) for each row of this thread's lane in this block's slices.
+template <typename Add>
+__device__ void for_each_slice_row(i64 rows, Add add) {
+  const i64 stride = static_cast<i64>(gridDim.y) * rows_per_slice;
+  for (i64 begin = static_cast<i64>(blockIdx.y) * rows_per_slice; begin < rows; begin += stride) {
+    const i64 end = begin + rows_per_slice < rows ? begin + rows_per_slice : rows;
+    for (i64 row = begin + threadIdx.y; row < end; row += row_lanes)
+      add(row);
+  }
 }
 
 }  // namespace

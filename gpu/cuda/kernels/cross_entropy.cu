@@ -75,6 +75,9 @@ __global__ void cross_entropy_fused_kernel(T* logits, float* losses, float* lse,
   double running_sum = 0.0;
   for (i64 c = threadIdx.x; c < vocab; c += blockDim.x) {
     const float value = widen(x[c]);
+    // A -inf logit adds exp(-inf) = 0; taken through the update below while running_max is still
+    // -inf, it would add expf(-inf - -inf) = NaN and poison the row.
+    if (value == -INFINITY) continue;
     if (value > running_max) {
       running_sum *= exp(static_cast<double>(running_max) - static_cast<double>(value));
       running_max = value;

@@ -79,16 +79,14 @@ __global__ void layer_norm_backward_params_kernel(float* dweight, float* dbias, 
   __shared__ float weight_sums[row_lanes][column_tile];
   __shared__ float bias_sums[row_lanes][column_tile];
   const i64 c = static_cast<i64>(blockIdx.x) * column_tile + threadIdx.x;
-  const i64 row_begin = static_cast<i64>(blockIdx.y) * rows_per_slice;
-  const i64 row_end = row_begin + rows_per_slice < rows ? row_begin + rows_per_slice : rows;
   float weight_sum = 0.0f;
   float bias_sum = 0.0f;
   if (c < channels) {
-    for (i64 row = row_begin + threadIdx.y; row < row_end; row += row_lanes) {
+    for_each_slice_row(rows, [&](i64 row) {
       const float dy = widen(dout[row * channels + c]);
       weight_sum += dy * ((widen(inp[row * channels + c]) - mean[row]) * rstd[row]);
       bias_sum += dy;
-    }
+    });
   }
   weight_sums[threadIdx.y][threadIdx.x] = weight_sum;
   bias_sums[threadIdx.y][threadIdx.x] = bias_sum;

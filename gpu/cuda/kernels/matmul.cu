@@ -12,13 +12,9 @@ template <typename T>
 __global__ void column_sums_kernel(float* target, const T* source, i64 rows, i64 columns) {
   __shared__ float sums[row_lanes][column_tile];
   const i64 c = static_cast<i64>(blockIdx.x) * column_tile + threadIdx.x;
-  const i64 row_begin = static_cast<i64>(blockIdx.y) * rows_per_slice;
-  const i64 row_end = row_begin + rows_per_slice < rows ? row_begin + rows_per_slice : rows;
   float sum = 0.0f;
-  if (c < columns) {
-    for (i64 row = row_begin + threadIdx.y; row < row_end; row += row_lanes)
-      sum += widen(source[row * columns + c]);
-  }
+  if (c < columns)
+    for_each_slice_row(rows, [&](i64 row) { sum += widen(source[row * columns + c]); });
   sums[threadIdx.y][threadIdx.x] = sum;
   __syncthreads();
   if (threadIdx.y == 0 && c < columns) {

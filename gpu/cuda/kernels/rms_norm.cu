@@ -58,12 +58,11 @@ __global__ void rms_norm_backward_weight_kernel(float* dweight, const T* dout, c
                                                 const float* rstd, i64 rows, i64 channels) {
   __shared__ float sums[row_lanes][column_tile];
   const i64 c = static_cast<i64>(blockIdx.x) * column_tile + threadIdx.x;
-  const i64 row_begin = static_cast<i64>(blockIdx.y) * rows_per_slice;
-  const i64 row_end = row_begin + rows_per_slice < rows ? row_begin + rows_per_slice : rows;
   float sum = 0.0f;
   if (c < channels) {
-    for (i64 row = row_begin + threadIdx.y; row < row_end; row += row_lanes)
+    for_each_slice_row(rows, [&](i64 row) {
       sum += widen(dout[row * channels + c]) * (widen(inp[row * channels + c]) * rstd[row]);
+    });
   }
   sums[threadIdx.y][threadIdx.x] = sum;
   __syncthreads();
