@@ -129,9 +129,11 @@ JSON
 expect 0 config-check -- "$strata" config check ds_zero3_nvme.json --steps 40
 has config-check.out "valid"
 
-# 4. The run, stopped by SIGTERM after a few steps: it saves and exits 143.
+# 4. The run, stopped by SIGTERM after a few steps: it saves and exits 143. run1.out exists before
+#    the run starts (which appends to it), so `tail -f` below never looks for it first.
+: >run1.out
 "$strata" train --config ds_zero3_nvme.json --steps 40 --save-dir ckpt --out out \
-  --metrics metrics.jsonl >run1.out 2>run1.err &
+  --metrics metrics.jsonl >>run1.out 2>run1.err &
 run_pid=$!
 timeout 120 grep -q -m1 "step     2/40" <(tail -f --pid="$run_pid" run1.out) || fail "the run never reached step 2"
 kill -TERM "$run_pid"

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -48,8 +49,21 @@ i64 round_up(i64 bytes) {
   return (bytes + 255) / 256 * 256;
 }
 
-bool aligned(const void* pointer) {
-  return reinterpret_cast<std::uintptr_t>(pointer) % alignment == 0;
+// Whether cuDNN's attention may take a call: 16-bit, not empty, rows of whole 16-byte vectors
+// (K and V start head_dim elements apart) and every pointer 16-byte aligned.
+bool cudnn_may_take(DataType type, const AttentionLayout& l,
+                    std::initializer_list<const void*> pointers) {
+  if (type == DataType::float32 || l.b * l.t == 0 || l.d * element_bytes % alignment != 0)
+    return false;
+  for (const void* pointer : pointers) {
+    if (reinterpret_cast<std::uintptr_t>(pointer) % alignment != 0) return false;
+  }
+  return true;
+}
+
+// 1 / sqrt(head_dim), as strata's kernels scale the scores.
+float scores_scale(i64 head_dim) {
+  return static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
 }
 
 const char* direction_name(Direction direction) {
@@ -87,11 +101,13 @@ struct CudnnAttention::Impl {
     return handle;
   }
 
-  // The plan for `key`, built at its first call; null where cuDNN builds none (logged once).
-  const GraphBuilder::Plan* plan_for(const Key& key, const AttentionLayout& l) {
+  // The plan for the call, built at its first call; null where cuDNN is not usable here or
+  // builds none (each logged once).
+  const GraphBuilder::Plan* plan_for(Direction direction, DataType type, const AttentionLayout& l) {
+    if (ready_handle() == nullptr) return nullptr;
+    const Key key{direction, type, l.b, l.t, l.h, l.hk, l.d};
     auto found = plans.find(key);
     if (found != plans.end()) return found->second ? &*found->second : nullptr;
-    const auto [direction, type, b, t, h, hk, d] = key;
     const cudnnDataType_t io = type == DataType::bfloat16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
     std::optional<GraphBuilder::Plan> plan;
     try {
@@ -102,7 +118,7 @@ struct CudnnAttention::Impl {
       base::logger("gpu").info(
           "attention {} B{} T{} H{}/{} D{} {}: cuDNN builds no plan, strata's kernels run it "
           "({})",
-          direction_name(direction), b, t, h, hk, d, to_string(type), refused.what());
+          direction_name(direction), l.b, l.t, l.h, l.hk, l.d, to_string(type), refused.what());
     }
     found = plans.emplace(key, std::move(plan)).first;
     return found->second ? &*found->second : nullptr;
@@ -123,17 +139,12 @@ CudnnAttention::~CudnnAttention() = default;
 bool CudnnAttention::forward(Stream& stream, Tensor out, float* lse, ConstTensor qkv,
                              const kernels::AttentionShape& shape) {
   const AttentionLayout l{shape.batch, shape.seq_len, shape.heads, shape.kv_heads, shape.head_dim};
-  if (qkv.type == DataType::float32 || l.b * l.t == 0 || l.d * element_bytes % alignment != 0 ||
-      !aligned(qkv.data) || !aligned(out.data) || !aligned(lse)) {
-    return false;
-  }
+  if (!cudnn_may_take(qkv.type, l, {qkv.data, out.data, lse})) return false;
   std::lock_guard lock(impl_->mutex);
-  if (impl_->ready_handle() == nullptr) return false;
-  const GraphBuilder::Plan* plan =
-      impl_->plan_for({Direction::forward, qkv.type, l.b, l.t, l.h, l.hk, l.d}, l);
+  const GraphBuilder::Plan* plan = impl_->plan_for(Direction::forward, qkv.type, l);
   if (plan == nullptr) return false;
   void* workspace = impl_->workspaces.get(stream, std::max<i64>(plan->workspace_bytes, 1));
-  float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(l.d)));
+  float scale = scores_scale(l.d);
   float minus_infinity = -INFINITY;
   auto* rows = static_cast<char*>(const_cast<void*>(qkv.data));
   const std::vector<i64> uids = {
@@ -154,15 +165,9 @@ bool CudnnAttention::backward(Stream& stream, Tensor dqkv, ConstTensor dout, Con
                               ConstTensor out, const float* lse,
                               const kernels::AttentionShape& shape) {
   const AttentionLayout l{shape.batch, shape.seq_len, shape.heads, shape.kv_heads, shape.head_dim};
-  if (qkv.type == DataType::float32 || l.b * l.t == 0 || l.d * element_bytes % alignment != 0 ||
-      !aligned(qkv.data) || !aligned(dqkv.data) || !aligned(dout.data) || !aligned(out.data) ||
-      !aligned(lse)) {
-    return false;
-  }
+  if (!cudnn_may_take(qkv.type, l, {qkv.data, dqkv.data, dout.data, out.data, lse})) return false;
   std::lock_guard lock(impl_->mutex);
-  if (impl_->ready_handle() == nullptr) return false;
-  const GraphBuilder::Plan* plan =
-      impl_->plan_for({Direction::backward, qkv.type, l.b, l.t, l.h, l.hk, l.d}, l);
+  const GraphBuilder::Plan* plan = impl_->plan_for(Direction::backward, qkv.type, l);
   if (plan == nullptr) return false;
   // The workspace: cuDNN's own, then softmax_sum and dQ in fp32, then the gradient laid out as
   // qkv.
@@ -174,7 +179,7 @@ bool CudnnAttention::backward(Stream& stream, Tensor dqkv, ConstTensor dout, Con
   auto* workspace = static_cast<char*>(
       impl_->workspaces.get(stream, gradient_at + gradient_elements * element_bytes));
   char* gradient = workspace + gradient_at;
-  float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(l.d)));
+  float scale = scores_scale(l.d);
   float minus_infinity = -INFINITY;
   float one = 1.0f;
   auto* rows = static_cast<char*>(const_cast<void*>(qkv.data));
