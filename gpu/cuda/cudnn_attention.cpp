@@ -13,9 +13,6 @@
 #include <tuple>
 #include <vector>
 
-#include <fmt/format.h>
-
-#include "base/error.h"
 #include "base/log.h"
 #include "gpu/cuda/cuda_device.h"
 #include "gpu/cuda/cudnn_attention_graphs.h"
