@@ -8,6 +8,7 @@ packages=(
   liburing-dev libisal-dev libhwloc-dev libtbb-dev
   libopenmpi-dev openmpi-bin libopenblas-dev
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libyaml-cpp-dev
+  libpcre2-dev libutf8proc-dev
   fio gnuplot-nox
 )
 

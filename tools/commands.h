@@ -20,5 +20,6 @@ void add_ckpt_command(CLI::App& app, CommandContext& context);
 void add_bench_command(CLI::App& app, CommandContext& context);
 void add_io_bench_command(CLI::App& app, CommandContext& context);
 void add_io_tune_command(CLI::App& app, CommandContext& context);
+void add_tokenize_command(CLI::App& app, CommandContext& context);
 
 }  // namespace strata::tools

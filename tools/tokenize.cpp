@@ -1,0 +1,142 @@
+// `strata tokenize`: a model folder's Hugging Face tokenizer on the command line. Text on
+// standard input to ids, ids to text (--decode), or text files to an llm.c token file (--output)
+// that strata.data.path takes.
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <iostream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+#include "models/data/text_documents.h"
+#include "models/data/text_tokens.h"
+#include "models/tokenizer/tokenizer.h"
+#include "models/tokenizer/utf8.h"
+#include "tools/commands.h"
+#include "tools/tokenize_progress.h"
+
+namespace strata::tools {
+namespace {
+
+struct TokenizeOptions {
+  std::string tokenizer_path;
+  bool json = false;
+  bool no_special_tokens = false;
+  bool decode = false;
+  std::string output;
+  std::vector<std::string> inputs;
+  int threads = 0;
+};
+
+std::string read_stdin() {
+  return {std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()};
+}
+
+void encode_stdin(const models::tokenizer::Tokenizer& tokenizer, const TokenizeOptions& options) {
+  const std::string text = read_stdin();
+  if (const std::size_t bad = models::tokenizer::invalid_utf8_offset(text);
+      bad != std::string_view::npos) {
+    throw UserError(fmt::format("standard input is not valid UTF-8 at byte {}", bad),
+                    "convert the text to UTF-8 (iconv -f <its encoding> -t UTF-8)", 2);
+  }
+  const std::vector<std::int32_t> ids = tokenizer.encode(text, !options.no_special_tokens);
+  if (options.json) {
+    std::cout << nlohmann::json{{"ids", ids}}.dump() << '\n';
+    return;
+  }
+  std::string line;
+  for (const std::int32_t id : ids)
+    line += fmt::format("{}{}", line.empty() ? "" : " ", id);
+  std::cout << line << '\n';
+}
+
+void decode_stdin(const models::tokenizer::Tokenizer& tokenizer, const TokenizeOptions& options) {
+  const std::string input = read_stdin();
+  std::vector<std::int32_t> ids;
+  try {
+    ids = nlohmann::json::parse(input).get<std::vector<std::int32_t>>();
+  } catch (const nlohmann::json::exception& error) {
+    throw UserError(
+        fmt::format("--decode reads a JSON array of token ids on standard input: {}", error.what()),
+        "give the ids as [15496, 995], as `strata tokenize --json` prints them", 2);
+  }
+  const std::string text = tokenizer.decode(ids, /*skip_special_tokens=*/false);
+  if (options.json) {
+    std::cout << nlohmann::json{{"text", text}}.dump() << '\n';
+  } else {
+    std::cout << text;
+  }
+}
+
+void write_token_file(const models::tokenizer::Tokenizer& tokenizer,
+                      const TokenizeOptions& options) {
+  if (options.inputs.empty()) {
+    throw UserError("--output needs the text files to tokenize after it",
+                    "strata tokenize --tokenizer MODEL_DIR --output train.bin train.jsonl", 2);
+  }
+  const std::vector<std::filesystem::path> inputs(options.inputs.begin(), options.inputs.end());
+  for (const auto& input : inputs) {
+    if (!models::TextDocuments::takes(input)) {
+      throw UserError(fmt::format("{} is not a .txt, .jsonl or .ndjson file", input.string()),
+                      "give text as .txt files (one document each) or JSON Lines with a "
+                      "\"text\" field per line",
+                      2);
+    }
+  }
+  ProgressLine progress("tokenizing");
+  models::TokenizeOptions tokenize;
+  tokenize.add_special_tokens = !options.no_special_tokens;
+  tokenize.threads = options.threads;
+  tokenize.progress = [&](std::size_t done, std::size_t total) { progress.show(done, total); };
+  const std::vector<std::uint32_t> ids = models::tokenize_files(inputs, tokenizer, tokenize);
+  progress.finish();
+  models::write_llmc_tokens(options.output, ids, tokenizer.vocab_size());
+  std::cerr << fmt::format("strata tokenize: {} tokens of {} file(s) written to {} (llm.c {})\n",
+                           ids.size(), inputs.size(), options.output,
+                           tokenizer.vocab_size() > 65536 ? "v7, uint32" : "v1, uint16");
+}
+
+}  // namespace
+
+void add_tokenize_command(CLI::App& app, CommandContext& context) {
+  auto options = std::make_shared<TokenizeOptions>();
+  CLI::App* command =
+      app.add_subcommand("tokenize",
+                         "Encode text with a model's Hugging Face tokenizer, decode ids, or write "
+                         "token files for strata.data.path");
+  command
+      ->add_option("--tokenizer", options->tokenizer_path,
+                   "a model folder holding tokenizer.json, or a tokenizer.json")
+      ->required();
+  command->add_flag("--json", options->json,
+                    "print {\"ids\": [...]} (or, with --decode, {\"text\": \"...\"})");
+  command->add_flag("--no-special-tokens", options->no_special_tokens,
+                    "leave out the tokens the post-processor adds (a BOS, say)");
+  command->add_flag("--decode", options->decode,
+                    "read a JSON array of ids on standard input and print their text, special "
+                    "tokens kept");
+  command->add_option("--output", options->output,
+                      "write the ids of INPUT files (.txt, .jsonl) to this llm.c .bin, each "
+                      "document followed by EOS");
+  command->add_option("--threads", options->threads, "threads for --output (0: every core)")
+      ->check(CLI::NonNegativeNumber);
+  command->add_option("inputs", options->inputs, "with --output: the text files to tokenize");
+  command->callback([options, &context] {
+    const auto tokenizer = models::tokenizer::Tokenizer::load(options->tokenizer_path);
+    if (!options->output.empty()) {
+      write_token_file(tokenizer, *options);
+    } else if (!options->inputs.empty()) {
+      throw UserError("input files are tokenized only into a token file",
+                      "add --output OUT.bin, or give the text on standard input", 2);
+    } else if (options->decode) {
+      decode_stdin(tokenizer, *options);
+    } else {
+      encode_stdin(tokenizer, *options);
+    }
+    context.exit_status = 0;
+  });
+}
+
+}  // namespace strata::tools
