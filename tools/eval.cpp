@@ -16,6 +16,7 @@
 #include "gpu/open_device.h"
 #include "gpu/ops.h"
 #include "gpu/process_group.h"
+#include "models/data/text_tokens.h"
 #include "models/data/token_file.h"
 #include "models/model_plan.h"
 #include "tools/commands.h"
@@ -105,7 +106,11 @@ int run_eval(const EvalOptions& options) {
   models::TokenView split;
   std::string source;
   if (!options.data_path.empty()) {
-    file = models::open_token_file(options.data_path, config.strata.data.dtype, "--data");
+    const std::optional<models::tokenizer::Tokenizer> tokenizer =
+        models::model_tokenizer(config.strata.model.hf_config, plan.vocab());
+    models::TextTokenizing text;
+    text.tokenizer = tokenizer ? &*tokenizer : nullptr;
+    file = models::open_token_file(options.data_path, config.strata.data.dtype, "--data", text);
     models::check_tokenizer(file, plan.vocab(), config.strata.model.hf_config);
     models::check_token_ids(file, static_cast<int>(plan.vocab()), options.data_path);
     split = file.tokens;

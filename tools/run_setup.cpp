@@ -9,7 +9,9 @@
 #include "engine/memory/nvme_store.h"
 #include "models/data/byte_tokenizer.h"
 #include "models/data/synthetic_corpus.h"
+#include "models/data/text_tokens.h"
 #include "tools/demo_config.h"
+#include "tools/tokenize_progress.h"
 
 namespace strata::tools {
 
@@ -63,8 +65,18 @@ models::TokenDataset load_data(const engine::Config& config, const models::Model
   const engine::DataConfig& data = config.strata.data;
   models::TokenDataset dataset;
   if (!data.path.empty()) {
+    // Text is made ids by the model folder's own tokenizer, once, into a cache beside it.
+    const std::optional<models::tokenizer::Tokenizer> tokenizer =
+        models::model_tokenizer(config.strata.model.hf_config, plan.vocab());
+    ProgressLine progress("tokenizing");
+    models::TextTokenizing text;
+    text.tokenizer = tokenizer ? &*tokenizer : nullptr;
+    text.progress = [&progress](std::size_t done, std::size_t total) {
+      progress.show(done, total);
+      if (done == total) progress.finish();
+    };
     dataset = models::TokenDataset::from_file(data.path, data.validation_fraction, data.dtype,
-                                              data.validation_path);
+                                              data.validation_path, text);
   } else {
     const models::CorpusSpec spec;
     models::SyntheticCorpus corpus = models::generate_corpus(spec);

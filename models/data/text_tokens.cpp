@@ -11,6 +11,8 @@
 #include <memory>
 #include <system_error>
 
+#include <unistd.h>
+
 #include "base/assert.h"
 #include "base/error.h"
 #include "models/data/text_documents.h"
@@ -85,6 +87,25 @@ std::vector<std::uint32_t> tokenize_files(std::span<const std::filesystem::path>
   return ids;
 }
 
+std::optional<tokenizer::Tokenizer> model_tokenizer(const std::filesystem::path& hf_config,
+                                                    std::int64_t model_vocab) {
+  if (hf_config.empty()) return std::nullopt;
+  const std::filesystem::path file = hf_config.parent_path() / "tokenizer.json";
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(file, error)) return std::nullopt;
+  tokenizer::Tokenizer tokenizer = tokenizer::Tokenizer::load(file);
+  if (tokenizer.vocab_size() > model_vocab) {
+    throw UserError(fmt::format("the tokenizer {} makes ids up to {}, past the {} rows of the "
+                                "model {} describes (vocab_size)",
+                                file.string(), tokenizer.vocab_size() - 1, model_vocab,
+                                hf_config.string()),
+                    "put the tokenizer of this model beside its config.json: a tokenizer of "
+                    "another model makes ids this one has no embedding for",
+                    2);
+  }
+  return tokenizer;
+}
+
 void write_llmc_tokens(const std::filesystem::path& out, std::span<const std::uint32_t> ids,
                        std::int64_t vocab, std::span<const std::int32_t> header_extra) {
   STRATA_ASSERT(header_extra.size() <= kLlmcFreeHeaderWords);
@@ -101,8 +122,10 @@ void write_llmc_tokens(const std::filesystem::path& out, std::span<const std::ui
   header[2] = static_cast<std::int32_t>(ids.size());
   std::copy(header_extra.begin(), header_extra.end(), header.begin() + 3);
 
+  // A name of this process's own: ranks that tokenize the same file at once each write their
+  // own, and the last rename leaves one whole file.
   std::filesystem::path partial = out;
-  partial += ".partial";
+  partial += fmt::format(".partial.{}", getpid());
   const auto cannot_write = [&] {
     return UserError(fmt::format("cannot write {}: {}", partial.string(),
                                  std::error_code(errno, std::system_category()).message()),

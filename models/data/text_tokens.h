@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -30,12 +31,18 @@ std::vector<std::uint32_t> tokenize_files(std::span<const std::filesystem::path>
                                           const tokenizer::Tokenizer& tokenizer,
                                           const TokenizeOptions& options);
 
+// The tokenizer of the Hugging Face model whose config.json is `hf_config`: the tokenizer.json
+// beside it, or none when there is none (or `hf_config` is "", the built-in GPT). Refuses, naming
+// both, a tokenizer with more ids than the model's `model_vocab` rows.
+std::optional<tokenizer::Tokenizer> model_tokenizer(const std::filesystem::path& hf_config,
+                                                    std::int64_t model_vocab);
+
 // Words 3 onwards of an llm.c header, which llm.c leaves 0 and strata's token cache uses.
 inline constexpr std::size_t kLlmcFreeHeaderWords = 253;
 
 // Writes `ids` as an llm.c token file: v1 (uint16) when `vocab` <= 65,536, else v7 (uint32);
-// `header_extra` goes into header words 3 onwards. Written to OUT.partial, then renamed, so that
-// a failed write leaves no file a reader would take. Throws UserError naming the file when it
+// `header_extra` goes into header words 3 onwards. Written to OUT.partial.PID, then renamed, so
+// that a failed write leaves no file a reader would take. Throws UserError naming the file when it
 // cannot be written, and for more ids than a header counts (2^31 - 1).
 void write_llmc_tokens(const std::filesystem::path& out, std::span<const std::uint32_t> ids,
                        std::int64_t vocab, std::span<const std::int32_t> header_extra = {});

@@ -39,11 +39,12 @@ TokenDataset TokenDataset::from_tokens(std::vector<std::uint16_t> tokens,
 
 TokenDataset TokenDataset::from_file(const std::filesystem::path& path, double validation_fraction,
                                      const std::string& dtype,
-                                     const std::filesystem::path& validation_path) {
+                                     const std::filesystem::path& validation_path,
+                                     const TextTokenizing& text) {
   STRATA_ASSERT(validation_fraction >= 0 && validation_fraction < 1);
   TokenDataset dataset;
   dataset.train_file_ =
-      std::make_shared<const TokenFile>(open_token_file(path, dtype, "strata.data.path"));
+      std::make_shared<const TokenFile>(open_token_file(path, dtype, "strata.data.path", text));
   const TokenView all = dataset.train_file_->tokens;
   dataset.source =
       fmt::format("{} ({})", dataset.train_file_->path.string(), dataset.train_file_->format);
@@ -55,7 +56,7 @@ TokenDataset TokenDataset::from_file(const std::filesystem::path& path, double v
     dataset.validation_ = all.subview(all.size() - validation_count, validation_count);
   } else {
     dataset.validation_file_ = std::make_shared<const TokenFile>(
-        open_token_file(validation_path, dtype, "strata.data.validation_path"));
+        open_token_file(validation_path, dtype, "strata.data.validation_path", text));
     dataset.train_ = all;
     dataset.validation_ = dataset.validation_file_->tokens;
     dataset.source += fmt::format(", validation {}", dataset.validation_file_->path.string());
@@ -97,7 +98,7 @@ void TokenDataset::check_tokenizer(std::int64_t vocab,
                       train_file_->path.string(), train_file_->format,
                       validation_file_->path.string(), validation_file_->format),
           "give both splits in one form: token files made with one tokenizer "
-          "(scripts/tokenize_for_strata.py, docs/data.md), or both text",
+          "(strata tokenize --output, docs/data.md), or both text",
           2);
     }
   }

@@ -22,11 +22,13 @@ class TokenDataset {
   // `validation_fraction` of the tokens, taken from the end, form the validation split.
   static TokenDataset from_tokens(std::vector<std::uint16_t> tokens, double validation_fraction);
   // `dtype` "" (the file says), "uint16" or "uint32" (a raw array); a non-empty
-  // `validation_path` is the validation split, whole, and `validation_fraction` is unused. Throws
-  // UserError naming the path when a file is missing, unreadable or malformed.
+  // `validation_path` is the validation split, whole, and `validation_fraction` is unused; text
+  // files become ids as `text` says. Throws UserError naming the path when a file is missing,
+  // unreadable or malformed.
   static TokenDataset from_file(const std::filesystem::path& path, double validation_fraction,
                                 const std::string& dtype = "",
-                                const std::filesystem::path& validation_path = "");
+                                const std::filesystem::path& validation_path = "",
+                                const TextTokenizing& text = {});
 
   TokenView train() const { return train_; }
   TokenView validation() const { return validation_; }

@@ -13,6 +13,8 @@
 #include "base/error.h"
 #include "base/units.h"
 #include "models/data/byte_tokenizer.h"
+#include "models/data/text_documents.h"
+#include "models/data/token_cache.h"
 
 namespace strata::models {
 namespace {
@@ -50,27 +52,6 @@ std::string data_fix(const std::string& key) {
       "set) or a Megatron-LM .bin/.idx pair (docs/data.md){}",
       where,
       key == "strata.data.path" ? ", or remove the key to train on the built-in corpus" : "");
-}
-
-// The folder holding the tokenizer of the model `hf_config` describes, as the command to make a
-// token file names it: config.json's own folder when save_pretrained put a tokenizer there.
-std::string tokenizer_folder(const std::filesystem::path& hf_config) {
-  const std::filesystem::path folder = hf_config.parent_path();
-  std::error_code error;
-  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "tokenizer.model"}) {
-    if (std::filesystem::is_regular_file(folder / name, error)) {
-      return folder.empty() ? std::string(".") : folder.string();
-    }
-  }
-  return "DIR";
-}
-
-// The command of scripts/tokenize_for_strata.py that writes `text` as `tokens`, an llm.c .bin.
-std::string tokenize_command(const std::filesystem::path& text, const std::filesystem::path& tokens,
-                             const std::string& tokenizer) {
-  return fmt::format("python3 scripts/tokenize_for_strata.py --tokenizer {} --output {} {}{}",
-                     tokenizer, tokens.string(), text.string(),
-                     tokenizer == "DIR" ? " (DIR: the folder of the model's tokenizer.json)" : "");
 }
 
 base::MappedFile map(const std::filesystem::path& path, const std::string& key) {
@@ -249,6 +230,34 @@ void open_megatron(TokenFile& file, const std::filesystem::path& index_path,
   file.tokens = view(file.mapping.bytes(), width == 4);
 }
 
+// The built-in GPT's ids of a text file: its bytes, or for JSON Lines each line's "text" followed
+// by a newline (there is no end-of-document among 256 byte ids).
+std::vector<std::uint16_t> text_bytes(const std::filesystem::path& path) {
+  const TextDocuments documents = TextDocuments::open(path);
+  std::vector<std::uint16_t> ids;
+  std::string scratch;
+  const bool json_lines = path.extension() == ".jsonl" || path.extension() == ".ndjson";
+  for (std::size_t i = 0; i < documents.size(); ++i) {
+    const std::vector<std::uint16_t> document = encode_bytes(documents.document(i, scratch));
+    ids.insert(ids.end(), document.begin(), document.end());
+    if (json_lines) ids.push_back('\n');
+  }
+  return ids;
+}
+
+// Text under the model's tokenizer: the token cache beside the file, opened as the llm.c file it
+// is.
+void open_tokenized(TokenFile& file, const tokenizer::Tokenizer& tokenizer,
+                    const TokenizeProgress& progress, const std::string& key) {
+  const std::filesystem::path text = file.path;
+  file.mapping = base::MappedFile();
+  const std::filesystem::path cache = cached_tokens(text, tokenizer, progress);
+  file.path = cache;
+  file.mapping = map(cache, key);
+  open_llmc(file, key);
+  file.format = fmt::format("{} tokenized by {}", text.string(), tokenizer.source());
+}
+
 }  // namespace
 
 TokenView TokenView::subview(std::size_t begin, std::size_t count) const {
@@ -308,34 +317,27 @@ bool is_text(const TokenFile& file) {
 
 void check_tokenizer(const TokenFile& file, std::int64_t vocab,
                      const std::filesystem::path& hf_config) {
-  if (!is_text(file)) return;
-  const std::filesystem::path tokens = std::filesystem::path(file.path).replace_extension(".bin");
-  const bool json_lines = file.path.extension() == ".jsonl" || file.path.extension() == ".ndjson";
-  if (!hf_config.empty()) {
-    throw UserError(
-        fmt::format("{} is read as text, one token per byte, but the model {} describes takes "
-                    "the ids of its own tokenizer ({} tokens): it would train on byte values as "
-                    "if they were those ids",
-                    file.path.string(), hf_config.string(), vocab),
-        fmt::format("make a token file with the model's tokenizer first, {}, and set "
-                    "\"strata\": {{\"data\": {{\"path\": \"{}\"}}}} (docs/data.md)",
-                    tokenize_command(file.path, tokens, tokenizer_folder(hf_config)),
-                    tokens.string()),
-        2);
-  }
-  if (!json_lines) return;
+  if (!is_text(file) || hf_config.empty()) return;
+  const std::filesystem::path folder = hf_config.parent_path();
   throw UserError(
-      fmt::format("{} is JSON Lines, read as text, one token per byte: the model would learn "
-                  "the JSON syntax around each document's text",
-                  file.path.string()),
-      fmt::format("make a token file of each line's \"text\" with the byte tokenizer, {}, and "
-                  "set \"strata\": {{\"data\": {{\"path\": \"{}\"}}}} (docs/data.md)",
-                  tokenize_command(file.path, tokens, "bytes"), tokens.string()),
+      fmt::format("{} is text, and the model {} describes takes the ids of its own tokenizer ({} "
+                  "tokens), but {} holds no tokenizer.json to make them with: read as bytes, it "
+                  "would train on byte values as if they were those ids",
+                  file.path.string(), hf_config.string(), vocab,
+                  folder.empty() ? std::string("its folder") : folder.string()),
+      fmt::format("put the model's tokenizer.json (with its tokenizer_config.json) beside {}, "
+                  "or make a token file with `strata tokenize --tokenizer TOKENIZER_DIR --output "
+                  "{} {}` and set \"strata\": {{\"data\": {{\"path\": \"{}\"}}}} "
+                  "(docs/data.md)",
+                  hf_config.string(),
+                  std::filesystem::path(file.path).replace_extension(".bin").string(),
+                  file.path.string(),
+                  std::filesystem::path(file.path).replace_extension(".bin").string()),
       2);
 }
 
 TokenFile open_token_file(const std::filesystem::path& path, const std::string& dtype,
-                          const std::string& key) {
+                          const std::string& key, const TextTokenizing& text) {
   STRATA_ASSERT(dtype.empty() || dtype == "uint16" || dtype == "uint32");
   // A Megatron prefix may be given bare (as Megatron's --data-path takes it) or with .bin.
   std::filesystem::path bin = path;
@@ -358,10 +360,11 @@ TokenFile open_token_file(const std::filesystem::path& path, const std::string& 
     open_raw(file, dtype == "uint32");
   } else if (bin.extension() == ".bin") {
     open_llmc(file, key);
+  } else if (text.tokenizer != nullptr) {
+    open_tokenized(file, *text.tokenizer, text.progress, key);
   } else {
-    std::span<const std::byte> bytes = file.mapping.bytes();
-    file.owned = encode_bytes({reinterpret_cast<const char*>(bytes.data()), bytes.size()});
     file.mapping = base::MappedFile();
+    file.owned = text_bytes(bin);
     file.format = kTextFormat;
     file.tokens = std::span<const std::uint16_t>(file.owned);
   }

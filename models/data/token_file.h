@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "base/mapped_file.h"
+#include "models/data/text_tokens.h"
+#include "models/tokenizer/tokenizer.h"
 
 namespace strata::models {
 
@@ -64,12 +66,21 @@ struct TokenFile {
   std::vector<std::uint16_t> owned;
 };
 
+// How text is made ids: by the model's tokenizer (through the token cache beside the file,
+// models/data/token_cache.h), or, without one, one token per byte.
+struct TextTokenizing {
+  const tokenizer::Tokenizer* tokenizer = nullptr;
+  TokenizeProgress progress;  // may be empty
+};
+
 // Opens `path` (the value of the config key `key`, named in errors) as the format it is: raw
 // when `dtype` is "uint16" or "uint32", else Megatron when PATH.idx (or PATH without its .bin
-// extension, plus .idx) exists, else llm.c for a .bin, else text. Throws UserError naming the
-// file, what is wrong with it and the fix when it is missing, empty, truncated or malformed.
+// extension, plus .idx) exists, else llm.c for a .bin, else text: a .jsonl or .ndjson file's
+// "text" fields, or the whole file (models/data/text_documents.h), made ids as `text` says.
+// Throws UserError naming the file, what is wrong with it and the fix when it is missing, empty,
+// truncated or malformed.
 TokenFile open_token_file(const std::filesystem::path& path, const std::string& dtype,
-                          const std::string& key);
+                          const std::string& key, const TextTokenizing& text = {});
 
 // Refuses, naming the file (or `source` for tokens in memory) and the position, a token id at or
 // past `vocab`: the embedding has no row for it.
@@ -78,11 +89,10 @@ void check_token_ids(const TokenFile& file, int vocab, const std::string& source
 // Whether `file` is text, its ids the bytes of models/data/byte_tokenizer.h.
 bool is_text(const TokenFile& file);
 
-// Refuses a text file the model cannot read as bytes, naming the file and the fix (a token file
-// made with scripts/tokenize_for_strata.py): any text for a model shaped by a Hugging Face
-// config.json (`hf_config`, "" for the built-in GPT of strata.model's shape keys, the one model
-// whose ids are bytes), since such a model's `vocab` ids are its own tokenizer's; and, for any
-// model, a JSON Lines file (.jsonl, .ndjson), whose bytes hold the JSON around each document.
+// Refuses a text file read as bytes for a model shaped by a Hugging Face config.json
+// (`hf_config`, "" for the built-in GPT of strata.model's shape keys, the one model whose ids are
+// bytes): such a model's `vocab` ids are its own tokenizer's, and its folder has no
+// tokenizer.json to make them with. Names the file and the fix.
 void check_tokenizer(const TokenFile& file, std::int64_t vocab,
                      const std::filesystem::path& hf_config);
 
