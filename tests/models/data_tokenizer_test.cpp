@@ -1,6 +1,6 @@
 // Data whose ids do not mean what the model's ids mean: text (read one token per byte) for a model
-// shaped by a Hugging Face config.json, JSON Lines read with its syntax, a training and a
-// validation file in different forms; each refused naming the file and how to make token files.
+// shaped by a Hugging Face config.json without a tokenizer, a training and a validation file in
+// different forms; each refused naming the file and how to make token files.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -48,32 +48,23 @@ std::string refusal(const TokenDataset& dataset, std::int64_t vocab,
   return "no refusal";
 }
 
-// A 32,000-token Llama given text or JSON Lines: the bytes are not its ids.
-TEST(DataTokenizer, TextForAHuggingFaceModelIsRefusedWithTheCommandThatTokenizesIt) {
-  const ModelFolder model(/*with_tokenizer=*/true);
+// A 32,000-token Llama whose folder has no tokenizer.json, given text or JSON Lines: read as
+// bytes they are not its ids, and nothing here can make them its ids.
+TEST(DataTokenizer, TextForAModelWithoutATokenizerIsRefusedWithTheFix) {
+  const ModelFolder model(/*with_tokenizer=*/false);
   for (const std::string extension : {".txt", ".jsonl"}) {
     const auto path =
         temp_file("strata-corpus", "{\"text\": \"hello world, hello strata\"}\n", extension);
     const std::string text = refusal(TokenDataset::from_file(path, 0.1), 32000, model.config());
-    EXPECT_THAT(text, HasSubstr(path.string() + " is read as text, one token per byte"));
+    EXPECT_THAT(text, HasSubstr(path.string() + " is text"));
     EXPECT_THAT(text, HasSubstr(model.config().string()));
     EXPECT_THAT(text, HasSubstr("own tokenizer (32000 tokens)"));
-    EXPECT_THAT(text, HasSubstr("python3 scripts/tokenize_for_strata.py --tokenizer " +
-                                model.path.string() + " --output "));
-    EXPECT_THAT(text, HasSubstr(std::filesystem::path(path).replace_extension(".bin").string()));
+    EXPECT_THAT(text, HasSubstr(model.path.string() + " holds no tokenizer.json"));
+    EXPECT_THAT(text, HasSubstr("put the model's tokenizer.json"));
+    EXPECT_THAT(text, HasSubstr("strata tokenize --tokenizer TOKENIZER_DIR --output " +
+                                std::filesystem::path(path).replace_extension(".bin").string()));
     std::filesystem::remove(path);
   }
-}
-
-// The fix never names a folder that holds no tokenizer.
-TEST(DataTokenizer, AConfigWithoutATokenizerBesideItNamesNoFolder) {
-  const ModelFolder model(/*with_tokenizer=*/false);
-  const auto path = temp_file("strata-corpus", "hello world, hello strata", ".txt");
-  const std::string text = refusal(TokenDataset::from_file(path, 0.1), 32000, model.config());
-  EXPECT_THAT(text, HasSubstr("--tokenizer DIR"));
-  EXPECT_THAT(text, HasSubstr("DIR: the folder of the model's tokenizer.json"));
-  EXPECT_THAT(text, Not(HasSubstr("--tokenizer " + model.path.string())));
-  std::filesystem::remove(path);
 }
 
 // Token files are the model's ids whatever made them; the built-in corpus is bytes for any model
@@ -89,14 +80,18 @@ TEST(DataTokenizer, TokenFilesAndTheBuiltInCorpusAreTakenForAnyModel) {
   std::filesystem::remove(path);
 }
 
-// The built-in GPT's ids are bytes: text is its own tokenizer's output, JSON Lines is not.
-TEST(DataTokenizer, TheBuiltInGptReadsTextButNotJsonLines) {
+// The built-in GPT's ids are bytes: a text file's own, and for JSON Lines each line's "text"
+// followed by a newline (the JSON around it is no part of the document).
+TEST(DataTokenizer, TheBuiltInGptReadsTextAndTheTextOfJsonLinesAsBytes) {
   const auto text = temp_file("strata-corpus", "hello world, hello strata", ".txt");
   EXPECT_EQ(refusal(TokenDataset::from_file(text, 0.1), 256, ""), "no refusal");
-  const auto lines = temp_file("strata-corpus", "{\"text\": \"hello world\"}\n", ".jsonl");
-  const std::string refused = refusal(TokenDataset::from_file(lines, 0.1), 256, "");
-  EXPECT_THAT(refused, HasSubstr(lines.string() + " is JSON Lines"));
-  EXPECT_THAT(refused, HasSubstr("--tokenizer bytes"));
+  const auto lines =
+      temp_file("strata-corpus", "{\"text\": \"hi\"}\n\n{\"text\": \"yo\", \"id\": 2}\n", ".jsonl");
+  const TokenDataset dataset = TokenDataset::from_file(lines, 0.0);
+  EXPECT_EQ(refusal(dataset, 256, ""), "no refusal");
+  std::vector<std::int32_t> ids(dataset.train().size());
+  dataset.train().copy(0, ids);
+  EXPECT_EQ(ids, (std::vector<std::int32_t>{'h', 'i', '\n', 'y', 'o', '\n'}));
   std::filesystem::remove(text);
   std::filesystem::remove(lines);
 }
