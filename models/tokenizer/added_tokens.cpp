@@ -5,6 +5,7 @@
 #include "models/tokenizer/json_fields.h"
 #include "models/tokenizer/normalizer.h"
 #include "models/tokenizer/unicode_chars.h"
+#include "models/tokenizer/unicode_regex.h"
 #include "models/tokenizer/utf8.h"
 
 namespace strata::models::tokenizer {
@@ -147,9 +148,9 @@ void AddedTokens::split(const Trie& trie, std::string_view text, bool split_spec
     std::size_t start = at;
     at = end;  // the search goes on after this match, whether or not it is taken
     if (split_special && token.special) continue;
-    // single_word: not where a word character touches either side.
+    // single_word: not where a word character (the regex crate's \w) touches either side.
     if (token.single_word &&
-        (is_alphanumeric(char_before(text, start)) || is_alphanumeric(char_at(text, end)))) {
+        (is_rust_word_char(char_before(text, start)) || is_rust_word_char(char_at(text, end)))) {
       continue;
     }
     if (token.lstrip) start = std::max(skip_whitespace_backward(text, start), piece_start);

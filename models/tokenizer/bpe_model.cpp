@@ -109,7 +109,7 @@ void BpeModel::read_merges(const nlohmann::json& merges, const std::string& wher
     if (merge.is_string()) {
       const auto& text = merge.get_ref<const std::string&>();
       const std::size_t space = text.find(' ');
-      if (space == std::string::npos) {
+      if (space == std::string::npos || text.find(' ', space + 1) != std::string::npos) {
         refuse_field(where, "merges", fmt::format("holds \"{}\", not \"left right\"", text));
       }
       add_merge(text.substr(0, space), text.substr(space + 1), rank++, where);

@@ -131,8 +131,9 @@ void Decoder::add(const nlohmann::json& decoder, const std::string& where) {
   } else if (type == "ByteLevel") {
     steps_.emplace_back(ByteLevel{});
   } else if (type == "Replace") {
-    steps_.emplace_back(Replace{Pattern::from_json(decoder["pattern"], where),
-                                required_field<std::string>(decoder, "content", where)});
+    steps_.emplace_back(Replace{
+        Pattern::from_json(required_field<nlohmann::json>(decoder, "pattern", where), where),
+        required_field<std::string>(decoder, "content", where)});
   } else if (type == "ByteFallback") {
     steps_.emplace_back(ByteFallback{});
   } else if (type == "Fuse") {

@@ -60,8 +60,9 @@ void Normalizer::add(const nlohmann::json& normalizer, const std::string& where)
   } else if (type == "Prepend") {
     steps_.emplace_back(Prepend{required_field<std::string>(normalizer, "prepend", where)});
   } else if (type == "Replace") {
-    steps_.emplace_back(Replace{Pattern::from_json(normalizer["pattern"], where),
-                                required_field<std::string>(normalizer, "content", where)});
+    steps_.emplace_back(Replace{
+        Pattern::from_json(required_field<nlohmann::json>(normalizer, "pattern", where), where),
+        required_field<std::string>(normalizer, "content", where)});
   } else if (type == "Strip") {
     steps_.emplace_back(Strip{field_or(normalizer, "strip_left", true, where),
                               field_or(normalizer, "strip_right", true, where)});

@@ -20,6 +20,12 @@ Pattern Pattern::from_json(const nlohmann::json& pattern, const std::string& whe
                fmt::format("is {}, not {{\"String\": ...}} or {{\"Regex\": ...}}", pattern.dump()));
 }
 
+Pattern Pattern::pcre2_regex(std::string_view regex, const std::string& where) {
+  Pattern made;
+  made.regex_.emplace(regex, where, UnicodeRegex::Syntax::pcre2);
+  return made;
+}
+
 std::string Pattern::replace_all(std::string_view text, std::string_view content) const {
   std::string out;
   out.reserve(text.size());

@@ -17,6 +17,8 @@ class Pattern {
  public:
   // Throws UserError naming `where` for any other shape, or a regex that does not compile.
   static Pattern from_json(const nlohmann::json& pattern, const std::string& where);
+  // A regex strata writes itself, in PCRE2's own syntax.
+  static Pattern pcre2_regex(std::string_view regex, const std::string& where);
 
   // on_match(start, end) for each non-overlapping match, left to right.
   template <class OnMatch>

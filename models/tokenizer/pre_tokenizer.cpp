@@ -76,7 +76,8 @@ void PreTokenizer::add(const nlohmann::json& pre_tokenizer, const std::string& w
     steps_.emplace_back(byte_level);
   } else if (type == "Split") {
     steps_.emplace_back(
-        Split{std::make_shared<const Pattern>(Pattern::from_json(pre_tokenizer["pattern"], where)),
+        Split{std::make_shared<const Pattern>(Pattern::from_json(
+                  required_field<nlohmann::json>(pre_tokenizer, "pattern", where), where)),
               behavior_of(required_field<std::string>(pre_tokenizer, "behavior", where), where),
               field_or(pre_tokenizer, "invert", false, where)});
   } else if (type == "Metaspace") {
@@ -91,10 +92,11 @@ void PreTokenizer::add(const nlohmann::json& pre_tokenizer, const std::string& w
     steps_.emplace_back(
         Split{CharTest{CharClass::punctuation}, behavior_of(behavior, where), false});
   } else if (type == "Whitespace") {
-    // The tokenizers' Whitespace keeps the matches of \w+|[^\w\s]+ and drops the rest.
-    steps_.emplace_back(Split{
-        std::make_shared<const Pattern>(Pattern::from_json({{"Regex", R"(\w+|[^\w\s]+)"}}, where)),
-        SplitBehavior::removed, true});
+    // The tokenizers' Whitespace keeps the matches of \w+|[^\w\s]+ and drops the rest, run on
+    // Rust's regex crate: its \w and \s, spelled out for PCRE2.
+    const std::string regex = fmt::format(R"([{0}]+|[^{0}\p{{White_Space}}]+)", rust_word_class);
+    steps_.emplace_back(Split{std::make_shared<const Pattern>(Pattern::pcre2_regex(regex, where)),
+                              SplitBehavior::removed, true});
   } else if (type == "WhitespaceSplit") {
     steps_.emplace_back(Split{CharTest{CharClass::whitespace}, SplitBehavior::removed, false});
   } else {

@@ -93,16 +93,21 @@ std::string clean_up_tokenization(std::string text) {
 namespace strata::models::tokenizer {
 namespace {
 
+// The id of `token`: an added token's, else the model's.
+std::optional<std::int32_t> find_token(const Tokenizer::Impl& impl, std::string_view token) {
+  for (const AddedToken& added : impl.added.tokens()) {
+    if (added.content == token) return added.id;
+  }
+  return impl.model.token_to_id(token);
+}
+
 // The special token the config names, as an id; refused when the config names one the
 // tokenizer does not have.
 std::optional<std::int32_t> special_id(const Tokenizer::Impl& impl,
                                        const std::optional<std::string>& token, const char* field,
                                        const std::string& where) {
   if (!token) return std::nullopt;
-  for (const AddedToken& added : impl.added.tokens()) {
-    if (added.content == *token) return added.id;
-  }
-  if (const auto id = impl.model.token_to_id(*token)) return id;
+  if (const auto id = find_token(impl, *token)) return id;
   refuse_field(where, field,
                fmt::format("names \"{}\", which the tokenizer has no id for", *token));
 }
@@ -121,31 +126,41 @@ void index_tokens(Tokenizer::Impl& impl) {
   }
 }
 
-// The settings of tokenizer_config.json that transformers applies over tokenizer.json.
-void apply_config(Tokenizer::Impl& impl, const nlohmann::json& file, const std::string& where) {
+// transformers' Llama tokenizers without legacy: no normalizer, and a Metaspace that prepends
+// only at the start of the text. Before the added tokens are read, which are normalized.
+void apply_legacy(Tokenizer::Impl& impl, const std::string& where) {
+  if (!impl.config.llama_without_legacy()) return;
+  impl.normalizer = Normalizer::from_json(nullptr, where);
+  impl.pre_tokenizer = PreTokenizer::from_json({{"type", "Metaspace"},
+                                                {"replacement", "\u2581"},
+                                                {"prepend_scheme", "first"},
+                                                {"split", false}},
+                                               where);
+}
+
+// The special tokens of tokenizer_config.json and the post-processor transformers builds from
+// them for the Llama and Gemma classes, over tokenizer.json's.
+void apply_special_tokens(Tokenizer::Impl& impl, const nlohmann::json& file,
+                          const std::string& where) {
   const TokenizerConfig& config = impl.config;
   const std::string config_where = "tokenizer_config.json beside " + impl.source;
   impl.bos_id = special_id(impl, config.bos_token, "bos_token", config_where);
   impl.eos_id = special_id(impl, config.eos_token, "eos_token", config_where);
-  if (config.rebuilds_post_processor()) {
-    std::vector<std::int32_t> before;
-    std::vector<std::int32_t> after;
-    if (config.add_bos_token.value_or(true) && impl.bos_id) before.push_back(*impl.bos_id);
-    if (config.add_eos_token.value_or(false) && impl.eos_id) after.push_back(*impl.eos_id);
-    impl.post_processor = PostProcessor::bos_eos(std::move(before), std::move(after));
-  } else {
+  if (config.llama_without_legacy()) impl.metaspace_id = impl.model.token_to_id("\u2581");
+  if (!config.rebuilds_post_processor()) {
     impl.post_processor = PostProcessor::from_json(file.value("post_processor", nlohmann::json()),
                                                    "the post_processor of " + where);
+    return;
   }
-  if (config.llama_without_legacy()) {
-    impl.normalizer = Normalizer::from_json(nullptr, where);
-    impl.pre_tokenizer = PreTokenizer::from_json({{"type", "Metaspace"},
-                                                  {"replacement", "\u2581"},
-                                                  {"prepend_scheme", "first"},
-                                                  {"split", false}},
-                                                 where);
-    impl.metaspace_id = impl.model.token_to_id("\u2581");
-  }
+  // The classes' own BOS and EOS stand where the config names none, if the tokenizer has them.
+  const auto [default_bos, default_eos] = config.default_bos_eos();
+  if (!config.bos_token) impl.bos_id = find_token(impl, default_bos);
+  if (!config.eos_token) impl.eos_id = find_token(impl, default_eos);
+  std::vector<std::int32_t> before;
+  std::vector<std::int32_t> after;
+  if (config.add_bos_token.value_or(true) && impl.bos_id) before.push_back(*impl.bos_id);
+  if (config.add_eos_token.value_or(false) && impl.eos_id) after.push_back(*impl.eos_id);
+  impl.post_processor = PostProcessor::bos_eos(std::move(before), std::move(after));
 }
 
 std::unique_ptr<Tokenizer::Impl> build(std::string_view tokenizer_json,
@@ -165,6 +180,7 @@ std::unique_ptr<Tokenizer::Impl> build(std::string_view tokenizer_json,
                                            "the normalizer of " + source);
   impl->pre_tokenizer = PreTokenizer::from_json(file.value("pre_tokenizer", nlohmann::json()),
                                                 "the pre_tokenizer of " + source);
+  apply_legacy(*impl, source);
   impl->model = BpeModel::from_json(required_field<nlohmann::json>(file, "model", source),
                                     "the model of " + source);
   impl->added = AddedTokens::from_json(file.value("added_tokens", nlohmann::json()),
@@ -172,7 +188,7 @@ std::unique_ptr<Tokenizer::Impl> build(std::string_view tokenizer_json,
   impl->decoder =
       Decoder::from_json(file.value("decoder", nlohmann::json()), "the decoder of " + source);
   index_tokens(*impl);
-  apply_config(*impl, file, source);
+  apply_special_tokens(*impl, file, source);
   return impl;
 }
 
@@ -308,10 +324,7 @@ std::uint64_t Tokenizer::content_hash() const {
 }
 
 std::optional<std::int32_t> Tokenizer::token_to_id(std::string_view token) const {
-  for (const AddedToken& added : impl_->added.tokens()) {
-    if (added.content == token) return added.id;
-  }
-  return impl_->model.token_to_id(token);
+  return find_token(*impl_, token);
 }
 
 DecodeStream::DecodeStream(const Tokenizer& tokenizer, bool skip_special_tokens)

@@ -53,12 +53,17 @@ TokenizerConfig TokenizerConfig::from_json(const nlohmann::json& config,
   made.legacy = flag(config, "legacy", where);
   made.split_special_tokens = flag(config, "split_special_tokens", where).value_or(false);
   made.clean_up_tokenization_spaces =
-      flag(config, "clean_up_tokenization_spaces", where).value_or(true);
+      flag(config, "clean_up_tokenization_spaces", where).value_or(false);
   return made;
 }
 
 bool TokenizerConfig::rebuilds_post_processor() const {
   return class_is(tokenizer_class, {"LlamaTokenizer", "CodeLlamaTokenizer", "GemmaTokenizer"});
+}
+
+std::pair<std::string, std::string> TokenizerConfig::default_bos_eos() const {
+  if (class_is(tokenizer_class, {"GemmaTokenizer"})) return {"<bos>", "<eos>"};
+  return {"<s>", "</s>"};
 }
 
 bool TokenizerConfig::llama_without_legacy() const {

@@ -22,24 +22,6 @@ bool is_ascii(std::string_view text) {
   return true;
 }
 
-// Alphabetic is Lu, Ll, Lt, Lm, Lo, Nl and Other_Alphabetic. utf8proc has no Other_Alphabetic
-// table; most of it is spacing marks (Mc, vowel signs), counted here, while the nonspacing marks
-// it holds (some Mn vowel signs) are not. Only an added token's single_word test asks.
-bool is_alphabetic(char32_t code_point) {
-  switch (category_of(code_point)) {
-    case UTF8PROC_CATEGORY_LU:
-    case UTF8PROC_CATEGORY_LL:
-    case UTF8PROC_CATEGORY_LT:
-    case UTF8PROC_CATEGORY_LM:
-    case UTF8PROC_CATEGORY_LO:
-    case UTF8PROC_CATEGORY_NL:
-    case UTF8PROC_CATEGORY_MC:
-      return true;
-    default:
-      return false;
-  }
-}
-
 }  // namespace
 
 bool is_whitespace(char32_t code_point) {
@@ -73,10 +55,6 @@ bool is_punctuation(char32_t code_point) {
     default:
       return false;
   }
-}
-
-bool is_alphanumeric(char32_t code_point) {
-  return is_alphabetic(code_point) || is_numeric(code_point);
 }
 
 std::string normalize_unicode(std::string_view text, NormalForm form) {

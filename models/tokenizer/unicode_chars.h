@@ -15,8 +15,6 @@ bool is_numeric(char32_t code_point);
 // The Punctuation pre-tokenizer's test: ASCII punctuation (which includes symbols such as $ + <
 // = > ^ ` | ~) or a general category P*.
 bool is_punctuation(char32_t code_point);
-// char::is_alphanumeric: the Alphabetic property or numeric.
-bool is_alphanumeric(char32_t code_point);
 
 // Unicode normalization forms, as utf8proc composes and decomposes (stable, Unicode's current
 // tables).

@@ -51,7 +51,10 @@ pcre2_code* as_code(void* code) {
   return static_cast<pcre2_code*>(code);
 }
 
-constexpr std::string_view word_class = "\\p{L}\\p{M}\\p{Nd}\\p{Pc}";
+// Oniguruma's Unicode \w: letters, marks, numbers and connector punctuation outside a class;
+// inside one its tables leave out the other numbers (No, such as ½) and keep Nd and Nl.
+constexpr std::string_view word_class = "\\p{L}\\p{M}\\p{N}\\p{Pc}";
+constexpr std::string_view word_class_in_class = "\\p{L}\\p{M}\\p{Nd}\\p{Nl}\\p{Pc}";
 
 // What an escape letter becomes, outside a class and inside one; empty when it stays as it is.
 std::array<std::string, 2> rewrite_of(char letter) {
@@ -61,7 +64,7 @@ std::array<std::string, 2> rewrite_of(char letter) {
     case 'S':
       return {"[^\\s\\x{85}]", ""};
     case 'w':
-      return {fmt::format("[{}]", word_class), std::string(word_class)};
+      return {fmt::format("[{}]", word_class), std::string(word_class_in_class)};
     case 'W':
       return {fmt::format("[^{}]", word_class), ""};
     default:
@@ -97,8 +100,10 @@ std::string oniguruma_to_pcre2(std::string_view pattern) {
   return out;
 }
 
-UnicodeRegex::UnicodeRegex(std::string_view pattern, const std::string& where) : where_(where) {
-  const std::string translated = oniguruma_to_pcre2(pattern);
+UnicodeRegex::UnicodeRegex(std::string_view pattern, const std::string& where, Syntax syntax)
+    : where_(where) {
+  const std::string translated =
+      syntax == Syntax::oniguruma ? oniguruma_to_pcre2(pattern) : std::string(pattern);
   int error_code = 0;
   PCRE2_SIZE error_offset = 0;
   pcre2_code* code =
@@ -155,6 +160,16 @@ bool UnicodeRegex::find(std::string_view subject, std::size_t from, std::size_t&
   start = ovector[0];
   end = ovector[1];
   return true;
+}
+
+bool is_rust_word_char(char32_t code_point) {
+  static const UnicodeRegex word(fmt::format("[{}]", rust_word_class), "the word-character test",
+                                 UnicodeRegex::Syntax::pcre2);
+  std::string text;
+  append_utf8(text, code_point);
+  std::size_t start = 0;
+  std::size_t end = 0;
+  return word.find(text, 0, start, end) && start == 0;
 }
 
 std::size_t UnicodeRegex::next_code_point_offset(std::string_view subject, std::size_t offset) {
