@@ -39,13 +39,15 @@ std::string read_file(const std::filesystem::path& path) {
 
 }  // namespace
 
-RunResult run_strata(const std::vector<std::string>& arguments) {
+RunResult run_strata(const std::vector<std::string>& arguments,
+                     const std::filesystem::path& stdin_file) {
   TempDir scratch;
   std::filesystem::path err_path = scratch.path() / "stderr";
   std::string command = shell_quote(STRATA_BINARY);
   for (const std::string& argument : arguments)
     command.append(" ").append(shell_quote(argument));
   command.append(" 2>").append(shell_quote(err_path.string()));
+  if (!stdin_file.empty()) command.append(" <").append(shell_quote(stdin_file.string()));
   RunResult result;
   FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) throw std::runtime_error("popen failed: " + command);

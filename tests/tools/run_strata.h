@@ -14,7 +14,9 @@ struct RunResult {
 };
 
 // Runs STRATA_BINARY with `arguments` (each passed as one shell-quoted word) and waits for it.
-RunResult run_strata(const std::vector<std::string>& arguments);
+// `stdin_file`, when not empty, is its standard input.
+RunResult run_strata(const std::vector<std::string>& arguments,
+                     const std::filesystem::path& stdin_file = {});
 
 // A fresh directory under the system temp directory, removed with everything in it on
 // destruction.
