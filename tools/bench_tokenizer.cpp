@@ -89,8 +89,8 @@ void run_bench_tokenizer(const BenchTokenizerOptions& options) {
                                  {"tokens", tokens},
                                  {"seconds", best_seconds},
                                  {"mb_per_s", static_cast<double>(bytes) / 1e6 / best_seconds},
-      {"cold_seconds", cold_seconds},
-      {"cold_mb_per_s", static_cast<double>(bytes) / 1e6 / cold_seconds},
+                                 {"cold_seconds", cold_seconds},
+                                 {"cold_mb_per_s", static_cast<double>(bytes) / 1e6 / cold_seconds},
                                  {"tokens_per_s", static_cast<double>(tokens) / best_seconds}};
   std::cout << result.dump() << '\n';
 }

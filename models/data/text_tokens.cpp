@@ -95,13 +95,13 @@ std::optional<tokenizer::Tokenizer> model_tokenizer(const std::filesystem::path&
   if (!std::filesystem::is_regular_file(file, error)) return std::nullopt;
   tokenizer::Tokenizer tokenizer = tokenizer::Tokenizer::load(file);
   if (tokenizer.vocab_size() > model_vocab) {
-    throw UserError(fmt::format("the tokenizer {} makes ids up to {}, past the {} rows of the "
-                                "model {} describes (vocab_size)",
-                                file.string(), tokenizer.vocab_size() - 1, model_vocab,
-                                hf_config.string()),
-                    "put the tokenizer of this model beside its config.json: a tokenizer of "
-                    "another model makes ids this one has no embedding for",
-                    2);
+    throw UserError(
+        fmt::format("the tokenizer {} makes ids up to {}, past the {} rows of the "
+                    "model {} describes (vocab_size)",
+                    file.string(), tokenizer.vocab_size() - 1, model_vocab, hf_config.string()),
+        "put the tokenizer of this model beside its config.json: a tokenizer of "
+        "another model makes ids this one has no embedding for",
+        2);
   }
   return tokenizer;
 }

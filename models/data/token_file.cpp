@@ -325,14 +325,13 @@ void check_tokenizer(const TokenFile& file, std::int64_t vocab,
                   "would train on byte values as if they were those ids",
                   file.path.string(), hf_config.string(), vocab,
                   folder.empty() ? std::string("its folder") : folder.string()),
-      fmt::format("put the model's tokenizer.json (with its tokenizer_config.json) beside {}, "
-                  "or make a token file with `strata tokenize --tokenizer TOKENIZER_DIR --output "
-                  "{} {}` and set \"strata\": {{\"data\": {{\"path\": \"{}\"}}}} "
-                  "(docs/data.md)",
-                  hf_config.string(),
-                  std::filesystem::path(file.path).replace_extension(".bin").string(),
-                  file.path.string(),
-                  std::filesystem::path(file.path).replace_extension(".bin").string()),
+      fmt::format(
+          "put the model's tokenizer.json (with its tokenizer_config.json) beside {}, "
+          "or make a token file with `strata tokenize --tokenizer TOKENIZER_DIR --output "
+          "{} {}` and set \"strata\": {{\"data\": {{\"path\": \"{}\"}}}} "
+          "(docs/data.md)",
+          hf_config.string(), std::filesystem::path(file.path).replace_extension(".bin").string(),
+          file.path.string(), std::filesystem::path(file.path).replace_extension(".bin").string()),
       2);
 }
 
