@@ -137,7 +137,7 @@ TEST(EvalCommand, PretrainedWeightsAreNamedByTheirFolder) {
 }
 
 // --data is checked as strata.data is: a text file is refused for a model whose ids are its own
-// tokenizer's (a Hugging Face folder), with the fix.
+// tokenizer's (a Hugging Face folder) when the folder has no tokenizer.json, with the fix.
 TEST(EvalCommand, TextDataForAPretrainedModelIsRefused) {
   TempDir dir;
   const std::filesystem::path data = token_file(dir, "train.bin", 2001);
@@ -155,8 +155,9 @@ TEST(EvalCommand, TextDataForAPretrainedModelIsRefused) {
   const std::filesystem::path text = dir.write("notes.txt", digits);
   RunResult result = run_strata({"eval", "--config", from_hf.string(), "--data", text.string()});
   EXPECT_EQ(result.exit_status, 2) << result.err;
-  EXPECT_THAT(result.err, HasSubstr(text.string() + " is read as text"));
-  EXPECT_THAT(result.err, HasSubstr("fix: make a token file with the model's tokenizer"));
+  EXPECT_THAT(result.err, HasSubstr(text.string() + " is text"));
+  EXPECT_THAT(result.err, HasSubstr("holds no tokenizer.json"));
+  EXPECT_THAT(result.err, HasSubstr("fix: put the model's tokenizer.json"));
 }
 
 // --help gives each option's text whole: --config's ends by naming its default.
