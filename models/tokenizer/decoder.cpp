@@ -5,20 +5,11 @@
 
 #include "models/tokenizer/byte_level.h"
 #include "models/tokenizer/json_fields.h"
+#include "models/tokenizer/overloaded.h"
 #include "models/tokenizer/utf8.h"
 
 namespace strata::models::tokenizer {
 namespace {
-
-char32_t single_char(const std::string& text, std::string_view field, const std::string& where) {
-  std::size_t offset = 0;
-  if (text.empty() || invalid_utf8_offset(text) != std::string_view::npos) {
-    refuse_field(where, field, "must be one character");
-  }
-  const char32_t code_point = next_code_point(text, offset);
-  if (offset != text.size()) refuse_field(where, field, "must be one character");
-  return code_point;
-}
 
 std::vector<char32_t> code_points(std::string_view text) {
   std::vector<char32_t> out;
@@ -105,11 +96,6 @@ std::string metaspace(const std::string& token, char32_t replacement, bool drop)
   return out;
 }
 
-template <class... Ts>
-struct Overloaded : Ts... {
-  using Ts::operator()...;
-};
-
 }  // namespace
 
 Decoder Decoder::from_json(const nlohmann::json& decoder, const std::string& where) {
@@ -139,17 +125,17 @@ void Decoder::add(const nlohmann::json& decoder, const std::string& where) {
   } else if (type == "Fuse") {
     steps_.emplace_back(Fuse{});
   } else if (type == "Strip") {
-    steps_.emplace_back(
-        Strip{single_char(required_field<std::string>(decoder, "content", where), "content", where),
-              field_or<std::size_t>(decoder, "start", 0, where),
-              field_or<std::size_t>(decoder, "stop", 0, where)});
+    steps_.emplace_back(Strip{
+        one_char_field(required_field<std::string>(decoder, "content", where), "content", where),
+        field_or<std::size_t>(decoder, "start", 0, where),
+        field_or<std::size_t>(decoder, "stop", 0, where)});
   } else if (type == "Metaspace") {
     const auto replacement = field_or<std::string>(decoder, "replacement", "\u2581", where);
     const bool add_prefix_space = field_or(decoder, "add_prefix_space", true, where);
     const auto scheme = field_or<std::string>(decoder, "prepend_scheme",
                                               add_prefix_space ? "always" : "never", where);
     steps_.emplace_back(
-        Metaspace{single_char(replacement, "replacement", where), scheme != "never"});
+        Metaspace{one_char_field(replacement, "replacement", where), scheme != "never"});
   } else if (type == "BPEDecoder") {
     steps_.emplace_back(BpeSuffix{field_or<std::string>(decoder, "suffix", "</w>", where)});
   } else {

@@ -59,4 +59,8 @@ T required_field(const nlohmann::json& component, std::string_view field,
   }
 }
 
+// A field that must hold one character (Metaspace's replacement, Strip's content): that
+// character's code point.
+char32_t one_char_field(const std::string& text, std::string_view field, const std::string& where);
+
 }  // namespace strata::models::tokenizer

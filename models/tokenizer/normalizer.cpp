@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/tokenizer/json_fields.h"
+#include "models/tokenizer/overloaded.h"
 #include "models/tokenizer/utf8.h"
 
 namespace strata::models::tokenizer {
@@ -31,11 +32,6 @@ std::string strip(std::string_view text, bool left, bool right) {
   }
   return std::string(text.substr(begin, end - begin));
 }
-
-template <class... Ts>
-struct Overloaded : Ts... {
-  using Ts::operator()...;
-};
 
 }  // namespace
 

@@ -39,17 +39,6 @@ SplitBehavior behavior_of(const std::string& name, const std::string& where) {
                            name));
 }
 
-// The first code point of a UTF-8 string, for the single-character fields.
-char32_t only_char(const std::string& text, std::string_view field, const std::string& where) {
-  std::size_t offset = 0;
-  if (text.empty() || invalid_utf8_offset(text) != std::string_view::npos) {
-    refuse_field(where, field, "must be one character");
-  }
-  const char32_t code_point = next_code_point(text, offset);
-  if (offset != text.size()) refuse_field(where, field, "must be one character");
-  return code_point;
-}
-
 }  // namespace
 
 PreTokenizer PreTokenizer::from_json(const nlohmann::json& pre_tokenizer,
@@ -107,7 +96,7 @@ void PreTokenizer::add(const nlohmann::json& pre_tokenizer, const std::string& w
 void PreTokenizer::add_metaspace(const nlohmann::json& pre_tokenizer, const std::string& where) {
   Metaspace metaspace;
   metaspace.replacement = field_or<std::string>(pre_tokenizer, "replacement", "\u2581", where);
-  metaspace.replacement_char = only_char(metaspace.replacement, "replacement", where);
+  metaspace.replacement_char = one_char_field(metaspace.replacement, "replacement", where);
   // Files written before prepend_scheme existed say add_prefix_space instead.
   const bool add_prefix_space = field_or(pre_tokenizer, "add_prefix_space", true, where);
   const auto scheme = field_or<std::string>(pre_tokenizer, "prepend_scheme",
