@@ -24,12 +24,23 @@
 // --tokenizer-json-only drops both: tokenizer.json alone, as tokenizers.Tokenizer.from_file.
 // strata is held to --reference (default rust; js where the native binding does not load); the
 // other one runs beside it and every case where the two references disagree is listed.
+// For GPT-2 alone, a third reference that shares no file with the other two: OpenAI's own GPT-2
+// encoding from js-tiktoken (npm `js-tiktoken`, getEncoding("gpt2")), encode(text, "all") (the
+// special tokens written in the text allowed, so "<|endoftext|>" is 50256 as the added-token
+// matching makes it), held against strata's --no-special-tokens ids of that same run (GPT-2's
+// post-processor adds none). It gets a table of its own; a difference there fails the run too.
+// One correction: js-tiktoken runs OpenAI's split pattern in JavaScript's RegExp, whose \s is not
+// Unicode's White_Space (it matches U+FEFF and misses U+0085), where OpenAI's tiktoken (Rust) and
+// HF tokenizers read \s as White_Space. So the encoder held against strata is js-tiktoken's
+// Tiktoken on the same gpt2 ranks (js-tiktoken/ranks/gpt2) with \s and \S spelled
+// \p{White_Space} and \P{White_Space}; getEncoding("gpt2") as shipped runs beside it, and the
+// cases where the two differ are counted and listed, not failed.
 // strata is copied to WORK/strata-under-test first, so that a rebuild during the run changes
 // nothing. If `strata tokenize --help` lists --jsonl, each comparison is one strata run over all
 // cases (one JSON text or id array per stdin line, one JSON object per stdout line); otherwise
 // one run per case and comparison.
 // Writes WORK/expected/NAME.json (the reference's ids and texts per case) and, with strata,
-// WORK/results.json (every comparison).
+// WORK/results.json (every comparison, js-tiktoken's with mode "js-tiktoken").
 import { spawn } from "node:child_process";
 import fs from "node:fs";
 import { createRequire } from "node:module";
@@ -174,6 +185,28 @@ function loadReferences(work) {
   } catch (e) {
     refs.rustError = e.message;
   }
+  try {
+    // The package's documented `import { getEncoding, Tiktoken } from "js-tiktoken"` and
+    // `import gpt2 from "js-tiktoken/ranks/gpt2"`, resolved from WORK.
+    const { getEncoding, Tiktoken } = require("js-tiktoken");
+    const gpt2Module = require("js-tiktoken/ranks/gpt2");
+    refs.tiktoken = {
+      version: `js-tiktoken@${version("js-tiktoken")}`,
+      load() {
+        const shipped = getEncoding("gpt2");
+        const ranks = gpt2Module.default ?? gpt2Module;
+        // OpenAI's pattern with \s as Unicode White_Space, as its Rust regex reads it (see the top).
+        const patStr = ranks.pat_str.replaceAll("\\s", "\\p{White_Space}").replaceAll("\\S", "\\P{White_Space}");
+        const enc = new Tiktoken({ ...ranks, pat_str: patStr });
+        return {
+          encode: (text) => Array.from(enc.encode(text, "all")),
+          encodeShipped: (text) => Array.from(shipped.encode(text, "all")),
+        };
+      },
+    };
+  } catch (e) {
+    refs.tiktokenError = e.message;
+  }
   return refs;
 }
 
@@ -288,10 +321,14 @@ async function main() {
     opts.jsonl = /--jsonl\b/.test(probe.stdout);
     opts.strataRun = copy;
   }
+  // js-tiktoken: GPT-2's third reference, held against strata (so not with --reference-only).
+  const withTiktoken = Boolean(opts.strata) && tokenizers.some((t) => t.name === "gpt2");
+  if (withTiktoken && !refs.tiktoken) die(`js-tiktoken does not load from ${work}: ${refs.tiktokenError} (run scripts/tokenizer_oracle.sh)`);
   fs.mkdirSync(path.join(work, "expected"), { recursive: true });
 
   console.log(`== reference: ${refs[primary].version}${secondary ? `; beside it ${refs[secondary].version}` : ""}; node ${process.versions.node}; ${cases.length} cases`);
   console.log(opts.strata ? `== strata: ${opts.strata} (run as ${opts.strataRun}), ${opts.jsonl ? "--jsonl: one run per comparison" : "one run per case and comparison"}, ${opts.jobs} at a time` : "== references only (no strata)");
+  if (withTiktoken) console.log(`== gpt2's third reference: ${refs.tiktoken.version}, OpenAI's gpt2 encoding (\\s as Unicode White_Space), encode(text, "all") against strata's --no-special-tokens ids`);
 
   const started = performance.now();
   const rows = [];
@@ -300,6 +337,9 @@ async function main() {
   const allResults = [];
   let refMs = 0;
   let strataMs = 0;
+  const tiktokenRows = [];
+  const tiktokenDetails = [];
+  const tiktokenShippedDetails = [];
 
   for (const t of tokenizers) {
     const pkgRoot = path.join(work, "node_modules", ...t.pkg.split("/"));
@@ -398,8 +438,10 @@ async function main() {
     }
 
     const perCase = cases.map(() => ({}));
+    const strataNoSpecial = cases.map(() => null); // strata's --no-special-tokens ids, for js-tiktoken
     row.failedRuns = 0;
     for (const { i, mode, ms, got, failure } of answers) {
+      if (mode === "encode_no_special" && !failure) strataNoSpecial[i] = got;
       const exp = expected[i];
       const res = { tokenizer: t.name, case: cases[i].name, mode, ms: Math.round(ms), equal: false };
       if (failure) {
@@ -426,6 +468,37 @@ async function main() {
       }
     });
     console.log(`-- ${t.name}: ${row.casesEqual}/${cases.length} cases equal; references ${((row.loadMs + row.encMs + (row.secondaryMs ?? 0)) / 1000).toFixed(1)} s, strata ${(row.strataMs / 1000).toFixed(1)} s (${runs.length} runs, slowest ${(row.slowestMs / 1000).toFixed(2)} s)`);
+
+    // GPT-2's third reference against the strata ids above (no strata run of its own). A case
+    // whose strata run failed is not compared here; it is counted as a failure above.
+    if (t.name === "gpt2" && withTiktoken) {
+      const k0 = performance.now();
+      const tk = refs.tiktoken.load();
+      const tkRow = { name: t.name, compared: 0, equal: 0, shippedDiffers: 0 };
+      cases.forEach((c, i) => {
+        const want = tk.encode(c.text);
+        const shippedDiff = describeDiff("encode", want, tk.encodeShipped(c.text), "\\s as White_Space", "as shipped", ref.token);
+        if (shippedDiff) {
+          ++tkRow.shippedDiffers;
+          tiktokenShippedDetails.push(`  ${t.name} / ${c.name}: ${shippedDiff}`);
+        }
+        const got = strataNoSpecial[i];
+        if (got === null) return;
+        const detail = describeDiff("encode", want, got, "js-tiktoken", "strata", ref.token);
+        ++tkRow.compared;
+        if (detail === null) ++tkRow.equal;
+        else {
+          let text = `  ${t.name} / ${c.name} / js-tiktoken encode(text, "all") vs strata --no-special-tokens: ${detail}`;
+          if (opts.verbose) text += `\n      input: ${short(JSON.stringify(c.text), 200)}`;
+          tiktokenDetails.push(text);
+        }
+        allResults.push({ tokenizer: t.name, case: c.name, mode: "js-tiktoken", equal: detail === null, ...(detail === null ? {} : { detail, want, got }) });
+      });
+      const tkMs = performance.now() - k0;
+      refMs += tkMs;
+      tiktokenRows.push(tkRow);
+      console.log(`-- ${t.name} vs js-tiktoken: ${tkRow.equal}/${tkRow.compared} cases compared equal (${tkRow.shippedDiffers} where getEncoding("gpt2") as shipped differs); js-tiktoken ${(tkMs / 1000).toFixed(1)} s`);
+    }
   }
 
   const disagreeHead = secondary ? ` cases where ${primary} and ${secondary} disagree |` : "";
@@ -449,6 +522,20 @@ async function main() {
     console.log(`\n== strata against the ${primary} reference`);
     for (const d of details) console.log(d);
   }
+  if (tiktokenRows.length) {
+    console.log("");
+    console.log(`| third reference | cases compared | cases equal | cases where getEncoding("gpt2") as shipped differs (JavaScript's \\s) |`);
+    console.log("|---|---|---|---|");
+    for (const r of tiktokenRows) console.log(`| ${r.name} vs ${refs.tiktoken.version} | ${r.compared} | ${r.equal} | ${r.shippedDiffers} |`);
+  }
+  if (tiktokenShippedDetails.length) {
+    console.log(`\n== where ${refs.tiktoken.version}'s getEncoding("gpt2") as shipped differs from it with \\s as Unicode White_Space (JavaScript's \\s matches U+FEFF, misses U+0085; not counted)`);
+    for (const d of tiktokenShippedDetails) console.log(d);
+  }
+  if (tiktokenDetails.length) {
+    console.log(`\n== strata against ${refs.tiktoken.version} (gpt2)`);
+    for (const d of tiktokenDetails) console.log(d);
+  }
   const totalS = (performance.now() - started) / 1000;
   if (!opts.strata) {
     console.log(`\nreferences: ${(refMs / 1000).toFixed(1)} s for ${rows.length} tokenizers; expected outputs in ${path.join(work, "expected")}`);
@@ -457,8 +544,15 @@ async function main() {
   fs.writeFileSync(path.join(work, "results.json"), JSON.stringify(allResults, null, 1));
   console.log(`\nreferences ${(refMs / 1000).toFixed(1)} s, strata ${(strataMs / 1000).toFixed(1)} s, total ${totalS.toFixed(1)} s; every comparison in ${path.join(work, "results.json")}`);
   const bad = rows.reduce((s, r) => s + r.cases - r.casesEqual, 0);
-  console.log(bad ? `== FAILED: ${bad} tokenizer-case(s) differ from the reference or failed` : `== all ${rows.reduce((s, r) => s + r.cases, 0)} tokenizer-cases equal`);
-  return bad ? 1 : 0;
+  const tkBad = tiktokenRows.reduce((s, r) => s + r.compared - r.equal, 0);
+  const tkNote = tiktokenRows.map((r) => `${r.name}: ${r.equal}/${r.compared} cases equal to js-tiktoken`).join("; ");
+  if (bad || tkBad) {
+    const parts = [...(bad ? [`${bad} tokenizer-case(s) differ from the reference or failed`] : []), ...(tkBad ? [`${tkBad} gpt2 case(s) differ from js-tiktoken`] : [])];
+    console.log(`== FAILED: ${parts.join("; ")}`);
+  } else {
+    console.log(`== all ${rows.reduce((s, r) => s + r.cases, 0)} tokenizer-cases equal${tkNote ? `; ${tkNote}` : ""}`);
+  }
+  return bad || tkBad ? 1 : 0;
 }
 
 main().then((code) => process.exit(code), (e) => {

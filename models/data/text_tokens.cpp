@@ -15,6 +15,7 @@
 
 #include "base/assert.h"
 #include "base/error.h"
+#include "models/data/llmc_writer.h"
 #include "models/data/text_documents.h"
 
 namespace strata::models {
@@ -48,18 +49,21 @@ void append_document(std::vector<std::uint32_t>& ids, const std::vector<std::int
   if (document.empty() || document.back() != eos) ids.push_back(static_cast<std::uint32_t>(eos));
 }
 
+std::int32_t eos_of(const tokenizer::Tokenizer& tokenizer) {
+  const std::optional<std::int32_t> eos = tokenizer.eos_id();
+  if (eos) return *eos;
+  throw UserError(fmt::format("the tokenizer {} names no end-of-sequence token, which goes "
+                              "between documents",
+                              tokenizer.source()),
+                  "set \"eos_token\" in the tokenizer_config.json beside it", 2);
+}
+
 }  // namespace
 
-std::vector<std::uint32_t> tokenize_files(std::span<const std::filesystem::path> paths,
-                                          const tokenizer::Tokenizer& tokenizer,
-                                          const TokenizeOptions& options) {
-  const std::optional<std::int32_t> eos = tokenizer.eos_id();
-  if (!eos) {
-    throw UserError(fmt::format("the tokenizer {} names no end-of-sequence token, which goes "
-                                "between documents",
-                                tokenizer.source()),
-                    "set \"eos_token\" in the tokenizer_config.json beside it", 2);
-  }
+std::size_t tokenize_files(std::span<const std::filesystem::path> paths,
+                           const tokenizer::Tokenizer& tokenizer, const TokenizeOptions& options,
+                           const OnTokens& on_tokens) {
+  const std::int32_t eos = eos_of(tokenizer);
   std::vector<TextDocuments> files;
   std::size_t bytes_total = 0;
   for (const std::filesystem::path& path : paths) {
@@ -67,24 +71,50 @@ std::vector<std::uint32_t> tokenize_files(std::span<const std::filesystem::path>
     bytes_total += files.back().file_bytes();
   }
   tbb::task_arena arena(options.threads > 0 ? options.threads : tbb::task_arena::automatic);
-  std::vector<std::uint32_t> ids;
   std::vector<std::vector<std::int32_t>> encoded;
+  std::vector<std::uint32_t> batch_ids;
   std::size_t bytes_done = 0;
+  std::size_t made = 0;
   for (const TextDocuments& documents : files) {
     for (std::size_t first = 0; first < documents.size(); first += kBatchDocuments) {
       const std::size_t count = std::min(kBatchDocuments, documents.size() - first);
       arena.execute([&] {
         encode_batch(documents, first, count, tokenizer, options.add_special_tokens, encoded);
       });
+      batch_ids.clear();
       for (std::size_t i = 0; i < count; ++i) {
-        append_document(ids, encoded[i], *eos);
+        append_document(batch_ids, encoded[i], eos);
         bytes_done += documents.document_bytes(first + i);
       }
+      on_tokens(batch_ids);
+      made += batch_ids.size();
       if (options.progress) options.progress(bytes_done, bytes_total);
     }
   }
   if (options.progress) options.progress(bytes_total, bytes_total);
+  return made;
+}
+
+std::vector<std::uint32_t> tokenize_files(std::span<const std::filesystem::path> paths,
+                                          const tokenizer::Tokenizer& tokenizer,
+                                          const TokenizeOptions& options) {
+  std::vector<std::uint32_t> ids;
+  tokenize_files(paths, tokenizer, options, [&](std::span<const std::uint32_t> batch) {
+    ids.insert(ids.end(), batch.begin(), batch.end());
+  });
   return ids;
+}
+
+std::size_t tokenize_to_file(std::span<const std::filesystem::path> paths,
+                             const tokenizer::Tokenizer& tokenizer, const TokenizeOptions& options,
+                             const std::filesystem::path& out,
+                             std::span<const std::int32_t> header_extra) {
+  eos_of(tokenizer);  // refused before the file is made
+  LlmcWriter writer(out, tokenizer.vocab_size(), header_extra);
+  tokenize_files(paths, tokenizer, options,
+                 [&](std::span<const std::uint32_t> ids) { writer.append(ids); });
+  writer.finish();
+  return writer.count();
 }
 
 std::optional<tokenizer::Tokenizer> model_tokenizer(const std::filesystem::path& hf_config,
@@ -104,57 +134,6 @@ std::optional<tokenizer::Tokenizer> model_tokenizer(const std::filesystem::path&
         2);
   }
   return tokenizer;
-}
-
-void write_llmc_tokens(const std::filesystem::path& out, std::span<const std::uint32_t> ids,
-                       std::int64_t vocab, std::span<const std::int32_t> header_extra) {
-  STRATA_ASSERT(header_extra.size() <= kLlmcFreeHeaderWords);
-  if (ids.size() > static_cast<std::size_t>(INT32_MAX)) {
-    throw UserError(fmt::format("{} would hold {} tokens, more than an llm.c header counts "
-                                "(2^31 - 1)",
-                                out.string(), ids.size()),
-                    "split the input into several files and tokenize each on its own", 2);
-  }
-  const bool wide = vocab > 65536;
-  std::array<std::int32_t, kLlmcHeaderWords> header{};
-  header[0] = wide ? kLlmcMagicU32 : kLlmcMagicU16;
-  header[1] = wide ? 7 : 1;
-  header[2] = static_cast<std::int32_t>(ids.size());
-  std::copy(header_extra.begin(), header_extra.end(), header.begin() + 3);
-
-  // A name of this process's own: ranks that tokenize the same file at once each write their
-  // own, and the last rename leaves one whole file.
-  std::filesystem::path partial = out;
-  partial += fmt::format(".partial.{}", getpid());
-  const auto cannot_write = [&] {
-    return UserError(fmt::format("cannot write {}: {}", partial.string(),
-                                 std::error_code(errno, std::system_category()).message()),
-                     "write the token file to a folder you can write to, with free space", 1);
-  };
-  {
-    const std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(partial.c_str(), "wb"),
-                                                               &std::fclose);
-    if (!file) throw cannot_write();
-    bool ok = std::fwrite(header.data(), sizeof(std::int32_t), header.size(), file.get()) ==
-              header.size();
-    if (wide) {
-      ok = ok &&
-           std::fwrite(ids.data(), sizeof(std::uint32_t), ids.size(), file.get()) == ids.size();
-    } else {
-      const std::vector<std::uint16_t> narrow(ids.begin(), ids.end());
-      ok = ok && std::fwrite(narrow.data(), sizeof(std::uint16_t), narrow.size(), file.get()) ==
-                     narrow.size();
-    }
-    ok = ok && std::fflush(file.get()) == 0;
-    if (!ok) throw cannot_write();
-  }
-  std::error_code error;
-  std::filesystem::rename(partial, out, error);
-  if (error) {
-    throw UserError(
-        fmt::format("cannot rename {} to {}: {}", partial.string(), out.string(), error.message()),
-        "write the token file to a folder you can write to", 1);
-  }
 }
 
 }  // namespace strata::models

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "base/error.h"
+#include "models/data/llmc_writer.h"
 
 namespace strata::models {
 namespace {
@@ -62,10 +63,9 @@ std::filesystem::path cached_tokens(const std::filesystem::path& text,
   TokenizeOptions options;
   options.progress = progress;
   const std::filesystem::path inputs[] = {text};
-  const std::vector<std::uint32_t> ids = tokenize_files(inputs, tokenizer, options);
   try {
-    write_llmc_tokens(cache, ids, tokenizer.vocab_size(), key);
-  } catch (const UserError& error) {
+    tokenize_to_file(inputs, tokenizer, options, cache, key);
+  } catch (const TokenFileWriteError& error) {
     throw UserError(fmt::format("the token cache of {}: {}", text.string(), error.what()),
                     fmt::format("make the folder writable, or write the token file elsewhere with "
                                 "`strata tokenize --tokenizer {} --output OUT.bin {}` and set "

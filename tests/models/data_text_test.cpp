@@ -145,6 +145,19 @@ TEST(DataText, AnotherTokenizerOrAChangedTextRebuildsTheCache) {
   EXPECT_EQ(all_tokens(open_text(path, merging)), concat({merging.encode("hello hello"), {260}}));
 }
 
+// A cache that cannot be written beside its text (here /proc, which no one can create files in,
+// root included) is refused with the other way: a token file written elsewhere.
+TEST(DataText, ACacheThatCannotBeWrittenNamesTheFolderAndTheOtherWay) {
+  const Folder folder;
+  const Tokenizer tokenizer = Tokenizer::load(write_tiny_tokenizer(folder.path / "model"));
+  const std::string refused = refusal_of([&] { cached_tokens("/proc/version", tokenizer, {}); });
+  EXPECT_THAT(refused, HasSubstr("the token cache of /proc/version: cannot create "
+                                 "/proc/version.strata-tokens.bin.partial."));
+  EXPECT_THAT(refused, HasSubstr("strata tokenize --tokenizer " + tokenizer.source() +
+                                 " --output OUT.bin /proc/version"));
+  EXPECT_FALSE(std::filesystem::exists("/proc/version.strata-tokens.bin"));
+}
+
 TEST(DataText, ThreadCountsGiveTheSameIds) {
   const Folder folder;
   const Tokenizer tokenizer = Tokenizer::load(write_tiny_tokenizer(folder.path / "model"));
