@@ -106,10 +106,8 @@ int run_eval(const EvalOptions& options) {
   models::TokenView split;
   std::string source;
   if (!options.data_path.empty()) {
-    const std::optional<models::tokenizer::Tokenizer> tokenizer =
-        models::model_tokenizer(config.strata.model.hf_config, plan.vocab());
-    models::TextTokenizing text;
-    text.tokenizer = tokenizer ? &*tokenizer : nullptr;
+    std::optional<std::optional<models::tokenizer::Tokenizer>> tokenizer;
+    const models::TextTokenizing text = text_tokenizing(config, plan, tokenizer);
     file = models::open_token_file(options.data_path, config.strata.data.dtype, "--data", text);
     models::check_tokenizer(file, plan.vocab(), config.strata.model.hf_config);
     models::check_token_ids(file, static_cast<int>(plan.vocab()), options.data_path);

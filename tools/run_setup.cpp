@@ -61,20 +61,31 @@ models::ModelPlan plan_model(const engine::Config& config) {
   return models::plan_model(config.strata.model, config.batch.train_micro_batch_size_per_gpu);
 }
 
+models::TextTokenizing text_tokenizing(
+    const engine::Config& config, const models::ModelPlan& plan,
+    std::optional<std::optional<models::tokenizer::Tokenizer>>& holder) {
+  models::TextTokenizing text;
+  const std::filesystem::path hf_config = config.strata.model.hf_config;
+  const std::int64_t vocab = plan.vocab();
+  text.tokenizer = [&holder, hf_config, vocab]() -> const models::tokenizer::Tokenizer* {
+    if (!holder) holder = models::model_tokenizer(hf_config, vocab);
+    return *holder ? &**holder : nullptr;
+  };
+  auto progress = std::make_shared<ProgressLine>("tokenizing");
+  text.progress = [progress](std::size_t done, std::size_t total) {
+    progress->show(done, total);
+    if (done == total) progress->finish();
+  };
+  return text;
+}
+
 models::TokenDataset load_data(const engine::Config& config, const models::ModelPlan& plan) {
   const engine::DataConfig& data = config.strata.data;
   models::TokenDataset dataset;
   if (!data.path.empty()) {
     // Text is made ids by the model folder's own tokenizer, once, into a cache beside it.
-    const std::optional<models::tokenizer::Tokenizer> tokenizer =
-        models::model_tokenizer(config.strata.model.hf_config, plan.vocab());
-    ProgressLine progress("tokenizing");
-    models::TextTokenizing text;
-    text.tokenizer = tokenizer ? &*tokenizer : nullptr;
-    text.progress = [&progress](std::size_t done, std::size_t total) {
-      progress.show(done, total);
-      if (done == total) progress.finish();
-    };
+    std::optional<std::optional<models::tokenizer::Tokenizer>> tokenizer;
+    const models::TextTokenizing text = text_tokenizing(config, plan, tokenizer);
     dataset = models::TokenDataset::from_file(data.path, data.validation_fraction, data.dtype,
                                               data.validation_path, text);
   } else {

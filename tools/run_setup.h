@@ -1,9 +1,12 @@
 #pragma once
 
+#include <optional>
+
 #include <string>
 
 #include "engine/config/config.h"
 #include "models/data/token_dataset.h"
+#include "models/data/token_file.h"
 #include "models/model_plan.h"
 
 namespace strata::tools {
@@ -18,6 +21,13 @@ models::ModelPlan plan_model(const engine::Config& config);
 // strata.data's file(s), or the built-in synthetic corpus; checked against `plan` (token ids
 // below its vocabulary, splits of at least one sequence).
 models::TokenDataset load_data(const engine::Config& config, const models::ModelPlan& plan);
+
+// The model folder's tokenizer, read when text first needs it and kept in `holder` (which must
+// outlive the result), and a progress line for tokenizing: how strata.data's text (and eval's
+// --data) become the model's ids.
+models::TextTokenizing text_tokenizing(
+    const engine::Config& config, const models::ModelPlan& plan,
+    std::optional<std::optional<models::tokenizer::Tokenizer>>& holder);
 
 // A run as `strata train` reads and checks it before it builds the engine.
 struct RunSetup {

@@ -359,8 +359,8 @@ TokenFile open_token_file(const std::filesystem::path& path, const std::string& 
     open_raw(file, dtype == "uint32");
   } else if (bin.extension() == ".bin") {
     open_llmc(file, key);
-  } else if (text.tokenizer != nullptr) {
-    open_tokenized(file, *text.tokenizer, text.progress, key);
+  } else if (const tokenizer::Tokenizer* model = text.tokenizer ? text.tokenizer() : nullptr) {
+    open_tokenized(file, *model, text.progress, key);
   } else {
     file.mapping = base::MappedFile();
     file.owned = text_bytes(bin);

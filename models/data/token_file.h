@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -67,9 +68,10 @@ struct TokenFile {
 };
 
 // How text is made ids: by the model's tokenizer (through the token cache beside the file,
-// models/data/token_cache.h), or, without one, one token per byte.
+// models/data/token_cache.h), or, where `tokenizer` is empty or gives none, one token per byte.
+// `tokenizer` is asked only when a file is text: a token file needs no tokenizer read.
 struct TextTokenizing {
-  const tokenizer::Tokenizer* tokenizer = nullptr;
+  std::function<const tokenizer::Tokenizer*()> tokenizer;
   TokenizeProgress progress;  // may be empty
 };
 

@@ -47,7 +47,7 @@ std::vector<std::int32_t> all_tokens(const TokenDataset& dataset) {
 
 TokenDataset open_text(const std::filesystem::path& path, const Tokenizer& tokenizer) {
   TextTokenizing text;
-  text.tokenizer = &tokenizer;
+  text.tokenizer = [&tokenizer] { return &tokenizer; };
   return TokenDataset::from_file(path, 0.0, "", "", text);
 }
 
