@@ -14,6 +14,9 @@ namespace {
 // over, which costs a few recomputed words and never a wrong one.
 struct WordCache {
   static constexpr std::size_t words_max = 1 << 16;
+  // Longer words are not kept: a model without a pre-tokenizer (Llama 2, Mistral, Gemma) gets
+  // whole texts as one word, which would never repeat and would fill memory.
+  static constexpr std::size_t word_bytes_max = 256;
   std::uint64_t model_serial = 0;
   std::unordered_map<std::string, std::pair<std::uint32_t, std::uint32_t>, StringViewHash,
                      std::equal_to<>>
@@ -153,6 +156,13 @@ void BpeModel::tokenize(std::string_view word, std::vector<std::int32_t>& ids) c
       return;
     }
   }
+  thread_local std::vector<std::int32_t> symbols;
+  if (word.size() > WordCache::word_bytes_max) {
+    initial_symbols(word, symbols);
+    merge_all(symbols);
+    ids.insert(ids.end(), symbols.begin(), symbols.end());
+    return;
+  }
   WordCache& cache = word_cache();
   if (cache.model_serial != serial_) cache.reset(serial_);
   if (const auto hit = cache.spans.find(word); hit != cache.spans.end()) {
@@ -160,7 +170,6 @@ void BpeModel::tokenize(std::string_view word, std::vector<std::int32_t>& ids) c
     ids.insert(ids.end(), cache.ids.begin() + offset, cache.ids.begin() + offset + count);
     return;
   }
-  thread_local std::vector<std::int32_t> symbols;
   initial_symbols(word, symbols);
   merge_all(symbols);
   ids.insert(ids.end(), symbols.begin(), symbols.end());
