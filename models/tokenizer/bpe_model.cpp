@@ -108,33 +108,35 @@ void BpeModel::read_merges(const nlohmann::json& merges, const std::string& wher
   if (!merges.is_array()) refuse_field(where, "merges", "is not a list");
   merges_.reserve(merges.size());
   std::int32_t rank = 0;
+  std::string merged;  // reused: a file has hundreds of thousands of merges
   for (const auto& merge : merges) {
     if (merge.is_string()) {
-      const auto& text = merge.get_ref<const std::string&>();
+      const std::string_view text = merge.get_ref<const std::string&>();
       const std::size_t space = text.find(' ');
       if (space == std::string::npos || text.find(' ', space + 1) != std::string::npos) {
         refuse_field(where, "merges", fmt::format("holds \"{}\", not \"left right\"", text));
       }
-      add_merge(text.substr(0, space), text.substr(space + 1), rank++, where);
+      add_merge(text.substr(0, space), text.substr(space + 1), rank++, merged, where);
     } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() &&
                merge[1].is_string()) {
-      add_merge(merge[0].get<std::string>(), merge[1].get<std::string>(), rank++, where);
+      add_merge(merge[0].get_ref<const std::string&>(), merge[1].get_ref<const std::string&>(),
+                rank++, merged, where);
     } else {
       refuse_field(where, "merges", fmt::format("holds {}, not a pair of tokens", merge.dump()));
     }
   }
 }
 
-void BpeModel::add_merge(const std::string& left, const std::string& right, std::int32_t rank,
-                         const std::string& where) {
+void BpeModel::add_merge(std::string_view left, std::string_view right, std::int32_t rank,
+                         std::string& merged, const std::string& where) {
   // The merged token drops the right side's continuing-subword prefix ("##").
-  const std::string merged =
-      left + right.substr(std::min(continuing_subword_prefix_.size(), right.size()));
+  merged.assign(left);
+  merged.append(right.substr(std::min(continuing_subword_prefix_.size(), right.size())));
   const auto left_id = token_to_id(left);
   const auto right_id = token_to_id(right);
   const auto merged_id = token_to_id(merged);
   if (!left_id || !right_id || !merged_id) {
-    const std::string& missing = !left_id ? left : !right_id ? right : merged;
+    const std::string_view missing = !left_id ? left : !right_id ? right : std::string_view(merged);
     refuse_field(where, "merges",
                  fmt::format("merge {} (\"{} {}\") uses \"{}\", which is not in the vocabulary",
                              rank, left, right, missing));

@@ -44,8 +44,9 @@ class BpeModel {
 
   void read_vocabulary(const nlohmann::json& vocabulary, const std::string& where);
   void read_merges(const nlohmann::json& merges, const std::string& where);
-  void add_merge(const std::string& left, const std::string& right, std::int32_t rank,
-                 const std::string& where);
+  // `merged` is scratch, kept between calls.
+  void add_merge(std::string_view left, std::string_view right, std::int32_t rank,
+                 std::string& merged, const std::string& where);
   // The ids of `word` before any merge: a token per character, or bytes, or unk.
   void initial_symbols(std::string_view word, std::vector<std::int32_t>& symbols) const;
   // Applies the merges to `symbols` in rank order, leftmost first among equal ranks.
