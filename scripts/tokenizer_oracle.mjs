@@ -36,9 +36,7 @@
 // \p{White_Space} and \P{White_Space}; getEncoding("gpt2") as shipped runs beside it, and the
 // cases where the two differ are counted and listed, not failed.
 // strata is copied to WORK/strata-under-test first, so that a rebuild during the run changes
-// nothing. If `strata tokenize --help` lists --jsonl, each comparison is one strata run over all
-// cases (one JSON text or id array per stdin line, one JSON object per stdout line); otherwise
-// one run per case and comparison.
+// nothing. Each case and comparison is one run of `strata tokenize`, exactly as a user runs it.
 // Writes WORK/expected/NAME.json (the reference's ids and texts per case) and, with strata,
 // WORK/results.json (every comparison, js-tiktoken's with mode "js-tiktoken").
 import { spawn } from "node:child_process";
@@ -318,7 +316,6 @@ async function main() {
     const probe = await run(copy, ["tokenize", "--help"], "", 30);
     // CLI11 answers --help after an unknown subcommand with the top level's help, exit 0.
     if (probe.code !== 0 || !probe.stdout.includes("--tokenizer")) die(`${opts.strata} tokenize --help failed or lists no --tokenizer; does this build have the tokenize subcommand?\n${short(probe.stdout + probe.stderr, 800)}`);
-    opts.jsonl = /--jsonl\b/.test(probe.stdout);
     opts.strataRun = copy;
   }
   // js-tiktoken: GPT-2's third reference, held against strata (so not with --reference-only).
@@ -327,7 +324,7 @@ async function main() {
   fs.mkdirSync(path.join(work, "expected"), { recursive: true });
 
   console.log(`== reference: ${refs[primary].version}${secondary ? `; beside it ${refs[secondary].version}` : ""}; node ${process.versions.node}; ${cases.length} cases`);
-  console.log(opts.strata ? `== strata: ${opts.strata} (run as ${opts.strataRun}), ${opts.jsonl ? "--jsonl: one run per comparison" : "one run per case and comparison"}, ${opts.jobs} at a time` : "== references only (no strata)");
+  console.log(opts.strata ? `== strata: ${opts.strata} (run as ${opts.strataRun}), one run per case and comparison, ${opts.jobs} at a time` : "== references only (no strata)");
   if (withTiktoken) console.log(`== gpt2's third reference: ${refs.tiktoken.version}, OpenAI's gpt2 encoding (\\s as Unicode White_Space), encode(text, "all") against strata's --no-special-tokens ids`);
 
   const started = performance.now();
@@ -387,26 +384,18 @@ async function main() {
       continue;
     }
 
-    // The strata side, --jobs runs at a time: 3 runs per case, or 3 in all with --jsonl.
+    // The strata side, --jobs runs at a time: 3 runs per case.
     const s0 = performance.now();
     const base = ["tokenize", "--tokenizer", dir, "--json"];
     const modeArgs = { encode: base, encode_no_special: [...base, "--no-special-tokens"], decode: [...base, "--decode"] };
     // A case's input: its text, or the reference's ids as a JSON array for decode.
     const inputOf = (mode, i) => (mode === "decode" ? JSON.stringify(expected[i].ids) : cases[i].text);
     const thunks = [];
-    if (opts.jsonl) {
+    cases.forEach((c, i) => {
       for (const mode of MODES) {
-        // One JSON value a line: the text as a JSON string, or the id array.
-        const input = cases.map((c, i) => (mode === "decode" ? inputOf(mode, i) : JSON.stringify(inputOf(mode, i))) + "\n").join("");
-        thunks.push(() => run(opts.strataRun, [...modeArgs[mode], "--jsonl"], input, opts.timeoutS).then((r) => ({ mode, r })));
+        thunks.push(() => run(opts.strataRun, modeArgs[mode], Buffer.from(inputOf(mode, i), "utf8"), opts.timeoutS).then((r) => ({ i, mode, r })));
       }
-    } else {
-      cases.forEach((c, i) => {
-        for (const mode of MODES) {
-          thunks.push(() => run(opts.strataRun, modeArgs[mode], Buffer.from(inputOf(mode, i), "utf8"), opts.timeoutS).then((r) => ({ i, mode, r })));
-        }
-      });
-    }
+    });
     const runs = await pool(thunks, opts.jobs);
     row.strataMs = performance.now() - s0;
     strataMs += row.strataMs;
@@ -428,13 +417,7 @@ async function main() {
     for (const { i, mode, r } of runs) {
       row.slowestMs = Math.max(row.slowestMs, r.ms);
       const failure = runFailure(r);
-      if (i !== undefined) {
-        answers.push({ i, mode, ms: r.ms, ...(failure ? { failure } : parseAnswer(mode, r.stdout)) });
-        continue;
-      }
-      const lines = r.stdout.split("\n").filter((l) => l.trim() !== "");
-      const countFailure = !failure && lines.length !== cases.length ? `--jsonl printed ${lines.length} lines for ${cases.length} inputs` : null;
-      cases.forEach((c, k) => answers.push({ i: k, mode, ms: r.ms, ...(failure || countFailure ? { failure: failure || countFailure } : parseAnswer(mode, lines[k])) }));
+      answers.push({ i, mode, ms: r.ms, ...(failure ? { failure } : parseAnswer(mode, r.stdout)) });
     }
 
     const perCase = cases.map(() => ({}));
