@@ -5,15 +5,6 @@
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
-#include <array>
-#include <climits>
-#include <cstdio>
-#include <memory>
-#include <system_error>
-
-#include <unistd.h>
-
-#include "base/assert.h"
 #include "base/error.h"
 #include "models/data/llmc_writer.h"
 #include "models/data/text_documents.h"
@@ -21,11 +12,8 @@
 namespace strata::models {
 namespace {
 
-constexpr std::int32_t kLlmcMagicU16 = 20240520;
-constexpr std::int32_t kLlmcMagicU32 = 20240801;
-constexpr std::size_t kLlmcHeaderWords = 256;
 // Documents handed to the threads at a time: enough to keep every core busy, few enough that
-// progress moves and memory holds only one batch's ids beyond the result.
+// progress moves and memory holds only one batch's ids.
 constexpr std::size_t kBatchDocuments = 1024;
 
 // Encodes documents [first, first + count) of `documents` into `encoded`, one vector each.
