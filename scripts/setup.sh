@@ -10,6 +10,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libyaml-cpp-dev
   libpcre2-dev libutf8proc-dev
   fio gnuplot-nox
+  nodejs
 )
 
 missing=()
@@ -18,6 +19,10 @@ for package in "${packages[@]}"; do
     missing+=("$package")
   fi
 done
+# The tokenizer's reference check fetches its references with npm. Debian ships npm apart from
+# nodejs; a nodejs packaged with its own npm (NodeSource's) conflicts with Debian's npm, so the
+# package is asked for only where the command is missing.
+if ! command -v npm > /dev/null; then missing+=(npm); fi
 ((${#missing[@]} == 0)) && exit 0
 
 sudo=""

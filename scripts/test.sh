@@ -2,8 +2,9 @@
 # README command 2 (and CI): install what is missing, then build and test twice: the release
 # preset (with CUDA compiled and linked where nvcc exists) and the ASan+UBSan preset, which also
 # runs the config fuzzer for a short while. Warnings are errors in both. Each phase prints its
-# time as it ends, and a table of them closes the run (about 43 minutes on 2 cores from a clean
-# clone, without ccache; docs/benchmarks.md, "The test command").
+# time as it ends, and a table of them closes the run (about 25 minutes on 2 cores from a clean
+# clone, without ccache; docs/benchmarks.md, "The test command"). The release tests fetch npm
+# packages for the tokenizer's reference check (scripts/tokenizer_oracle.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
