@@ -230,17 +230,21 @@ void open_megatron(TokenFile& file, const std::filesystem::path& index_path,
   file.tokens = view(file.mapping.bytes(), width == 4);
 }
 
-// The built-in GPT's ids of a text file: its bytes, or for JSON Lines each line's "text" followed
-// by a newline (there is no end-of-document among 256 byte ids).
-std::vector<std::uint16_t> text_bytes(const std::filesystem::path& path) {
+// The built-in GPT's ids of a text file: its bytes, whatever they are (`bytes`, the file mapped);
+// for JSON Lines each line's "text" followed by a newline (there is no end-of-document among 256
+// byte ids).
+std::vector<std::uint16_t> text_bytes(const std::filesystem::path& path,
+                                      std::span<const std::byte> bytes) {
+  if (path.extension() != ".jsonl" && path.extension() != ".ndjson") {
+    return encode_bytes({reinterpret_cast<const char*>(bytes.data()), bytes.size()});
+  }
   const TextDocuments documents = TextDocuments::open(path);
   std::vector<std::uint16_t> ids;
   std::string scratch;
-  const bool json_lines = path.extension() == ".jsonl" || path.extension() == ".ndjson";
   for (std::size_t i = 0; i < documents.size(); ++i) {
     const std::vector<std::uint16_t> document = encode_bytes(documents.document(i, scratch));
     ids.insert(ids.end(), document.begin(), document.end());
-    if (json_lines) ids.push_back('\n');
+    ids.push_back('\n');
   }
   return ids;
 }
@@ -362,8 +366,8 @@ TokenFile open_token_file(const std::filesystem::path& path, const std::string& 
   } else if (const tokenizer::Tokenizer* model = text.tokenizer ? text.tokenizer() : nullptr) {
     open_tokenized(file, *model, text.progress, key);
   } else {
+    file.owned = text_bytes(bin, file.mapping.bytes());
     file.mapping = base::MappedFile();
-    file.owned = text_bytes(bin);
     file.format = kTextFormat;
     file.tokens = std::span<const std::uint16_t>(file.owned);
   }

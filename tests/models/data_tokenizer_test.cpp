@@ -85,6 +85,12 @@ TEST(DataTokenizer, TokenFilesAndTheBuiltInCorpusAreTakenForAnyModel) {
 TEST(DataTokenizer, TheBuiltInGptReadsTextAndTheTextOfJsonLinesAsBytes) {
   const auto text = temp_file("strata-corpus", "hello world, hello strata", ".txt");
   EXPECT_EQ(refusal(TokenDataset::from_file(text, 0.1), 256, ""), "no refusal");
+  // Bytes are bytes: a file that is not UTF-8 is as good a text to the byte model.
+  const auto latin1 = temp_file("strata-latin1", "caf\xE9 au lait", ".txt");
+  std::vector<std::int32_t> latin1_ids(12);
+  TokenDataset::from_file(latin1, 0.0).train().copy(0, latin1_ids);
+  EXPECT_EQ(latin1_ids[3], 0xE9);
+  std::filesystem::remove(latin1);
   const auto lines =
       temp_file("strata-corpus", "{\"text\": \"hi\"}\n\n{\"text\": \"yo\", \"id\": 2}\n", ".jsonl");
   const TokenDataset dataset = TokenDataset::from_file(lines, 0.0);
