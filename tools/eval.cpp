@@ -91,6 +91,32 @@ EvalResult evaluate_windows(engine::Engine& engine, models::TokenView split,
   return result;
 }
 
+// What eval reads: --data, the whole file; else the validation split of strata.data (or of the
+// built-in corpus). `split` views the storage beside it.
+struct EvalData {
+  models::TokenDataset dataset;
+  models::TokenFile file;
+  models::TokenView split;
+  std::string source;
+};
+
+void open_eval_data(const EvalOptions& options, const engine::Config& config,
+                    const models::ModelPlan& plan, EvalData& data) {
+  if (options.data_path.empty()) {
+    data.dataset = load_data(config, plan);
+    data.split = data.dataset.validation();
+    data.source = fmt::format("the validation split of {}", data.dataset.source);
+    return;
+  }
+  std::optional<std::optional<models::tokenizer::Tokenizer>> tokenizer;
+  const models::TextTokenizing text = text_tokenizing(config, plan, tokenizer);
+  data.file = models::open_token_file(options.data_path, config.strata.data.dtype, "--data", text);
+  models::check_tokenizer(data.file, plan.vocab(), config.strata.model.hf_config);
+  models::check_token_ids(data.file, static_cast<int>(plan.vocab()), options.data_path);
+  data.split = data.file.tokens;
+  data.source = fmt::format("{} ({})", data.file.path.string(), data.file.format);
+}
+
 int run_eval(const EvalOptions& options) {
   gpu::World world;
   engine::LoadedConfig loaded = load_run_config(options.config_path, world.world_size());
@@ -100,24 +126,10 @@ int run_eval(const EvalOptions& options) {
     if (leader) base::logger("tools").warn("{}", warning);
   const models::ModelPlan plan = plan_model(config);
 
-  // --data: the whole file; else the validation split of strata.data (or of the built-in corpus).
-  models::TokenDataset dataset;
-  models::TokenFile file;
-  models::TokenView split;
-  std::string source;
-  if (!options.data_path.empty()) {
-    std::optional<std::optional<models::tokenizer::Tokenizer>> tokenizer;
-    const models::TextTokenizing text = text_tokenizing(config, plan, tokenizer);
-    file = models::open_token_file(options.data_path, config.strata.data.dtype, "--data", text);
-    models::check_tokenizer(file, plan.vocab(), config.strata.model.hf_config);
-    models::check_token_ids(file, static_cast<int>(plan.vocab()), options.data_path);
-    split = file.tokens;
-    source = fmt::format("{} ({})", file.path.string(), file.format);
-  } else {
-    dataset = load_data(config, plan);
-    split = dataset.validation();
-    source = fmt::format("the validation split of {}", dataset.source);
-  }
+  EvalData data;
+  open_eval_data(options, config, plan, data);
+  const models::TokenView split = data.split;
+  const std::string& source = data.source;
   if (models::window_count(split, static_cast<int>(plan.seq_len())) == 0) {
     throw UserError(fmt::format("{} holds {} tokens, fewer than one window of seq_len {} + 1",
                                 source, split.size(), plan.seq_len()),

@@ -19,7 +19,7 @@ namespace strata::models::tokenizer {
 class Tokenizer {
  public:
   // `path` is a folder holding tokenizer.json, or a tokenizer.json. Throws UserError naming the
-  // file for a missing or malformed file or a component that is not implemented.
+  // file for a missing or malformed file, or a component outside docs/tokenizer.md's list.
   static Tokenizer load(const std::filesystem::path& path);
   // A tokenizer from the texts of a tokenizer.json and a tokenizer_config.json ("" for none);
   // `source` names them in errors.
