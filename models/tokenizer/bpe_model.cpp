@@ -150,21 +150,27 @@ std::optional<std::int32_t> BpeModel::token_to_id(std::string_view token) const 
   return found->second;
 }
 
-void BpeModel::tokenize(std::string_view word, std::vector<std::int32_t>& ids) const {
-  if (word.empty()) return;
+void BpeModel::word_ids(std::string_view word, std::vector<std::int32_t>& symbols) const {
+  // ignore_merges: a word the vocabulary holds whole is that token, whatever the merges say.
   if (ignore_merges_) {
     if (const auto id = token_to_id(word)) {
-      ids.push_back(*id);
+      symbols.assign(1, *id);
       return;
     }
   }
+  initial_symbols(word, symbols);
+  merge_all(symbols);
+}
+
+void BpeModel::tokenize(std::string_view word, std::vector<std::int32_t>& ids) const {
+  if (word.empty()) return;
   thread_local std::vector<std::int32_t> symbols;
   if (word.size() > WordCache::word_bytes_max) {
-    initial_symbols(word, symbols);
-    merge_all(symbols);
+    word_ids(word, symbols);
     ids.insert(ids.end(), symbols.begin(), symbols.end());
     return;
   }
+  // The cache first: a word seen before costs one lookup, whatever made its ids.
   WordCache& cache = word_cache();
   if (cache.model_serial != serial_) cache.reset(serial_);
   if (const auto hit = cache.spans.find(word); hit != cache.spans.end()) {
@@ -172,8 +178,7 @@ void BpeModel::tokenize(std::string_view word, std::vector<std::int32_t>& ids) c
     ids.insert(ids.end(), cache.ids.begin() + offset, cache.ids.begin() + offset + count);
     return;
   }
-  initial_symbols(word, symbols);
-  merge_all(symbols);
+  word_ids(word, symbols);
   ids.insert(ids.end(), symbols.begin(), symbols.end());
   if (cache.spans.size() >= WordCache::words_max) cache.reset(serial_);
   cache.spans.emplace(std::string(word), std::pair{static_cast<std::uint32_t>(cache.ids.size()),

@@ -47,6 +47,8 @@ class BpeModel {
   // `merged` is scratch, kept between calls.
   void add_merge(std::string_view left, std::string_view right, std::int32_t rank,
                  std::string& merged, const std::string& where);
+  // The ids of `word`, uncached: the word whole under ignore_merges, else its merged symbols.
+  void word_ids(std::string_view word, std::vector<std::int32_t>& symbols) const;
   // The ids of `word` before any merge: a token per character, or bytes, or unk.
   void initial_symbols(std::string_view word, std::vector<std::int32_t>& symbols) const;
   // Applies the merges to `symbols` in rank order, leftmost first among equal ranks.
