@@ -128,7 +128,11 @@ class Ops {
   virtual void residual_backward(Stream& stream, Tensor da, Tensor db, ConstTensor dout,
                                  std::int64_t n) = 0;
 
-  // Mean loss into *loss_mean (one float of device memory).
+  // Mean loss into *loss_mean (one float of device memory). A negative target (the data path
+  // writes -1 on positions that are not in the loss, a prompt's) masks its row: its losses[row]
+  // is 0, its gradient row is 0 in every column whatever dlosses[row] holds, its logits are never
+  // indexed by the target, and *loss_mean is the mean over the rows whose target is >= 0 (0 when
+  // there are none). With no target masked every result has the bits it had before masks.
   virtual void cross_entropy_forward(Stream& stream, float* losses, float* lse, float* loss_mean,
                                      ConstTensor logits, const std::int32_t* targets,
                                      std::int64_t rows, std::int64_t vocab,
@@ -140,8 +144,8 @@ class Ops {
 
   // The loss and its gradient in one op, llm.c's fused_classifier: cross_entropy_forward (losses,
   // lse, *loss_mean), then cross_entropy_backward written over `logits` itself, which holds the
-  // gradient afterwards (0 over the padded columns). The step's largest tensor is then never
-  // stored twice: the model keeps no separate dlogits.
+  // gradient afterwards (0 over the padded columns and over a masked row). The step's largest
+  // tensor is then never stored twice: the model keeps no separate dlogits.
   virtual void cross_entropy_fused(Stream& stream, Tensor logits, float* losses, float* lse,
                                    float* loss_mean, const std::int32_t* targets,
                                    const float* dlosses, std::int64_t rows, std::int64_t vocab,

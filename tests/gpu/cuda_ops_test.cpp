@@ -331,6 +331,62 @@ TEST_F(CudaOpsTest, CrossEntropyForwardAndBackwardMatch) {
   expect_close(dlogits, "cross_entropy_backward (overwrites, pads zeroed)", fp32_tolerance);
 }
 
+// Rows masked out of the loss (a negative target; their logits NaN, which must never be read):
+// the forward, the backward and the fused op against the host's, and on the GPU a loss of 0 and a
+// gradient row of exact zeros for each masked row, and a mean over the other rows only.
+TEST_F(CudaOpsTest, CrossEntropyMaskedRowsMatchTheHostAndGetNoLossNorGradient) {
+  std::vector<float> values = random_floats(rows * vocab_padded, 35, -4.0f, 4.0f);
+  std::vector<std::int32_t> tokens = random_tokens(rows, vocab, 36);
+  const std::vector<i64> masked = {0, 5, rows - 1};
+  for (const i64 r : masked) {
+    tokens[static_cast<std::size_t>(r)] = r == 5 ? -100 : -1;
+    std::fill_n(values.begin() + r * vocab_padded, vocab_padded,
+                std::numeric_limits<float>::quiet_NaN());
+  }
+  Pair& logits = upload(values);
+  Pair& fused = upload(values);
+  Pair& targets = upload(tokens);
+  Pair& losses = poisoned(rows);
+  Pair& lse = poisoned(rows);
+  Pair& loss_mean = poisoned(1);
+  Pair& fused_losses = poisoned(rows);
+  Pair& fused_lse = poisoned(rows);
+  Pair& fused_mean = poisoned(1);
+  Pair& dlosses = zeros(rows);
+  Pair& dlogits = poisoned(rows * vocab_padded);
+  both([&](Ops& ops, Stream& s, Side side) {
+    const auto* t = targets.on<const std::int32_t>(side);
+    ops.cross_entropy_forward(s, losses.on(side), lse.on(side), loss_mean.on(side), logits.on(side),
+                              t, rows, vocab, vocab_padded);
+    ops.fill(s, dlosses.on(side), 0.5f, rows);
+    ops.cross_entropy_backward(s, dlogits.on(side), logits.on(side), lse.on(side), t,
+                               dlosses.on(side), rows, vocab, vocab_padded);
+    ops.cross_entropy_fused(s, fused.on(side), fused_losses.on(side), fused_lse.on(side),
+                            fused_mean.on(side), t, dlosses.on(side), rows, vocab, vocab_padded);
+  });
+  expect_close(losses, "masked cross_entropy_forward losses", fp32_tolerance);
+  expect_close(loss_mean, "masked cross_entropy_forward loss_mean", fp32_tolerance);
+  expect_close(dlogits, "masked cross_entropy_backward", fp32_tolerance);
+  expect_close(fused_losses, "masked cross_entropy_fused losses", fp32_tolerance);
+  expect_close(fused_mean, "masked cross_entropy_fused loss_mean", fp32_tolerance);
+  expect_close(fused, "masked cross_entropy_fused gradient", fp32_tolerance);
+  const std::vector<float> cuda_losses = download(Side::cuda, losses);
+  double kept = 0.0;
+  for (const float loss : cuda_losses)
+    kept += loss;
+  EXPECT_NEAR(download(Side::cuda, loss_mean)[0],
+              kept / static_cast<double>(rows - static_cast<i64>(masked.size())), 1e-5);
+  for (const Pair* gradient : {&dlogits, &fused}) {
+    const std::vector<float> cuda_gradient = download(Side::cuda, *gradient);
+    for (const i64 r : masked) {
+      EXPECT_EQ(cuda_losses[static_cast<std::size_t>(r)], 0.0f) << "row " << r;
+      for (i64 c = 0; c < vocab_padded; ++c)
+        EXPECT_EQ(cuda_gradient[static_cast<std::size_t>(r * vocab_padded + c)], 0.0f)
+            << "row " << r << " column " << c;
+    }
+  }
+}
+
 // The fused residual + norm kernels (the sum stored, then normalised from registers) against the
 // host's two ops.
 TEST_F(CudaOpsTest, ResidualLayerNormAndResidualRmsNormMatch) {

@@ -1,8 +1,9 @@
 // Fused softmax + cross-entropy: forward against a scalar double reference, uniform logits give
 // log(V), large logits stay finite, backward against central finite differences in double
-// (measured scaled error 2.6e-10).
+// (measured scaled error 2.6e-10); a negative target masks its row out of the loss.
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -138,6 +139,68 @@ TEST(KernelsCrossEntropy, BackwardMatchesFiniteDifferencesScaledErrorBelow1e8) {
   const double error_f = scaled_error(dlogits_f, dlogits);
   report_error("cross_entropy backward float vs double", error_f);
   EXPECT_LT(error_f, 1e-5);
+}
+
+// Rows 1 and 4 masked (-1 as the data path writes, -100 as Hugging Face does) and their logits NaN:
+// never read, they add no loss and get a gradient row of zeros, the mean is over the four other
+// rows, and those rows' losses and gradients are bit for bit the unmasked run's.
+TEST(KernelsCrossEntropy, MaskedRowsAddNoLossAndGetNoGradient) {
+  const auto logits = testing::to_float(random_values(rows * vocab_padded, 5, -3.0, 3.0));
+  const auto targets = random_tokens(rows, vocab, 6);
+  std::vector<float> losses(rows), lse(rows), dlogits(logits.size());
+  float mean = 0.0F;
+  const std::vector<float> dlosses(rows, 0.25F);
+  cross_entropy_forward(losses.data(), lse.data(), &mean, logits.data(), targets.data(), rows,
+                        vocab, vocab_padded);
+  cross_entropy_backward(dlogits.data(), logits.data(), lse.data(), targets.data(), dlosses.data(),
+                         rows, vocab, vocab_padded);
+
+  auto masked_logits = logits;
+  auto masked_targets = targets;
+  for (const std::int64_t r : {1, 4}) {
+    masked_targets[static_cast<std::size_t>(r)] = r == 1 ? -1 : -100;
+    std::fill_n(masked_logits.begin() + r * vocab_padded, vocab_padded,
+                std::numeric_limits<float>::quiet_NaN());
+  }
+  std::vector<float> masked_losses(rows, 7.0F), masked_lse(rows, 7.0F);
+  std::vector<float> masked_dlogits(logits.size(), 42.0F);
+  float masked_mean = 0.0F;
+  cross_entropy_forward(masked_losses.data(), masked_lse.data(), &masked_mean, masked_logits.data(),
+                        masked_targets.data(), rows, vocab, vocab_padded);
+  cross_entropy_backward(masked_dlogits.data(), masked_logits.data(), masked_lse.data(),
+                         masked_targets.data(), dlosses.data(), rows, vocab, vocab_padded);
+
+  double kept_sum = 0.0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const bool masked = r == 1 || r == 4;
+    const auto at = static_cast<std::size_t>(r);
+    EXPECT_EQ(masked_losses[at], masked ? 0.0F : losses[at]) << "row " << r;
+    EXPECT_EQ(masked_lse[at], masked ? 0.0F : lse[at]) << "row " << r;
+    if (!masked) kept_sum += losses[at];
+    for (std::int64_t c = 0; c < vocab_padded; ++c) {
+      const auto i = static_cast<std::size_t>(r * vocab_padded + c);
+      EXPECT_EQ(masked_dlogits[i], masked ? 0.0F : dlogits[i]) << "row " << r << " column " << c;
+    }
+  }
+  EXPECT_EQ(masked_mean, static_cast<float>(kept_sum / (rows - 2)));
+}
+
+// No row in the loss: no loss, a mean of 0 (not 0 / 0), and no gradient anywhere.
+TEST(KernelsCrossEntropy, EveryRowMaskedGivesAZeroMeanAndNoGradient) {
+  const auto logits = testing::to_float(random_values(rows * vocab_padded, 7, -3.0, 3.0));
+  const std::vector<std::int32_t> targets(rows, -1);
+  std::vector<float> losses(rows, 7.0F), lse(rows, 7.0F), dlogits(logits.size(), 42.0F);
+  const std::vector<float> dlosses(rows, 1.0F);
+  float mean = 7.0F;
+  cross_entropy_forward(losses.data(), lse.data(), &mean, logits.data(), targets.data(), rows,
+                        vocab, vocab_padded);
+  cross_entropy_backward(dlogits.data(), logits.data(), lse.data(), targets.data(), dlosses.data(),
+                         rows, vocab, vocab_padded);
+  EXPECT_EQ(mean, 0.0F);
+  for (float loss : losses)
+    EXPECT_EQ(loss, 0.0F);
+  for (float gradient : dlogits)
+    EXPECT_EQ(gradient, 0.0F);
 }
 
 TEST(KernelsCrossEntropyDeathTest, TargetOutsideTheVocabularyStops) {

@@ -15,7 +15,12 @@ __global__ void cross_entropy_forward_kernel(float* losses, float* lse, const T*
   __shared__ double sum_scratch[threads_per_block / warp_size];
   const i64 row = blockIdx.x;
   const i64 target = targets[row];
-  if (target < 0 || target >= vocab) __trap();
+  if (target >= vocab) __trap();
+  if (target < 0) {
+    // Masked out of the loss: the whole block leaves before any barrier, its logits unread.
+    if (threadIdx.x == 0) lse[row] = losses[row] = 0.0f;
+    return;
+  }
   const T* x = logits + row * vocab_padded;
   float max_logit = -INFINITY;
   for (i64 c = threadIdx.x; c < vocab; c += blockDim.x)
@@ -32,13 +37,20 @@ __global__ void cross_entropy_forward_kernel(float* losses, float* lse, const T*
   }
 }
 
-__global__ void mean_kernel(float* mean, const float* values, i64 n) {
+// The mean over the rows in the loss (a masked row's loss is 0 and adds nothing); the count is a
+// sum of ones in double, exact, so with no row masked the division is by n as before masks existed.
+__global__ void mean_kernel(float* mean, const float* values, const std::int32_t* targets, i64 n) {
   __shared__ double scratch[threads_per_block / warp_size];
+  __shared__ double count_scratch[threads_per_block / warp_size];
   double sum = 0.0;
-  for (i64 i = threadIdx.x; i < n; i += blockDim.x)
+  double count = 0.0;
+  for (i64 i = threadIdx.x; i < n; i += blockDim.x) {
     sum += values[i];
+    count += targets[i] >= 0 ? 1.0 : 0.0;
+  }
   sum = block_sum(sum, scratch);
-  if (threadIdx.x == 0) *mean = n > 0 ? static_cast<float>(sum / static_cast<double>(n)) : 0.0f;
+  count = block_sum(count, count_scratch);
+  if (threadIdx.x == 0) *mean = count > 0.0 ? static_cast<float>(sum / count) : 0.0f;
 }
 
 template <typename T>
@@ -53,7 +65,11 @@ __global__ void cross_entropy_backward_kernel(T* dlogits, const T* logits, const
       continue;
     }
     const i64 target = targets[row];
-    if (target < 0 || target >= vocab) __trap();
+    if (target >= vocab) __trap();
+    if (target < 0) {
+      dlogits[i] = narrow<T>(0.0f);  // masked: no gradient, the logit unread
+      continue;
+    }
     const float indicator = c == target ? 1.0f : 0.0f;
     dlogits[i] = narrow<T>((expf(widen(logits[i]) - lse[row]) - indicator) * dlosses[row]);
   }
@@ -67,8 +83,15 @@ __global__ void cross_entropy_fused_kernel(T* logits, float* losses, float* lse,
   __shared__ double sum_scratch[threads_per_block / warp_size];
   const i64 row = blockIdx.x;
   const i64 target = targets[row];
-  if (target < 0 || target >= vocab) __trap();
+  if (target >= vocab) __trap();
   T* x = logits + row * vocab_padded;
+  if (target < 0) {
+    // Masked: the block zeroes its row and leaves before any barrier, its logits unread.
+    for (i64 c = threadIdx.x; c < vocab_padded; c += blockDim.x)
+      x[c] = narrow<T>(0.0f);
+    if (threadIdx.x == 0) lse[row] = losses[row] = 0.0f;
+    return;
+  }
   // Read before the barriers in block_max and block_sum, so before any thread writes the row.
   const float target_logit = threadIdx.x == 0 ? widen(x[target]) : 0.0f;
   float running_max = -INFINITY;
@@ -118,7 +141,7 @@ cudaError_t cross_entropy_fused(cudaStream_t stream, T* logits, float* losses, f
     cross_entropy_fused_kernel<<<static_cast<unsigned>(rows), threads_per_block, 0, stream>>>(
         logits, losses, lse, targets, dlosses, vocab, vocab_padded);
   }
-  mean_kernel<<<1, threads_per_block, 0, stream>>>(loss_mean, losses, rows);
+  mean_kernel<<<1, threads_per_block, 0, stream>>>(loss_mean, losses, targets, rows);
   return cudaGetLastError();
 }
 
@@ -130,7 +153,7 @@ cudaError_t cross_entropy_forward(cudaStream_t stream, float* losses, float* lse
     cross_entropy_forward_kernel<<<static_cast<unsigned>(rows), threads_per_block, 0, stream>>>(
         losses, lse, logits, targets, vocab, vocab_padded);
   }
-  mean_kernel<<<1, threads_per_block, 0, stream>>>(loss_mean, losses, rows);
+  mean_kernel<<<1, threads_per_block, 0, stream>>>(loss_mean, losses, targets, rows);
   return cudaGetLastError();
 }
 

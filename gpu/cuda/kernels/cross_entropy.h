@@ -6,7 +6,9 @@
 
 // Fused softmax + cross-entropy on the GPU, the twin of gpu/host/kernels/cross_entropy.h, for
 // logits of T = float, __nv_bfloat16, __half (element_types.h). losses, lse, the mean loss and
-// dlosses are fp32.
+// dlosses are fp32. A negative target masks its row out of the loss as on the host: loss and lse
+// 0, a gradient row of zeros, its logits never read; *loss_mean is over the rows in the loss (0
+// when none is), with the same bits as before masks existed when none is masked.
 namespace strata::gpu::cuda::kernels {
 
 // One block per row, the exponentials summed in double; *loss_mean by one block in double.

@@ -1,5 +1,6 @@
 #include "gpu/host/kernels/cross_entropy.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "base/assert.h"
@@ -18,7 +19,12 @@ void cross_entropy_forward(Real* losses, Real* lse, Real* loss_mean, const Real*
       rows, detail::grain_for(2 * vocab), [&](std::int64_t begin, std::int64_t end) {
         for (std::int64_t row = begin; row < end; ++row) {
           const std::int64_t target = targets[row];
-          STRATA_ASSERT(target >= 0 && target < vocab);
+          STRATA_ASSERT(target < vocab);
+          if (target < 0) {
+            lse[row] = 0;
+            losses[row] = 0;
+            continue;
+          }
           const Real* x = logits + row * vocab_padded;
           Real max_logit = x[0];
           for (std::int64_t c = 1; c < vocab; ++c)
@@ -31,10 +37,15 @@ void cross_entropy_forward(Real* losses, Real* lse, Real* loss_mean, const Real*
           losses[row] = static_cast<Real>(row_lse - static_cast<double>(x[target]));
         }
       });
+  // A masked row's loss is 0 and adds nothing; with none masked, in_loss == rows and the mean has
+  // the bits it had before masks existed.
   double total = 0.0;
-  for (std::int64_t row = 0; row < rows; ++row)
+  std::int64_t in_loss = 0;
+  for (std::int64_t row = 0; row < rows; ++row) {
     total += losses[row];
-  *loss_mean = rows > 0 ? static_cast<Real>(total / static_cast<double>(rows)) : Real{0};
+    in_loss += targets[row] >= 0 ? 1 : 0;
+  }
+  *loss_mean = in_loss > 0 ? static_cast<Real>(total / static_cast<double>(in_loss)) : Real{0};
 }
 
 template <typename Real>
@@ -48,9 +59,14 @@ void cross_entropy_backward(Real* dlogits, const Real* logits, const Real* lse,
                           [&](std::int64_t begin, std::int64_t end) {
                             for (std::int64_t row = begin; row < end; ++row) {
                               const std::int64_t target = targets[row];
-                              STRATA_ASSERT(target >= 0 && target < vocab);
-                              const Real* x = logits + row * vocab_padded;
+                              STRATA_ASSERT(target < vocab);
                               Real* dx = dlogits + row * vocab_padded;
+                              if (target < 0) {
+                                // Masked: no gradient, and its logits are never read.
+                                std::fill_n(dx, vocab_padded, Real{0});
+                                continue;
+                              }
+                              const Real* x = logits + row * vocab_padded;
                               const Real row_lse = lse[row];
                               const Real dloss = dlosses[row];
                               for (std::int64_t c = 0; c < vocab; ++c) {
