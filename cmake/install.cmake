@@ -9,12 +9,13 @@
 include(CMakePackageConfigHelpers)
 
 # Every library of ours that strata_engine links, since a static library's link interface names
-# them all, and strata_models, whose headers are installed with the rest. strata_options carries
-# the sanitizer link flag of an instrumented build (cmake/warnings.cmake). Installed names drop
-# the prefix the namespace replaces: strata_gpu is strata::gpu (engine/CMakeLists.txt also names
-# strata::engine, with its in-tree alias).
+# them all, and strata_models (with the strata_chat it links), whose headers are installed with
+# the rest. strata_options carries the sanitizer link flag of an instrumented build
+# (cmake/warnings.cmake). Installed names drop the prefix the namespace replaces: strata_gpu is
+# strata::gpu (engine/CMakeLists.txt also names strata::engine, with its in-tree alias).
 set(strata_install_libraries
-  strata_options strata_base strata_aio strata_cpu_adam strata_gpu strata_engine strata_models)
+  strata_options strata_base strata_aio strata_cpu_adam strata_gpu strata_engine strata_chat
+  strata_models)
 foreach(library IN LISTS strata_install_libraries)
   string(REGEX REPLACE "^strata_" "" export_name ${library})
   set_target_properties(${library} PROPERTIES EXPORT_NAME ${export_name})
