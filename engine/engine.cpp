@@ -299,8 +299,9 @@ void Engine::State::build() {
                                  config.activation_checkpointing.number_checkpoints > 0,
                              storage);
   const std::int64_t accumulation = config.batch.gradient_accumulation_steps;
-  losses = device.allocate(accumulation * kFloat, "losses");
-  losses_host = device.allocate_pinned(accumulation * kFloat);
+  losses = device.allocate(kLossTokenBytes + accumulation * kFloat, "losses");
+  losses_host = device.allocate_pinned(kLossTokenBytes + accumulation * kFloat);
+  micro_loss_tokens.assign(static_cast<std::size_t>(accumulation), 0);
   initialise_states();
   reserve_step_memory();
 }
@@ -355,16 +356,8 @@ struct ModuleCall {
   std::vector<TensorViews> borrowed;
 };
 
-float Engine::State::loss_gradient() const {
-  // The objective is loss_scale * mean over micro-batches of each micro-batch's mean loss.
-  return static_cast<float>(loss_scaler.scale() /
-                            static_cast<double>(config.batch.gradient_accumulation_steps));
-}
-
 void Engine::State::run_forward(std::int64_t micro_batch, bool training) {
-  StepContext context{
-      runtime.device, stream(), runtime.ops, micro_batch, training ? loss_gradient() : 1.0f,
-      training};
+  StepContext context = step_context(micro_batch, training);
   std::span<Module* const> list = model.modules();
   for (std::size_t m = 0; m < list.size(); ++m) {
     const base::Timeline::Scope span("host", "forward", list[m]->name());
@@ -378,12 +371,11 @@ void Engine::State::run_forward(std::int64_t micro_batch, bool training) {
     for (int lender : lenders)
       coordinator->release(lender);
   }
-  stream().copy(losses.as<float>() + micro_batch, model.loss(), kFloat,
-                gpu::CopyKind::device_to_device);
+  keep_loss(micro_batch);
 }
 
 void Engine::State::run_backward(std::int64_t micro_batch, bool last_micro) {
-  StepContext context{runtime.device, stream(), runtime.ops, micro_batch, loss_gradient(), true};
+  StepContext context = step_context(micro_batch, /*training=*/true);
   std::span<Module* const> list = model.modules();
   for (std::size_t m = list.size(); m-- > 0;) {
     const base::Timeline::Scope span("host", "backward", list[m]->name());
@@ -404,15 +396,6 @@ void Engine::State::run_backward(std::int64_t micro_batch, bool last_micro) {
     if (last_micro && overlap)
       overlap->module_final(static_cast<int>(m), reducer->reductions().last());
   }
-}
-
-// Each rank's losses become the mean over ranks, then come down to the host.
-void Engine::State::average_losses(std::int64_t count) {
-  if (runtime.comm.world_size() > 1) {
-    runtime.comm.all_reduce(stream(), losses.data(), count, gpu::DataType::float32,
-                            gpu::ReduceOp::avg);
-  }
-  stream().copy(losses_host.data(), losses.data(), count * kFloat, gpu::CopyKind::device_to_host);
 }
 
 // The step's hyperparameters from the schedule, with the gradients' multiplier `grad_scale`.
@@ -697,6 +680,7 @@ StepStats Engine::train_batch(std::span<const std::int32_t> inputs,
   StepStats stats;
   Traffic moved;
   try {
+    s.count_loss_tokens(targets, accumulation);
     s.coordinator->begin_pass(true);
     s.reducer->begin_step();
     for (std::int64_t micro = 0; micro < accumulation; ++micro) {
@@ -711,7 +695,7 @@ StepStats Engine::train_batch(std::span<const std::int32_t> inputs,
       s.run_backward(micro, last);
     }
     s.coordinator->end_step();
-    s.average_losses(accumulation);
+    s.reduce_losses(accumulation);
 
     moved = s.step_optimizer(stats);
     if (!stats.skipped) ++s.steps_taken;
@@ -745,10 +729,8 @@ StepStats Engine::train_batch(std::span<const std::int32_t> inputs,
     throw;
   }
 
-  double loss_sum = 0;
-  for (std::int64_t micro = 0; micro < accumulation; ++micro)
-    loss_sum += s.losses_host.as<float>()[micro];
-  stats.loss = loss_sum / static_cast<double>(accumulation);
+  stats.loss = s.reported_loss(accumulation);
+  stats.loss_tokens = s.loss_tokens.global;
   stats.step = s.steps_taken;
   stats.tokens = micro_tokens * accumulation * s.runtime.comm.world_size();
   stats.transfers = moved.transfers;
@@ -769,6 +751,11 @@ StepStats Engine::train_batch(std::span<const std::int32_t> inputs,
 
 double Engine::evaluate(std::span<const std::int32_t> inputs,
                         std::span<const std::int32_t> targets) {
+  return evaluate_batch(inputs, targets).loss;
+}
+
+EvalStats Engine::evaluate_batch(std::span<const std::int32_t> inputs,
+                                 std::span<const std::int32_t> targets) {
   State& s = *state_;
   s.check_usable();
   s.settle_step();
@@ -776,6 +763,8 @@ double Engine::evaluate(std::span<const std::int32_t> inputs,
   STRATA_ASSERT(static_cast<std::int64_t>(inputs.size()) % micro_tokens == 0);
   std::int64_t batches = static_cast<std::int64_t>(inputs.size()) / micro_tokens;
   STRATA_ASSERT(batches <= s.config.batch.gradient_accumulation_steps);
+  STRATA_ASSERT(targets.size() == inputs.size());
+  s.count_loss_tokens(targets, batches);
   s.coordinator->begin_pass(false);
   for (std::int64_t micro = 0; micro < batches; ++micro) {
     auto at = static_cast<std::size_t>(micro * micro_tokens);
@@ -783,12 +772,13 @@ double Engine::evaluate(std::span<const std::int32_t> inputs,
     s.model.load_batch(s.stream(), inputs.subspan(at, count), targets.subspan(at, count));
     s.run_forward(micro, /*training=*/false);
   }
-  s.average_losses(batches);
+  s.reduce_losses(batches);
   s.stream().synchronize();
-  double sum = 0;
-  for (std::int64_t micro = 0; micro < batches; ++micro)
-    sum += s.losses_host.as<float>()[micro];
-  return sum / static_cast<double>(batches);
+  EvalStats stats;
+  stats.loss = s.reported_loss(batches);
+  stats.loss_tokens = s.loss_tokens.global;
+  stats.tokens = s.loss_tokens.targets;
+  return stats;
 }
 
 const zero::FlatLayout& Engine::layout() const {

@@ -45,7 +45,9 @@ struct Runtime {
 // One optimizer step, for the progress line and the metrics file.
 struct StepStats {
   std::int64_t step = 0;  // optimizer steps taken so far, this one included
-  double loss = 0;        // mean over the step's micro-batches and ranks
+  // The mean over the step's targets in the loss, on every micro-batch and rank (a negative target
+  // is not in it: engine/loss_tokens.h); 0 for a step with none, which has no gradient either.
+  double loss = 0;
   double lr = 0;          // the learning rate this step used
   double grad_norm = 0;   // global L2 norm of the (unscaled) gradients, before clipping
   double loss_scale = 1;  // fp16's loss scale this step used (1 otherwise)
@@ -65,6 +67,9 @@ struct StepStats {
   // for that step's optimizer.
   double seconds = 0;
   std::int64_t tokens = 0;  // tokens processed by all ranks
+  // Of their targets, those in the loss (N, all of them without a mask; 0: the loss is 0 and
+  // the step had no gradient).
+  std::int64_t loss_tokens = 0;
   // Bytes moved by stream copies and NVMe (engine/step_traffic.h): the step's own, and those of
   // the optimizer step that finished during it: its own when it ran before returning, the step
   // before's when that one's offloaded optimizer ran on beside this step's forward (every
@@ -75,6 +80,14 @@ struct StepStats {
   std::int64_t bytes_nvme_write = 0;
   std::int64_t gpu_peak_bytes = 0;  // device memory peak during the step
   std::int64_t cpu_peak_bytes = 0;  // pinned host memory held during the step
+};
+
+// One evaluation (Engine::evaluate_batch), for combining batches into the mean over a split.
+struct EvalStats {
+  // The mean over the batch's targets in the loss, on every rank (0 when none is).
+  double loss = 0;
+  std::int64_t loss_tokens = 0;  // those targets, over every rank
+  std::int64_t tokens = 0;       // every target, masked or not, over every rank
 };
 
 // What the engine holds in each tier, for `strata estimate`'s check and the summary.
@@ -117,11 +130,19 @@ class Engine {
 
   // One optimizer step over gradient_accumulation_steps micro-batches. `inputs` and `targets`
   // hold this rank's micro-batches back to back (gradient_accumulation_steps *
-  // model.tokens_per_micro_batch() tokens each).
+  // model.tokens_per_micro_batch() tokens each). A negative target is not in the loss: the step
+  // minimises the mean over the step's other targets on every micro-batch and rank
+  // (engine/loss_tokens.h); with several ranks it starts with one all-reduce of their count.
   StepStats train_batch(std::span<const std::int32_t> inputs,
                         std::span<const std::int32_t> targets);
-  // The mean loss of forward passes over `inputs` (whole micro-batches), without any update.
+  // The mean loss of forward passes over `inputs` (whole micro-batches), without any update:
+  // over the targets in the loss (a negative target is not: engine/loss_tokens.h) of every rank.
+  // Collective when there are several ranks. With no target masked it is the mean of each
+  // micro-batch's mean, averaged over ranks, as it always was.
   double evaluate(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets);
+  // The same with the counts that weigh it against other batches (strata eval).
+  EvalStats evaluate_batch(std::span<const std::int32_t> inputs,
+                           std::span<const std::int32_t> targets);
 
   // Saves everything the run needs to continue into `dir`/`tag` (docs/checkpoints.md):
   // collective, every rank calls it with the same arguments. The checkpoint appears whole or not

@@ -21,6 +21,7 @@
 #include "engine/checkpoint/shard_writer.h"
 #include "engine/checkpoint/state_stream.h"
 #include "engine/engine.h"
+#include "engine/loss_tokens.h"
 #include "engine/memory/nvme_store.h"
 #include "engine/memory/pinned_pool.h"
 #include "engine/memory/residency.h"
@@ -133,8 +134,14 @@ struct Engine::State {
   // the states, the reducer and the tier hold, and goes first).
   std::unique_ptr<zero::LateSubGroups> late;
 
-  gpu::DeviceBuffer losses;  // one per micro-batch, averaged over ranks
+  // An int64 slot that carries this rank's count of loss tokens through their all-reduce, then
+  // one float per micro-batch: its mean loss, or under a mask its loss sum (engine_loss.cpp),
+  // reduced over ranks. The same layout on the host.
+  gpu::DeviceBuffer losses;
   gpu::PinnedBuffer losses_host;
+  // The step's (or the evaluation's) targets in the loss: per micro-batch of this rank, and in all.
+  std::vector<std::int64_t> micro_loss_tokens;
+  LossTokens loss_tokens;
   std::int64_t steps_taken = 0;      // optimizer steps applied
   std::int64_t batches_trained = 0;  // train_batch calls that finished, skipped steps included
   std::int64_t device_peak = 0;
@@ -166,10 +173,30 @@ struct Engine::State {
   void reserve_step_memory();
   // `training`: a backward follows, so the loss's gradient may be written in the same pass.
   void run_forward(std::int64_t micro_batch, bool training);
+  void run_backward(std::int64_t micro_batch, bool last_micro);
+
+  // engine_loss.cpp: the loss over the targets in it (engine/loss_tokens.h).
+  // The context of a micro-batch's forward and backward; `training`: a backward follows, and the
+  // loss's gradient is seeded (loss_gradient, row_loss_gradient).
+  StepContext step_context(std::int64_t micro_batch, bool training);
   // d(step objective) / d(a micro-batch's mean loss): loss_scale / gradient_accumulation_steps.
   float loss_gradient() const;
-  void run_backward(std::int64_t micro_batch, bool last_micro);
-  void average_losses(std::int64_t count);
+  static constexpr std::int64_t kLossTokenBytes = 8;
+  float* device_losses() const { return losses.as<float>() + kLossTokenBytes / sizeof(float); }
+  const float* host_losses() const {
+    return losses_host.as<float>() + kLossTokenBytes / sizeof(float);
+  }
+  // Counts the unmasked targets of `micro_batches` micro-batches, and sums them over the ranks
+  // when there are several: before the first forward, since every rank's backward needs N.
+  void count_loss_tokens(std::span<const std::int32_t> targets, std::int64_t micro_batches);
+  // StepContext::row_loss_gradient of a training step: set only when some target is masked.
+  std::optional<float> row_loss_gradient() const;
+  // After a micro-batch's forward: keeps its loss in its slot of `losses`.
+  void keep_loss(std::int64_t micro_batch);
+  // Reduces the slots over ranks (their mean, or under a mask their sum) and brings them down.
+  void reduce_losses(std::int64_t count);
+  // Once the slots are down: the loss of the step or evaluation.
+  double reported_loss(std::int64_t count) const;
   StepHyperparameters hyperparameters(float grad_scale) const;
   StepHyperparameters guess_step() const;
   StepHyperparameters plan_step(StepStats& stats);

@@ -334,8 +334,8 @@ void add_device_resident(RowBuilder& builder, const EstimateInputs& inputs, cons
     builder.add("gradient_buffers_fp32", Tier::gpu, kFloat * padded_sum(layout),
                 "4 x sum of padded(m) (stages 0-1 keep every module's gradients all step)");
   }
-  builder.add("losses_and_grad_norm", Tier::gpu, kFloat * inputs.gradient_accumulation_steps + 8,
-              "4 x gradient_accumulation_steps + 8");
+  builder.add("losses_and_grad_norm", Tier::gpu, kFloat * inputs.gradient_accumulation_steps + 16,
+              "4 x gradient_accumulation_steps + 16");
   if (choice.optimizer_offloaded()) {
     builder.add("module_grad_norms", Tier::gpu, 8 * layout.module_count(),
                 "8 x modules (each final shard's sum of squares, taken before it goes down)");
@@ -654,17 +654,19 @@ EstimateRow estimate_row(const EstimateInputs& inputs, int stage, OffloadDevice 
   add_device_step_peak(builder, inputs, choice, layout, modules.lenders);
   add_param_tier(builder, inputs, choice, layout);
   add_optimizer_offload(builder, inputs, choice, layout);
-  // The step's losses and the gradient norm come down through pinned buffers, a page each, and
-  // with the optimizer offloaded the modules' sums of squares through one more.
+  // The step's losses (after the int64 of its count of loss tokens) and the gradient norm come
+  // down through pinned buffers, a page each, and with the optimizer offloaded the modules' sums
+  // of squares through one more.
   const std::int64_t module_norms =
       choice.optimizer_offloaded() ? round_up(8 * layout.module_count(), kBlock) : 0;
-  builder.add("pinned_step_buffers", Tier::cpu,
-              round_up(kFloat * inputs.gradient_accumulation_steps, kBlock) + kBlock + module_norms,
-              choice.optimizer_offloaded()
-                  ? "round_up(4 x gradient_accumulation_steps, 4 KiB) + 4 KiB + round_up(8 x "
-                    "modules, 4 KiB)"
-                  : "round_up(4 x gradient_accumulation_steps, 4 KiB) + 4 KiB",
-              true);
+  builder.add(
+      "pinned_step_buffers", Tier::cpu,
+      round_up(8 + kFloat * inputs.gradient_accumulation_steps, kBlock) + kBlock + module_norms,
+      choice.optimizer_offloaded()
+          ? "round_up(8 + 4 x gradient_accumulation_steps, 4 KiB) + 4 KiB + round_up(8 x "
+            "modules, 4 KiB)"
+          : "round_up(8 + 4 x gradient_accumulation_steps, 4 KiB) + 4 KiB",
+      true);
   builder.finish(inputs.gpus_per_node);
   return row;
 }

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -44,13 +45,21 @@ struct StepContext {
   gpu::Ops& ops;
   std::int64_t micro_batch = 0;  // index within the step (0 .. gradient_accumulation_steps - 1)
   // The gradient of the step's objective with respect to this micro-batch's mean loss:
-  // loss_scale / gradient_accumulation_steps. The module that computes the loss seeds its
-  // backward with it.
+  // loss_scale / gradient_accumulation_steps, when every target of the step is in the loss. The
+  // module that computes the loss seeds its backward with it (or with row_loss_gradient).
   float loss_gradient = 1.0f;
   // True in a training step's forward, whose backward follows: the module that computes the loss
   // may then write the loss's gradient in the same pass (gpu::Ops::cross_entropy_fused), with
   // loss_gradient already set. False in an evaluation's forward.
   bool backward_follows = false;
+  // Set when some target of the step is masked out of the loss (negative, gpu::Ops::
+  // cross_entropy_forward): d(step objective) / d(losses[row]) for every row whose target is in
+  // the loss, loss_scale x world_size / N, N the step's targets in the loss over every
+  // micro-batch and rank (world_size because the gradient reducer averages over ranks); 0 when
+  // N is 0. The objective is then the mean over the step's unmasked targets, not a mean of each
+  // micro-batch's means. Unset when every target is in the loss: the module seeds
+  // loss_gradient / rows, the bits it always had (engine/loss_tokens.h).
+  std::optional<float> row_loss_gradient;
 };
 
 // One unit of the model the engine gathers, runs and releases as a whole (a transformer block,

@@ -5,8 +5,12 @@
 namespace strata::models {
 namespace {
 
+// Every row gets the same seed: a masked row's gradient is zeroed by the op itself, whatever its
+// dlosses, so the mask needs no second buffer here.
 void fill_dlosses(engine::StepContext& context, float* dlosses, std::int64_t rows) {
-  context.ops.fill(context.stream, dlosses, context.loss_gradient / static_cast<float>(rows), rows);
+  const float seed = context.row_loss_gradient ? *context.row_loss_gradient
+                                               : context.loss_gradient / static_cast<float>(rows);
+  context.ops.fill(context.stream, dlosses, seed, rows);
 }
 
 }  // namespace

@@ -15,9 +15,13 @@ namespace strata::models {
 
 // losses, lse and *loss (fp32) from `logits`, (rows, padded_vocab) of which the first `vocab`
 // columns are tokens (models/vocab_padding.h); with a backward to follow, also the gradient of the
-// objective over the logits (d(objective) / d(losses[row]) = loss_gradient / rows, since the loss
-// is the mean over rows: `dlosses` holds it), zero in the padded columns, and
-// `logits_hold_gradient` says so.
+// objective over the logits, zero in the padded columns, and `logits_hold_gradient` says so.
+// d(objective) / d(losses[row]), which `dlosses` holds: loss_gradient / rows when every target of
+// the step is in the loss (the objective is the mean over rows); with some masked (a negative
+// target), context.row_loss_gradient, loss_scale x world_size / (the step's unmasked targets over
+// every micro-batch and rank), so that the objective is the mean over the step's unmasked targets.
+// A masked row adds nothing to *loss (the mean over this micro-batch's unmasked rows) and gets no
+// gradient.
 void classify(engine::StepContext& context, gpu::Tensor logits, float* losses, float* lse,
               float* loss, float* dlosses, const std::int32_t* targets, std::int64_t rows,
               std::int64_t vocab, std::int64_t padded_vocab, bool& logits_hold_gradient);

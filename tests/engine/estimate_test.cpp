@@ -76,7 +76,7 @@ TEST(EstimateRows, Stage3NoOffloadByHand) {
   EXPECT_EQ(term_bytes(row, "param_shards"), 2 * kPart);  // bf16 assumed without a config
   EXPECT_EQ(term_bytes(row, "gradient_partition_fp32"), 4 * kPart);
   EXPECT_EQ(term_bytes(row, "optimizer_states_fp32"), 12 * kPart);
-  EXPECT_EQ(term_bytes(row, "losses_and_grad_norm"), 4 + 8);
+  EXPECT_EQ(term_bytes(row, "losses_and_grad_norm"), 4 + 16);
   // The second step follows the trace: every module is reused within stage3_max_reuse_distance
   // (1e9) of its forward, so all stay gathered until their backward; the peak is module 7's
   // backward, modules 0-7 gathered in bf16, the type the ops compute in (module 8 was released
@@ -85,7 +85,7 @@ TEST(EstimateRows, Stage3NoOffloadByHand) {
   EXPECT_NE(find_term(row, "gathered_params")->formula.find("modules 0-7"), std::string::npos);
   EXPECT_EQ(term_bytes(row, "module_gradients_fp32"), 4 * kPadded);
   EXPECT_EQ(find_term(row, "gradient_shard_fp32"), nullptr);
-  EXPECT_EQ(row.per_gpu_bytes, 18 * kPart + 12 + 2 * 8 * kPadded + 4 * kPadded);
+  EXPECT_EQ(row.per_gpu_bytes, 18 * kPart + 20 + 2 * 8 * kPadded + 4 * kPadded);
   // The losses' and the norm's pinned pages
   EXPECT_EQ(row.per_node_cpu_bytes, 4 * 8192);
   EXPECT_EQ(row.pinned_bytes_per_rank, 8192);
@@ -122,7 +122,7 @@ TEST(EstimateRows, Stage0IsUnshardedWhateverTheWorld) {
   EXPECT_EQ(term_bytes(row, "gradient_buffers_fp32"), 4 * part);
   // The peak is the last module's gather: every module gathered, in bf16.
   EXPECT_EQ(term_bytes(row, "gathered_params"), 2 * part);
-  EXPECT_EQ(row.per_gpu_bytes, (2 + 4 + 12 + 4) * part + 12 + 2 * part);
+  EXPECT_EQ(row.per_gpu_bytes, (2 + 4 + 12 + 4) * part + 20 + 2 * part);
 }
 
 TEST(EstimateRows, Fp32StorageGathersInFp32) {
@@ -139,7 +139,7 @@ TEST(EstimateRows, Stage3EverythingOnNvmeByHand) {
   inputs.max_in_cpu = 0;
   EstimateRow row = estimate_row(inputs, 3, nvme, nvme);
   // The step's peak, as above, and each of the 9 modules' sum of squares (8 bytes).
-  EXPECT_EQ(row.per_gpu_bytes, 12 + 2 * 8 * kPadded + 4 * kPadded + 8 * 9);
+  EXPECT_EQ(row.per_gpu_bytes, 20 + 2 * 8 * kPadded + 4 * kPadded + 8 * 9);
   EXPECT_EQ(term_bytes(row, "param_staging"), 2 * kPart);
   // Pools: 5 x the largest bf16 shard (503,808 bytes, a 4 KiB multiple); 4 x the one sub-group's
   // [master | exp_avg | exp_avg_sq] extent, 3 x 8,257,536 bytes.

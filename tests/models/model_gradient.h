@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -31,6 +32,8 @@ struct GradientHarness {
   std::vector<gpu::DeviceBuffer> params, grads;
   std::vector<std::vector<gpu::Tensor>> param_ptrs, grad_ptrs;
   std::vector<std::int32_t> tokens, targets;
+  // StepContext::row_loss_gradient of the runs (a masked step's seed); unset, the mean's.
+  std::optional<float> row_loss_gradient;
 
   GradientHarness(std::unique_ptr<engine::Model> model_in, std::int32_t vocab)
       : owned(std::move(model_in)), model(*owned) {
@@ -76,7 +79,7 @@ struct GradientHarness {
 
   float loss() {
     gpu::Stream& stream = device->compute_stream();
-    engine::StepContext context{*device, stream, *ops, 0, 1.0f};
+    engine::StepContext context{*device, stream, *ops, 0, 1.0f, false, row_loss_gradient};
     model.load_batch(stream, tokens, targets);
     for (int m = 0; m < layout->module_count(); ++m) {
       auto lent = borrowed(m, param_ptrs);
@@ -94,7 +97,7 @@ struct GradientHarness {
     for (auto& g : grads)
       stream.fill_zero(g.data(), g.bytes());
     loss();
-    engine::StepContext context{*device, stream, *ops, 0, 1.0f};
+    engine::StepContext context{*device, stream, *ops, 0, 1.0f, false, row_loss_gradient};
     for (int m = layout->module_count(); m-- > 0;) {
       auto lent = borrowed(m, param_ptrs);
       auto lent_grads = borrowed(m, grad_ptrs);

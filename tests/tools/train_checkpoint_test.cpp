@@ -102,8 +102,8 @@ std::vector<std::string> tags_in(const fs::path& directory) {
 // the same, bit for bit, in a resumed run and in the run it continues.
 json training_fields(const json& line) {
   json kept = json::object();
-  for (const char* key :
-       {"step", "loss", "lr", "grad_norm", "loss_scale", "skipped", "tokens", "val_loss"}) {
+  for (const char* key : {"step", "loss", "lr", "grad_norm", "loss_scale", "skipped", "tokens",
+                          "loss_tokens", "val_loss"}) {
     if (line.contains(key)) kept[key] = line[key];
   }
   return kept;
