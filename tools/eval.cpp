@@ -3,10 +3,12 @@
 // validation split.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <vector>
 
 #include "base/error.h"
@@ -33,16 +35,57 @@ struct EvalOptions {
 };
 
 struct EvalResult {
-  double loss = 0;  // mean over every target token
+  double loss = 0;  // mean over every target token in the loss
   std::int64_t tokens = 0;
+  std::int64_t loss_tokens = 0;  // of those, the ones in the loss (a negative target is not)
   std::int64_t windows = 0;
 };
 
+// A sum of evaluated losses and what it weighs, in windows: an evaluation of k windows weighs
+// k x its share of targets in the loss (exactly k without a mask, so that the sums keep the bits
+// of the plain mean over windows), so the total over the weight is the mean over the split's
+// targets in the loss.
+struct WeightedLoss {
+  double sum = 0;
+  double weight = 0;
+};
+
+double loss_share(const engine::EvalStats& stats) {
+  return stats.tokens > 0
+             ? static_cast<double>(stats.loss_tokens) / static_cast<double>(stats.tokens)
+             : 0.0;
+}
+
+std::int64_t targets_in_loss(std::span<const std::int32_t> targets) {
+  return std::count_if(targets.begin(), targets.end(), [](std::int32_t t) { return t >= 0; });
+}
+
+// The last partial micro-batch of `tail` windows is padded with copies of its first window x,
+// and one micro-batch of copies of x alone measures x, so that the tail's own sum is exact:
+// B mean(tail + copies) - (B - r) mean(x), each weighed by its share of targets in the loss.
+WeightedLoss evaluate_tail(engine::Engine& engine, std::span<std::int32_t> in,
+                           std::span<std::int32_t> out, int tail, int rows,
+                           std::size_t row_tokens) {
+  auto fill_with_first = [&](int from_row) {
+    for (int r = from_row; r < rows; ++r) {
+      const std::size_t at = static_cast<std::size_t>(r) * row_tokens;
+      std::copy_n(in.begin(), row_tokens, in.begin() + static_cast<std::ptrdiff_t>(at));
+      std::copy_n(out.begin(), row_tokens, out.begin() + static_cast<std::ptrdiff_t>(at));
+    }
+  };
+  fill_with_first(tail);
+  const engine::EvalStats padded = engine.evaluate_batch(in, out);
+  fill_with_first(1);
+  const engine::EvalStats first_alone = engine.evaluate_batch(in, out);
+  const double padded_weight = rows * loss_share(padded);
+  const double copies_weight = (rows - tail) * loss_share(first_alone);
+  return {padded.loss * padded_weight - first_alone.loss * copies_weight,
+          padded_weight - copies_weight};
+}
+
 // Window j of `split` has inputs [jT, jT + T) and targets one later, for every j that fits. The
 // engine's micro-batch has B rows: whole micro-batches go up to gradient_accumulation_steps at a
-// time; a last partial one of r windows is padded with copies of its first window x, and one
-// micro-batch of B copies of x measures x alone, so that the r windows' own sum is exact:
-// B mean(tail + copies) - (B - r) mean(x).
+// time, then the last partial one (evaluate_tail).
 EvalResult evaluate_windows(engine::Engine& engine, models::TokenView split,
                             const models::ModelPlan& plan, std::int64_t accumulation) {
   const auto seq_len = static_cast<int>(plan.seq_len());
@@ -53,15 +96,20 @@ EvalResult evaluate_windows(engine::Engine& engine, models::TokenView split,
   std::vector<std::int32_t> inputs(static_cast<std::size_t>(accumulation) * micro_tokens);
   std::vector<std::int32_t> targets(inputs.size());
 
-  double row_sum = 0;  // sum over windows of each window's mean loss
+  EvalResult result;
+  WeightedLoss total;
   const std::int64_t whole = windows / rows;
   for (std::int64_t done = 0; done < whole;) {
     const std::int64_t batches = std::min(accumulation, whole - done);
     const auto count = static_cast<std::size_t>(batches) * micro_tokens;
     models::copy_windows(split, done * rows, static_cast<int>(batches) * rows, seq_len,
                          std::span(inputs).first(count), std::span(targets).first(count));
-    row_sum += engine.evaluate(std::span(inputs).first(count), std::span(targets).first(count)) *
-               static_cast<double>(batches * rows);
+    const engine::EvalStats stats =
+        engine.evaluate_batch(std::span(inputs).first(count), std::span(targets).first(count));
+    const double weight = static_cast<double>(batches * rows) * loss_share(stats);
+    total.sum += stats.loss * weight;
+    total.weight += weight;
+    result.loss_tokens += targets_in_loss(std::span(targets).first(count));
     done += batches;
   }
   const auto tail = static_cast<int>(windows - whole * rows);
@@ -71,23 +119,14 @@ EvalResult evaluate_windows(engine::Engine& engine, models::TokenView split,
     const std::size_t tail_tokens = static_cast<std::size_t>(tail) * row_tokens;
     models::copy_windows(split, whole * rows, tail, seq_len, in.first(tail_tokens),
                          out.first(tail_tokens));
-    auto fill_with_first = [&](int from_row) {
-      for (int r = from_row; r < rows; ++r) {
-        const std::size_t at = static_cast<std::size_t>(r) * row_tokens;
-        std::copy_n(in.begin(), row_tokens, in.begin() + static_cast<std::ptrdiff_t>(at));
-        std::copy_n(out.begin(), row_tokens, out.begin() + static_cast<std::ptrdiff_t>(at));
-      }
-    };
-    fill_with_first(tail);
-    const double padded = engine.evaluate(in, out);
-    fill_with_first(1);
-    const double first_alone = engine.evaluate(in, out);
-    row_sum += padded * rows - first_alone * (rows - tail);
+    result.loss_tokens += targets_in_loss(out.first(tail_tokens));
+    const WeightedLoss last = evaluate_tail(engine, in, out, tail, rows, row_tokens);
+    total.sum += last.sum;
+    total.weight += last.weight;
   }
-  EvalResult result;
   result.windows = windows;
   result.tokens = windows * seq_len;
-  result.loss = row_sum / static_cast<double>(windows);
+  result.loss = result.loss_tokens > 0 ? total.sum / total.weight : 0.0;
   return result;
 }
 
@@ -161,16 +200,24 @@ int run_eval(const EvalOptions& options) {
   if (!leader) return 0;
   const double perplexity = std::exp(result.loss);
   if (options.json) {
-    nlohmann::json out = {{"loss", result.loss},       {"perplexity", perplexity},
-                          {"tokens", result.tokens},   {"windows", result.windows},
-                          {"seq_len", plan.seq_len()}, {"data", source},
+    nlohmann::json out = {{"loss", result.loss},
+                          {"perplexity", perplexity},
+                          {"tokens", result.tokens},
+                          {"loss_tokens", result.loss_tokens},
+                          {"windows", result.windows},
+                          {"seq_len", plan.seq_len()},
+                          {"data", source},
                           {"weights", weights}};
     fmt::print("{}\n", out.dump(2));
   } else {
     fmt::print("strata eval\n  data     {}\n  weights  {}\n  windows  {} of {} tokens\n", source,
                weights, result.windows, plan.seq_len());
-    fmt::print("  loss     {:.6f} nats/token over {} tokens, perplexity {:.4f}\n", result.loss,
-               result.tokens, perplexity);
+    fmt::print("  loss     {:.6f} nats/token over {} tokens{}, perplexity {:.4f}\n", result.loss,
+               result.loss_tokens,
+               result.loss_tokens == result.tokens
+                   ? ""
+                   : fmt::format(" in the loss (of {})", result.tokens),
+               perplexity);
   }
   return 0;
 }
