@@ -142,6 +142,7 @@ std::unique_ptr<Stmt> Parser::parse_set(int at) {
     statement->kind = StmtKind::set_block;
     expect(TokenType::close_statement, "'%}' or '=' after the name to set");
     statement->body = parse_body_until({"endset"}, "set", at);
+    expect(TokenType::open_statement, "'{%'");
     expect_identifier("endset");
   }
   expect(TokenType::close_statement, "'%}'");

@@ -87,8 +87,10 @@ std::string json_at(const Value& value, const JsonOptions& options, bool undefin
       return std::isfinite(value.number) ? js_number(value.number) : "null";
     case Kind::string:
       return json_quote(value.str(), options.ensure_ascii);
+    // The reference's toJSON knows no tuple: printing one, or its tojson, raises.
+    case Kind::tuple:
     case Kind::function:
-      throw EvalError("Cannot convert to JSON: FunctionValue");
+      throw EvalError(std::string("Cannot convert to JSON: ") + type_name(value.kind));
     default:
       return container_json(value, options, undefined_as_null, depth);
   }
