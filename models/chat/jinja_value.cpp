@@ -299,31 +299,34 @@ int compare_values(const Value& a, const Value& b, bool case_sensitive) {
   return compare_utf16(js_lower(a.str()), js_lower(b.str()));
 }
 
-Value from_json(const nlohmann::json& json) {
+namespace {
+
+template <typename Json>
+Value convert_json(const Json& json) {
   switch (json.type()) {
-    case nlohmann::json::value_t::null:
+    case Json::value_t::null:
       return Value::none();
-    case nlohmann::json::value_t::boolean:
-      return Value::boolean(json.get<bool>());
-    case nlohmann::json::value_t::number_integer:
-      return Value::integer(static_cast<double>(json.get<std::int64_t>()));
-    case nlohmann::json::value_t::number_unsigned:
-      return Value::integer(static_cast<double>(json.get<std::uint64_t>()));
-    case nlohmann::json::value_t::number_float: {
-      const double number = json.get<double>();
+    case Json::value_t::boolean:
+      return Value::boolean(json.template get<bool>());
+    case Json::value_t::number_integer:
+      return Value::integer(static_cast<double>(json.template get<std::int64_t>()));
+    case Json::value_t::number_unsigned:
+      return Value::integer(static_cast<double>(json.template get<std::uint64_t>()));
+    case Json::value_t::number_float: {
+      const double number = json.template get<double>();
       const bool whole = std::isfinite(number) && number == std::floor(number);
       return whole ? Value::integer(number) : Value::floating(number);
     }
-    case nlohmann::json::value_t::string:
-      return Value::string(json.get<std::string>());
-    case nlohmann::json::value_t::array: {
+    case Json::value_t::string:
+      return Value::string(json.template get<std::string>());
+    case Json::value_t::array: {
       std::vector<Value> items;
       items.reserve(json.size());
       for (const auto& item : json)
-        items.push_back(from_json(item));
+        items.push_back(convert_json(item));
       return Value::list(std::move(items));
     }
-    case nlohmann::json::value_t::object: {
+    case Json::value_t::object: {
       // Object.entries lists integer-like keys first, in numeric order.
       Value dict = Value::dict();
       std::vector<std::pair<double, std::string>> indices;
@@ -332,15 +335,24 @@ Value from_json(const nlohmann::json& json) {
       }
       std::sort(indices.begin(), indices.end());
       for (const auto& index : indices)
-        dict.map().set(index.second, from_json(json.at(index.second)));
+        dict.map().set(index.second, convert_json(json.at(index.second)));
       for (const auto& [key, item] : json.items()) {
-        if (!is_array_index(key)) dict.map().set(key, from_json(item));
+        if (!is_array_index(key)) dict.map().set(key, convert_json(item));
       }
       return dict;
     }
     default:
       throw EvalError("a binary JSON value has no template value");
   }
+}
+
+}  // namespace
+
+Value from_json(const nlohmann::json& json) {
+  return convert_json(json);
+}
+Value from_json(const nlohmann::ordered_json& json) {
+  return convert_json(json);
 }
 
 }  // namespace strata::models::chat::jinja

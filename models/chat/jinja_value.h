@@ -114,5 +114,8 @@ int compare_values(const Value& a, const Value& b, bool case_sensitive);
 // The value transformers.js makes of a JSON input (JSON.parse, then the runtime's conversion):
 // whole numbers are integers, a dict's integer-like keys come first in numeric order.
 Value from_json(const nlohmann::json& json);
+// The same of an ordered_json, whose objects keep their keys in the order they were read (a
+// std::map-backed nlohmann::json has them in byte order).
+Value from_json(const nlohmann::ordered_json& json);
 
 }  // namespace strata::models::chat::jinja
