@@ -147,8 +147,8 @@ void open_eval_data(const EvalOptions& options, const engine::Config& config,
     data.source = fmt::format("the validation split of {}", data.dataset.source);
     return;
   }
-  std::optional<std::optional<models::tokenizer::Tokenizer>> tokenizer;
-  const models::TextTokenizing text = text_tokenizing(config, plan, tokenizer);
+  TextTokenizers tokenizers;
+  const models::TextTokenizing text = text_tokenizing(config, plan, tokenizers);
   data.file = models::open_token_file(options.data_path, config.strata.data.dtype, "--data", text);
   models::check_tokenizer(data.file, plan.vocab(), config.strata.model.hf_config);
   models::check_token_ids(data.file, static_cast<int>(plan.vocab()), options.data_path);

@@ -61,15 +61,23 @@ models::ModelPlan plan_model(const engine::Config& config) {
   return models::plan_model(config.strata.model, config.batch.train_micro_batch_size_per_gpu);
 }
 
-models::TextTokenizing text_tokenizing(
-    const engine::Config& config, const models::ModelPlan& plan,
-    std::optional<std::optional<models::tokenizer::Tokenizer>>& holder) {
+models::TextTokenizing text_tokenizing(const engine::Config& config, const models::ModelPlan& plan,
+                                       TextTokenizers& holder) {
   models::TextTokenizing text;
   const std::filesystem::path hf_config = config.strata.model.hf_config;
   const std::int64_t vocab = plan.vocab();
   text.tokenizer = [&holder, hf_config, vocab]() -> const models::tokenizer::Tokenizer* {
-    if (!holder) holder = models::model_tokenizer(hf_config, vocab);
-    return *holder ? &**holder : nullptr;
+    if (!holder.tokenizer) holder.tokenizer = models::model_tokenizer(hf_config, vocab);
+    return *holder.tokenizer ? &**holder.tokenizer : nullptr;
+  };
+  // Asked after the tokenizer, whose folder holds the template.
+  text.chat = [&holder]() -> const models::ChatEncoder* {
+    if (!holder.chat) {
+      holder.chat = holder.tokenizer && *holder.tokenizer
+                        ? models::ChatEncoder::for_tokenizer(**holder.tokenizer)
+                        : std::nullopt;
+    }
+    return *holder.chat ? &**holder.chat : nullptr;
   };
   auto progress = std::make_shared<ProgressLine>("tokenizing");
   text.progress = [progress](std::size_t done, std::size_t total) {
@@ -84,8 +92,8 @@ models::TokenDataset load_data(const engine::Config& config, const models::Model
   models::TokenDataset dataset;
   if (!data.path.empty()) {
     // Text is made ids by the model folder's own tokenizer, once, into a cache beside it.
-    std::optional<std::optional<models::tokenizer::Tokenizer>> tokenizer;
-    const models::TextTokenizing text = text_tokenizing(config, plan, tokenizer);
+    TextTokenizers tokenizers;
+    const models::TextTokenizing text = text_tokenizing(config, plan, tokenizers);
     dataset = models::TokenDataset::from_file(data.path, data.validation_fraction, data.dtype,
                                               data.validation_path, text);
   } else {
@@ -102,6 +110,7 @@ models::TokenDataset load_data(const engine::Config& config, const models::Model
   }
   dataset.check_tokenizer(plan.vocab(), config.strata.model.hf_config);
   dataset.check_fits(static_cast<int>(plan.seq_len()), static_cast<int>(plan.vocab()));
+  dataset.shape_examples(static_cast<int>(plan.seq_len()), config.strata.data.packing);
   return dataset;
 }
 

@@ -25,9 +25,12 @@ models::TokenDataset load_data(const engine::Config& config, const models::Model
 // The model folder's tokenizer, read when text first needs it and kept in `holder` (which must
 // outlive the result), and a progress line for tokenizing: how strata.data's text (and eval's
 // --data) become the model's ids.
-models::TextTokenizing text_tokenizing(
-    const engine::Config& config, const models::ModelPlan& plan,
-    std::optional<std::optional<models::tokenizer::Tokenizer>>& holder);
+struct TextTokenizers {
+  std::optional<std::optional<models::tokenizer::Tokenizer>> tokenizer;  // once read
+  std::optional<std::optional<models::ChatEncoder>> chat;                // once read
+};
+models::TextTokenizing text_tokenizing(const engine::Config& config, const models::ModelPlan& plan,
+                                       TextTokenizers& holder);
 
 // A run as `strata train` reads and checks it before it builds the engine.
 struct RunSetup {

@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "models/data/chat_encoder.h"
+#include "models/data/loss_mask.h"
 #include "models/data/text_documents.h"
 #include "models/data/text_tokens.h"
 #include "models/tokenizer/tokenizer.h"
@@ -25,6 +27,8 @@ struct TokenizeOptions {
   bool json = false;
   bool no_special_tokens = false;
   bool decode = false;
+  bool chat = false;
+  bool add_generation_prompt = false;
   std::string output;
   std::vector<std::string> inputs;
   int threads = 0;
@@ -70,6 +74,47 @@ void decode_stdin(const models::tokenizer::Tokenizer& tokenizer, const TokenizeO
   }
 }
 
+models::ChatEncoder chat_encoder(const models::tokenizer::Tokenizer& tokenizer) {
+  std::optional<models::ChatEncoder> chat = models::ChatEncoder::for_tokenizer(tokenizer);
+  if (chat) return std::move(*chat);
+  throw UserError(fmt::format("the folder of {} has no chat template: no chat_template.jinja and "
+                              "no \"chat_template\" in its tokenizer_config.json",
+                              tokenizer.source()),
+                  "give the folder of a chat model (an instruct model's tokenizer_config.json "
+                  "carries its template)",
+                  2);
+}
+
+// {"messages": [...], "tools": [...]} on standard input to {"text", "ids", "mask"}.
+void chat_stdin(const models::tokenizer::Tokenizer& tokenizer, const TokenizeOptions& options) {
+  nlohmann::ordered_json input;
+  try {
+    input = nlohmann::ordered_json::parse(read_stdin());
+  } catch (const nlohmann::json::exception& error) {
+    throw UserError(fmt::format("--chat reads a JSON object on standard input: {}", error.what()),
+                    "give {\"messages\": [{\"role\": \"user\", \"content\": \"...\"}], "
+                    "\"tools\": [...]}",
+                    2);
+  }
+  if (!input.is_object() || !input.contains("messages") || !input["messages"].is_array()) {
+    throw UserError("--chat reads an object with a \"messages\" list on standard input",
+                    "give {\"messages\": [{\"role\": \"user\", \"content\": \"...\"}], "
+                    "\"tools\": [...]}",
+                    2);
+  }
+  const models::ChatEncoder chat = chat_encoder(tokenizer);
+  const nlohmann::ordered_json tools = input.value("tools", nlohmann::ordered_json());
+  const models::ChatEncoding encoding =
+      chat.encode(input["messages"], tools, options.add_generation_prompt);
+  if (!options.json) {
+    std::cout << encoding.text;
+    return;
+  }
+  const nlohmann::ordered_json out{
+      {"text", encoding.text}, {"ids", encoding.ids}, {"mask", encoding.in_loss}};
+  std::cout << out.dump() << '\n';
+}
+
 void write_token_file(const models::tokenizer::Tokenizer& tokenizer,
                       const TokenizeOptions& options) {
   if (options.inputs.empty()) {
@@ -85,16 +130,22 @@ void write_token_file(const models::tokenizer::Tokenizer& tokenizer,
                       2);
     }
   }
+  const std::optional<models::ChatEncoder> chat = models::ChatEncoder::for_tokenizer(tokenizer);
   ProgressLine progress("tokenizing");
   models::TokenizeOptions tokenize;
   tokenize.add_special_tokens = !options.no_special_tokens;
   tokenize.threads = options.threads;
   tokenize.progress = [&](std::size_t done, std::size_t total) { progress.show(done, total); };
-  const std::size_t written = models::tokenize_to_file(inputs, tokenizer, tokenize, options.output);
+  tokenize.chat = chat ? &*chat : nullptr;
+  const models::TokenFileWritten written = models::tokenize_to_file(
+      inputs, tokenizer, tokenize, options.output, models::MaskFileWhen::some_left_out);
   progress.finish();
-  std::cerr << fmt::format("strata tokenize: {} tokens of {} file(s) written to {} (llm.c {})\n",
-                           written, inputs.size(), options.output,
-                           tokenizer.vocab_size() > 65536 ? "v7, uint32" : "v1, uint16");
+  std::cerr << fmt::format(
+      "strata tokenize: {} tokens of {} file(s) written to {} (llm.c {}){}\n", written.ids,
+      inputs.size(), options.output, tokenizer.vocab_size() > 65536 ? "v7, uint32" : "v1, uint16",
+      written.mask
+          ? fmt::format(", the loss mask to {}", models::mask_path(options.output).string())
+          : "");
 }
 
 }  // namespace
@@ -116,6 +167,12 @@ void add_tokenize_command(CLI::App& app, CommandContext& context) {
   command->add_flag("--decode", options->decode,
                     "read a JSON array of ids on standard input and print their text, special "
                     "tokens kept");
+  command->add_flag("--chat", options->chat,
+                    "read {\"messages\": [...], \"tools\": [...]} on standard input and render "
+                    "the folder's chat template; with --json print {\"text\", \"ids\", "
+                    "\"mask\"}, the mask 1 on the assistant turns the loss counts");
+  command->add_flag("--add-generation-prompt", options->add_generation_prompt,
+                    "with --chat: end with the prompt of the assistant's next turn");
   command->add_option("--output", options->output,
                       "write the ids of INPUT files (.txt, .jsonl) to this llm.c .bin, each "
                       "document followed by EOS");
@@ -129,6 +186,8 @@ void add_tokenize_command(CLI::App& app, CommandContext& context) {
     } else if (!options->inputs.empty()) {
       throw UserError("input files are tokenized only into a token file",
                       "add --output OUT.bin, or give the text on standard input", 2);
+    } else if (options->chat) {
+      chat_stdin(tokenizer, *options);
     } else if (options->decode) {
       decode_stdin(tokenizer, *options);
     } else {

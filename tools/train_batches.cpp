@@ -12,15 +12,16 @@ StepBatches::StepBatches(const models::TokenDataset& data, const StepBatchesShap
       targets_(inputs_.size()) {}
 
 void StepBatches::fill_training(std::int64_t step) {
-  fill(data_.train(), sequential_, seed_, step);
+  fill(data_.train(), data_.train_starts(), sequential_, seed_, step);
 }
 
 void StepBatches::fill_validation() {
-  fill(data_.validation(), false, seed_ ^ 0x5EED, 0);
+  fill(data_.validation(), data_.validation_starts(), false, seed_ ^ 0x5EED, 0);
 }
 
-void StepBatches::fill(models::TokenView split, bool in_order, std::uint64_t seed,
-                       std::int64_t step) {
+// `starts` empty: windows of the packed stream; else one example per row (packing off).
+void StepBatches::fill(models::TokenView split, std::span<const std::size_t> starts, bool in_order,
+                       std::uint64_t seed, std::int64_t step) {
   const std::int64_t micro_tokens = shape_.batch * shape_.seq_len;
   const int batch = static_cast<int>(shape_.batch);
   const int seq_len = static_cast<int>(shape_.seq_len);
@@ -30,15 +31,25 @@ void StepBatches::fill(models::TokenView split, bool in_order, std::uint64_t see
     std::span<std::int32_t> micro_inputs = std::span(inputs_).subspan(at, count);
     std::span<std::int32_t> micro_targets = std::span(targets_).subspan(at, count);
     if (in_order) {
-      models::sequential_batch(split,
-                               models::global_micro_batch(step, micro, shape_.accumulation,
-                                                          shape_.rank, shape_.world_size),
-                               batch, seq_len, micro_inputs, micro_targets);
+      const std::int64_t index = models::global_micro_batch(step, micro, shape_.accumulation,
+                                                            shape_.rank, shape_.world_size);
+      if (starts.empty()) {
+        models::sequential_batch(split, index, batch, seq_len, micro_inputs, micro_targets);
+      } else {
+        models::sequential_examples(split, starts, index, batch, seq_len, micro_inputs,
+                                    micro_targets);
+      }
       continue;
     }
     const std::int64_t first =
         models::first_sequence(micro, shape_.rank, shape_.world_size, shape_.batch);
-    models::sample_sequences(split, seed, step, first, batch, seq_len, micro_inputs, micro_targets);
+    if (starts.empty()) {
+      models::sample_sequences(split, seed, step, first, batch, seq_len, micro_inputs,
+                               micro_targets);
+    } else {
+      models::sample_examples(split, starts, seed, step, first, batch, seq_len, micro_inputs,
+                              micro_targets);
+    }
   }
 }
 

@@ -36,7 +36,8 @@ class StepBatches {
   std::span<const std::int32_t> targets() const { return targets_; }
 
  private:
-  void fill(models::TokenView split, bool in_order, std::uint64_t seed, std::int64_t step);
+  void fill(models::TokenView split, std::span<const std::size_t> starts, bool in_order,
+            std::uint64_t seed, std::int64_t step);
 
   const models::TokenDataset& data_;
   StepBatchesShape shape_;

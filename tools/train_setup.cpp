@@ -103,6 +103,14 @@ void print_setup(const engine::Config& config, const models::ModelPlan& plan,
              config.batch.gradient_accumulation_steps, steps);
   fmt::print("  data       {}: {} training and {} validation tokens\n", data.source,
              data.train().size(), data.validation().size());
+  if (data.examples > 0) {
+    fmt::print(
+        "  examples   {} with the loss on their answers, {}; {} longer than seq_len + 1 = {} "
+        "tokens{}\n",
+        data.examples, data.packed() ? "packed" : "one per window, padded",
+        data.examples_cut == 0 ? std::string("none") : std::to_string(data.examples_cut),
+        plan.seq_len() + 1, data.examples_cut == 0 ? "" : ", cut to it");
+  }
   if (data.entropy_floor_nats > 0) {
     fmt::print(
         "  floor      the corpus's entropy rate is {:.4f} nats/token: no model can go "

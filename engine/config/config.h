@@ -244,6 +244,9 @@ struct DataConfig {
   std::string validation_path;       // "" = the validation split is the tail of `path`
   double validation_fraction = 0.1;  // tail of the tokens held out for validation, in (0, 0.5]
   DataOrder order = DataOrder::random;
+  // Examples back to back in seq_len windows (true), or one example per window, padded, the
+  // padding left out of the loss (models/data/examples.h).
+  bool packing = true;
 };
 
 // strata: settings DeepSpeed has no key for, under one top-level key so that the rest of the

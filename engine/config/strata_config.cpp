@@ -187,6 +187,7 @@ void read_data(JsonReader& strata, DataConfig& out) {
   }
   data.read_enum("order", out.order,
                  {{"random", DataOrder::random}, {"sequential", DataOrder::sequential}});
+  data.read("packing", out.packing);
   data.finish();
 }
 

@@ -19,13 +19,14 @@ class TemplateError : public UserError {
 
 // What a chat template is rendered with: the variables transformers' apply_chat_template passes.
 struct ChatInputs {
-  nlohmann::json messages = nlohmann::json::array();  // [{"role": ..., "content": ...}, ...]
-  nlohmann::json tools;                               // null when the conversation has none
+  // Ordered as the user wrote them: tojson prints a tool's keys in its own order.
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();  // [{"role": ..., ...}]
+  nlohmann::ordered_json tools;  // null when the conversation has none
   bool add_generation_prompt = false;
   std::string bos_token;
   std::string eos_token;
   // Further variables (enable_thinking, say): an object, or null.
-  nlohmann::json extra;
+  nlohmann::ordered_json extra;
 };
 
 // A model folder's chat template (tokenizer_config.json's "chat_template", Jinja), parsed once

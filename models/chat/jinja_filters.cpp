@@ -467,11 +467,20 @@ Value sorted(const Value& operand, bool reverse, bool case_sensitive, const Valu
   const auto key = [&](const Value& item) {
     return attribute == nullptr ? item : attribute_path(item, path);
   };
-  std::stable_sort(items.begin(), items.end(), [&](const Value& a, const Value& b) {
-    const int order = compare_values(key(a), key(b), case_sensitive);
-    return reverse ? order > 0 : order < 0;
+  // Indices are sorted, not the values: moving variants of shared_ptrs through the sort's
+  // rotations trips GCC 12's -Wmaybe-uninitialized at -O3.
+  std::vector<std::size_t> order(items.size());
+  for (std::size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    const int by = compare_values(key(items[a]), key(items[b]), case_sensitive);
+    return reverse ? by > 0 : by < 0;
   });
-  return Value::list(std::move(items));
+  std::vector<Value> result;
+  result.reserve(items.size());
+  for (const std::size_t i : order)
+    result.push_back(items[i]);
+  return Value::list(std::move(result));
 }
 
 Value select_items(const Value& operand, const Args& args, bool select, bool by_attribute) {

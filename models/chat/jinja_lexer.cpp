@@ -250,7 +250,8 @@ std::vector<Token> Lexer::run() {
           last_type() != TokenType::dot && at(pos_) == '.' && is_digit(at(pos_ + 1));
       if (fraction) {
         ++pos_;
-        number += "." + digits();
+        number.push_back('.');  // see lex_unary
+        number += digits();
       }
       push(TokenType::numeric_literal, std::move(number), start);
     } else if (is_word(c)) {
@@ -338,7 +339,8 @@ bool Lexer::lex_unary() {
   std::string number = digits();
   if (!number.empty() && at(pos_) == '.' && is_digit(at(pos_ + 1))) {
     ++pos_;
-    number += "." + digits();
+    number.push_back('.');  // not "." + digits(): GCC 12 -O3 warns (-Wrestrict) on that insert
+    number += digits();
   }
   const TokenType type = number.empty() ? TokenType::unary_operator : TokenType::numeric_literal;
   push(type, std::string(1, c) + number, start);

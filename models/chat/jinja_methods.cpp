@@ -215,12 +215,20 @@ Value dictsort(const Dict& dict, const std::vector<Value>& args) {
   for (const auto& [key, value] : dict.entries)
     items.push_back(Value::list({Value::string(key), value}));
   const std::size_t index = by.str() == "key" ? 0 : 1;
-  std::stable_sort(items.begin(), items.end(), [&](const Value& a, const Value& b) {
-    const int order =
-        compare_values(a.items()[index], b.items()[index], case_sensitive.number != 0);
-    return reverse.number != 0 ? order > 0 : order < 0;
+  // Indices are sorted, not the values (see sorted() in jinja_filters.cpp).
+  std::vector<std::size_t> order(items.size());
+  for (std::size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    const int sign = compare_values(items[a].items()[index], items[b].items()[index],
+                                    case_sensitive.number != 0);
+    return reverse.number != 0 ? sign > 0 : sign < 0;
   });
-  return Value::list(std::move(items));
+  std::vector<Value> result;
+  result.reserve(items.size());
+  for (const std::size_t i : order)
+    result.push_back(items[i]);
+  return Value::list(std::move(result));
 }
 
 Value dict_method(Method method, const Dict& dict, const std::vector<Value>& args) {

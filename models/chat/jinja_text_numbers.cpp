@@ -115,7 +115,10 @@ std::string js_number(double value) {
     out += "0." + std::string(static_cast<std::size_t>(-n), '0') + digits;
   } else {
     out += digits.substr(0, 1);
-    if (k > 1) out += "." + digits.substr(1);
+    if (k > 1) {
+      out.push_back('.');  // appended apart: GCC 12 -O3 warns (-Wrestrict) on "." + std::string
+      out.append(digits, 1);
+    }
     out += (n - 1 >= 0 ? "e+" : "e-") + std::to_string(std::abs(n - 1));
   }
   return out;

@@ -20,7 +20,7 @@ bool is_blank(std::string_view line) {
 }
 
 // The names of an object's fields, for the refusal of a line without "text".
-std::string field_names(const nlohmann::json& line) {
+std::string field_names(const nlohmann::ordered_json& line) {
   if (!line.is_object()) return fmt::format("no fields: the line is a JSON {}", line.type_name());
   std::string names;
   for (const auto& [key, value] : line.items()) {
@@ -69,7 +69,13 @@ std::string_view TextDocuments::bytes() const {
   return {reinterpret_cast<const char*>(all.data()), all.size()};
 }
 
-std::string_view TextDocuments::document(std::size_t index, std::string& scratch) const {
+std::string TextDocuments::where(std::size_t index) const {
+  const Span& span = spans_[index];
+  return span.line == 0 ? path_.string() : fmt::format("{} line {}", path_.string(), span.line);
+}
+
+// The bytes of document `index`, refused naming the byte when they are not UTF-8.
+std::string_view TextDocuments::utf8_bytes(std::size_t index) const {
   const Span& span = spans_[index];
   const std::string_view raw = bytes().substr(span.offset, span.length);
   const std::size_t bad = tokenizer::invalid_utf8_offset(raw);
@@ -78,22 +84,39 @@ std::string_view TextDocuments::document(std::size_t index, std::string& scratch
         fmt::format("{} is not valid UTF-8 at byte {}", path_.string(), span.offset + bad),
         "convert the file to UTF-8 (iconv -f <its encoding> -t UTF-8)", 2);
   }
-  if (!json_lines_) return raw;
-  nlohmann::json line;
+  return raw;
+}
+
+nlohmann::ordered_json TextDocuments::json_line(std::size_t index) const {
+  const std::string_view raw = utf8_bytes(index);
+  nlohmann::ordered_json line;
   try {
-    line = nlohmann::json::parse(raw);
+    line = nlohmann::ordered_json::parse(raw);
   } catch (const nlohmann::json::parse_error& error) {
-    throw UserError(
-        fmt::format("{} line {} is not JSON: {}", path_.string(), span.line, error.what()),
-        "write one JSON object per line, such as {\"text\": \"...\"}", 2);
+    throw UserError(fmt::format("{} is not JSON: {}", where(index), error.what()),
+                    "write one JSON object per line, such as {\"text\": \"...\"}", 2);
   }
-  if (!line.is_object() || !line.contains("text") || !line["text"].is_string()) {
-    throw UserError(fmt::format("{} line {} has no string \"text\" field; it has {}",
-                                path_.string(), span.line, field_names(line)),
-                    "give each line its document as {\"text\": \"...\"}", 2);
+  if (!line.is_object()) {
+    throw UserError(fmt::format("{} is a JSON {}, not an object", where(index), line.type_name()),
+                    "write one JSON object per line, such as {\"text\": \"...\"}", 2);
+  }
+  return line;
+}
+
+std::string_view TextDocuments::document(std::size_t index, std::string& scratch) const {
+  if (!json_lines_) return utf8_bytes(index);
+  const nlohmann::ordered_json line = json_line(index);
+  if (!line.contains("text") || !line["text"].is_string()) {
+    throw UserError(
+        fmt::format("{} has no string \"text\" field; it has {}", where(index), field_names(line)),
+        "give each line its document as {\"text\": \"...\"}", 2);
   }
   scratch = line["text"].get<std::string>();
   return scratch;
+}
+
+std::string json_field_names(const nlohmann::ordered_json& line) {
+  return field_names(line);
 }
 
 }  // namespace strata::models

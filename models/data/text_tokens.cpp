@@ -6,7 +6,9 @@
 #include <tbb/task_arena.h>
 
 #include "base/error.h"
+#include "models/data/example_encoder.h"
 #include "models/data/llmc_writer.h"
+#include "models/data/loss_mask.h"
 #include "models/data/text_documents.h"
 
 namespace strata::models {
@@ -16,34 +18,20 @@ namespace {
 // progress moves and memory holds only one batch's ids.
 constexpr std::size_t kBatchDocuments = 1024;
 
-// Encodes documents [first, first + count) of `documents` into `encoded`, one vector each.
+// Encodes documents [first, first + count) of `documents` into `encoded`, one example each.
 void encode_batch(const TextDocuments& documents, std::size_t first, std::size_t count,
-                  const tokenizer::Tokenizer& tokenizer, bool add_special_tokens,
-                  std::vector<std::vector<std::int32_t>>& encoded) {
-  encoded.assign(count, {});
+                  const ExampleEncoder& encoder, std::vector<EncodedExample>& encoded) {
+  encoded.resize(count);
   tbb::parallel_for(tbb::blocked_range<std::size_t>(0, count, 1),
                     [&](const tbb::blocked_range<std::size_t>& range) {
-                      std::string scratch;
-                      for (std::size_t i = range.begin(); i != range.end(); ++i) {
-                        const std::string_view text = documents.document(first + i, scratch);
-                        tokenizer.encode_into(text, add_special_tokens, encoded[i]);
-                      }
+                      for (std::size_t i = range.begin(); i != range.end(); ++i)
+                        encoder.encode(documents, first + i, encoded[i]);
                     });
 }
 
-void append_document(std::vector<std::uint32_t>& ids, const std::vector<std::int32_t>& document,
-                     std::int32_t eos) {
-  ids.insert(ids.end(), document.begin(), document.end());
-  if (document.empty() || document.back() != eos) ids.push_back(static_cast<std::uint32_t>(eos));
-}
-
-std::int32_t eos_of(const tokenizer::Tokenizer& tokenizer) {
-  const std::optional<std::int32_t> eos = tokenizer.eos_id();
-  if (eos) return *eos;
-  throw UserError(fmt::format("the tokenizer {} names no end-of-sequence token, which goes "
-                              "between documents",
-                              tokenizer.source()),
-                  "set \"eos_token\" in the tokenizer_config.json beside it", 2);
+void append_example(TokenizedText& batch, const EncodedExample& example) {
+  batch.ids.insert(batch.ids.end(), example.ids.begin(), example.ids.end());
+  batch.mask.insert(batch.mask.end(), example.mask.begin(), example.mask.end());
 }
 
 }  // namespace
@@ -51,7 +39,7 @@ std::int32_t eos_of(const tokenizer::Tokenizer& tokenizer) {
 std::size_t tokenize_files(std::span<const std::filesystem::path> paths,
                            const tokenizer::Tokenizer& tokenizer, const TokenizeOptions& options,
                            const OnTokens& on_tokens) {
-  const std::int32_t eos = eos_of(tokenizer);
+  const ExampleEncoder encoder(tokenizer, options.chat, options.add_special_tokens);
   std::vector<TextDocuments> files;
   std::size_t bytes_total = 0;
   for (const std::filesystem::path& path : paths) {
@@ -59,23 +47,22 @@ std::size_t tokenize_files(std::span<const std::filesystem::path> paths,
     bytes_total += files.back().file_bytes();
   }
   tbb::task_arena arena(options.threads > 0 ? options.threads : tbb::task_arena::automatic);
-  std::vector<std::vector<std::int32_t>> encoded;
-  std::vector<std::uint32_t> batch_ids;
+  std::vector<EncodedExample> encoded;
+  TokenizedText batch;
   std::size_t bytes_done = 0;
   std::size_t made = 0;
   for (const TextDocuments& documents : files) {
     for (std::size_t first = 0; first < documents.size(); first += kBatchDocuments) {
       const std::size_t count = std::min(kBatchDocuments, documents.size() - first);
-      arena.execute([&] {
-        encode_batch(documents, first, count, tokenizer, options.add_special_tokens, encoded);
-      });
-      batch_ids.clear();
+      arena.execute([&] { encode_batch(documents, first, count, encoder, encoded); });
+      batch.ids.clear();
+      batch.mask.clear();
       for (std::size_t i = 0; i < count; ++i) {
-        append_document(batch_ids, encoded[i], eos);
+        append_example(batch, encoded[i]);
         bytes_done += documents.document_bytes(first + i);
       }
-      on_tokens(batch_ids);
-      made += batch_ids.size();
+      on_tokens(batch.ids, batch.mask);
+      made += batch.ids.size();
       if (options.progress) options.progress(bytes_done, bytes_total);
     }
   }
@@ -83,26 +70,36 @@ std::size_t tokenize_files(std::span<const std::filesystem::path> paths,
   return made;
 }
 
-std::vector<std::uint32_t> tokenize_files(std::span<const std::filesystem::path> paths,
-                                          const tokenizer::Tokenizer& tokenizer,
-                                          const TokenizeOptions& options) {
-  std::vector<std::uint32_t> ids;
-  tokenize_files(paths, tokenizer, options, [&](std::span<const std::uint32_t> batch) {
-    ids.insert(ids.end(), batch.begin(), batch.end());
-  });
-  return ids;
+TokenizedText tokenize_files(std::span<const std::filesystem::path> paths,
+                             const tokenizer::Tokenizer& tokenizer,
+                             const TokenizeOptions& options) {
+  TokenizedText all;
+  tokenize_files(paths, tokenizer, options,
+                 [&](std::span<const std::uint32_t> ids, std::span<const std::uint8_t> mask) {
+                   all.ids.insert(all.ids.end(), ids.begin(), ids.end());
+                   all.mask.insert(all.mask.end(), mask.begin(), mask.end());
+                 });
+  return all;
 }
 
-std::size_t tokenize_to_file(std::span<const std::filesystem::path> paths,
-                             const tokenizer::Tokenizer& tokenizer, const TokenizeOptions& options,
-                             const std::filesystem::path& out,
-                             std::span<const std::int32_t> header_extra) {
-  eos_of(tokenizer);  // refused before the file is made
-  LlmcWriter writer(out, tokenizer.vocab_size(), header_extra);
+TokenFileWritten tokenize_to_file(std::span<const std::filesystem::path> paths,
+                                  const tokenizer::Tokenizer& tokenizer,
+                                  const TokenizeOptions& options, const std::filesystem::path& out,
+                                  MaskFileWhen mask_when,
+                                  std::span<const std::int32_t> header_extra) {
+  // Refused before the file is made: a tokenizer without EOS, a file that cannot be opened.
+  const ExampleEncoder check(tokenizer, options.chat, options.add_special_tokens);
+  LlmcWriter writer(out, tokenizer.vocab_size(), header_extra, /*with_mask=*/true);
+  bool left_out = false;
   tokenize_files(paths, tokenizer, options,
-                 [&](std::span<const std::uint32_t> ids) { writer.append(ids); });
+                 [&](std::span<const std::uint32_t> ids, std::span<const std::uint8_t> mask) {
+                   left_out = left_out || leaves_tokens_out(mask);
+                   writer.append(ids, mask);
+                 });
+  const bool keep_mask = left_out || mask_when == MaskFileWhen::always;
+  if (!keep_mask) writer.drop_mask();
   writer.finish();
-  return writer.count();
+  return {writer.count(), keep_mask};
 }
 
 std::optional<tokenizer::Tokenizer> model_tokenizer(const std::filesystem::path& hf_config,

@@ -7,6 +7,7 @@
 #include "base/assert.h"
 #include "base/error.h"
 #include "models/data/byte_tokenizer.h"
+#include "models/data/loss_mask.h"
 
 namespace strata::models {
 namespace {
@@ -15,6 +16,13 @@ std::uint64_t mix(std::uint64_t x) {
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
   return x ^ (x >> 31);
+}
+
+// The key of sequence `sequence` of `step`: which window or example it reads.
+std::uint64_t sequence_key(std::uint64_t seed, std::int64_t step, std::int64_t sequence) {
+  // The sequence's index, spread by 2^10 before mixing, keys its window.
+  return mix(seed ^ mix(static_cast<std::uint64_t>(step) * 0x9E3779B97F4A7C15ull ^
+                        mix(static_cast<std::uint64_t>(sequence) << 10)));
 }
 
 }  // namespace
@@ -114,6 +122,35 @@ void TokenDataset::check_tokenizer(std::int64_t vocab,
       2);
 }
 
+void TokenDataset::shape_examples(int seq_len, bool packing) {
+  const auto window = static_cast<std::size_t>(seq_len) + 1;
+  train_cut_ = cut_long_examples(train_, window);
+  validation_cut_ = cut_long_examples(validation_, window);
+  train_ = train_cut_.tokens;
+  validation_ = validation_cut_.tokens;
+  examples = train_cut_.examples;
+  examples_cut = train_cut_.cut;
+  if (packing) return;
+  train_starts_ = example_starts(train_);
+  validation_starts_ = example_starts(validation_);
+  if (!train_starts_.empty() && !validation_starts_.empty()) return;
+  throw UserError(
+      fmt::format("\"strata\": {{\"data\": {{\"packing\": false}}}}}} reads one example per "
+                  "window, but {} does not mark where its examples start{}",
+                  source, train_starts_.empty() ? "" : " in its validation split"),
+      train_starts_.empty()
+          ? "give the text file itself (its token cache marks each line), or a token file "
+            "written with its mask by `strata tokenize --output` from prompt and completion or "
+            "conversation lines; or leave packing on"
+          : "give a validation file of whole examples (\"validation_path\"), or leave packing "
+            "on",
+      2);
+}
+
+bool TokenDataset::masked() const {
+  return leaves_tokens_out(train_.mask());
+}
+
 void TokenDataset::check_sequential_fits(int batch, int seq_len) const {
   const auto needed = static_cast<std::size_t>(batch) * static_cast<std::size_t>(seq_len) + 1;
   if (train_.size() >= needed) return;
@@ -137,15 +174,38 @@ void sample_sequences(TokenView split, std::uint64_t seed, std::int64_t step,
   STRATA_ASSERT(targets.size() == inputs.size());
   std::uint64_t starts = split.size() - window + 1;
   for (int row = 0; row < count; ++row) {
-    // The sequence's index, spread by 2^10 before mixing, keys its window.
-    auto sequence = static_cast<std::uint64_t>(first_sequence + row);
-    std::uint64_t key = mix(
-        seed ^ mix(static_cast<std::uint64_t>(step) * 0x9E3779B97F4A7C15ull ^ mix(sequence << 10)));
+    const std::uint64_t key = sequence_key(seed, step, first_sequence + row);
     std::size_t start = static_cast<std::size_t>(key % starts);
     const auto at = static_cast<std::size_t>(row) * static_cast<std::size_t>(seq_len);
     split.copy(start, inputs.subspan(at, static_cast<std::size_t>(seq_len)));
-    split.copy(start + 1, targets.subspan(at, static_cast<std::size_t>(seq_len)));
+    split.copy_targets(start + 1, targets.subspan(at, static_cast<std::size_t>(seq_len)));
   }
+}
+
+void sample_examples(TokenView split, std::span<const std::size_t> starts, std::uint64_t seed,
+                     std::int64_t step, std::int64_t first_sequence, int count, int seq_len,
+                     std::span<std::int32_t> inputs, std::span<std::int32_t> targets) {
+  STRATA_ASSERT(!starts.empty() && first_sequence >= 0 && count >= 0);
+  std::vector<std::size_t> examples(static_cast<std::size_t>(count));
+  for (int row = 0; row < count; ++row) {
+    examples[static_cast<std::size_t>(row)] =
+        static_cast<std::size_t>(sequence_key(seed, step, first_sequence + row) % starts.size());
+  }
+  fill_example_rows(split, starts, examples, seq_len, inputs, targets);
+}
+
+void sequential_examples(TokenView split, std::span<const std::size_t> starts,
+                         std::int64_t micro_batch_index, int batch, int seq_len,
+                         std::span<std::int32_t> inputs, std::span<std::int32_t> targets) {
+  STRATA_ASSERT(!starts.empty() && micro_batch_index >= 0 && batch > 0);
+  std::vector<std::size_t> examples(static_cast<std::size_t>(batch));
+  for (int row = 0; row < batch; ++row) {
+    examples[static_cast<std::size_t>(row)] = static_cast<std::size_t>(
+        (static_cast<std::uint64_t>(micro_batch_index) * static_cast<std::uint64_t>(batch) +
+         static_cast<std::uint64_t>(row)) %
+        starts.size());
+  }
+  fill_example_rows(split, starts, examples, seq_len, inputs, targets);
 }
 
 std::int64_t window_count(TokenView split, int seq_len) {
@@ -162,7 +222,7 @@ void copy_windows(TokenView split, std::int64_t first, int count, int seq_len,
   // Consecutive windows are one run of count x seq_len tokens, and its targets the run one later.
   const auto start = static_cast<std::size_t>(first) * static_cast<std::size_t>(seq_len);
   split.copy(start, inputs);
-  split.copy(start + 1, targets);
+  split.copy_targets(start + 1, targets);
 }
 
 void sequential_batch(TokenView split, std::int64_t micro_batch_index, int batch, int seq_len,

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "models/data/examples.h"
 #include "models/data/token_file.h"
 
 namespace strata::models {
@@ -32,6 +33,20 @@ class TokenDataset {
 
   TokenView train() const { return train_; }
   TokenView validation() const { return validation_; }
+  // Shapes the splits for windows of seq_len + 1 tokens (models/data/examples.h): fine-tuning
+  // examples longer are cut, and with `packing` false each split's examples are found, one per
+  // window. Refuses, with the fix, packing false for data whose examples are not marked (a token
+  // file without its mask).
+  void shape_examples(int seq_len, bool packing);
+  // Whether the training split leaves some token out of the loss (prompts, padding): the engine
+  // then counts each step's loss tokens across ranks.
+  bool masked() const;
+  bool packed() const { return train_starts_.empty(); }
+  std::span<const std::size_t> train_starts() const { return train_starts_; }
+  std::span<const std::size_t> validation_starts() const { return validation_starts_; }
+  std::int64_t examples = 0;      // fine-tuning examples in the training split
+  std::int64_t examples_cut = 0;  // of which longer than a window, cut
+
   std::string source;             // where the tokens came from, for the start-up summary
   double entropy_floor_nats = 0;  // known floor of the loss (synthetic corpus only), else 0
   bool byte_level = false;        // one token per byte (text, the synthetic corpus)
@@ -54,6 +69,11 @@ class TokenDataset {
   std::shared_ptr<const TokenFile> validation_file_;
   TokenView train_;
   TokenView validation_;
+  // The splits with long examples cut (their copies' owners, when any was).
+  CutExamples train_cut_;
+  CutExamples validation_cut_;
+  std::vector<std::size_t> train_starts_;  // with packing off: where each example starts
+  std::vector<std::size_t> validation_starts_;
 };
 
 // A step's global batch is its sequences 0 .. train_batch_size - 1. Each sequence is a window of
@@ -64,6 +84,16 @@ class TokenDataset {
 void sample_sequences(TokenView split, std::uint64_t seed, std::int64_t step,
                       std::int64_t first_sequence, int count, int seq_len,
                       std::span<std::int32_t> inputs, std::span<std::int32_t> targets);
+
+// With strata.data.packing false: sample_sequences's rows, each one example of `split` (whose
+// starts are `starts`) chosen by the same generator, padded (models/data/examples.h).
+void sample_examples(TokenView split, std::span<const std::size_t> starts, std::uint64_t seed,
+                     std::int64_t step, std::int64_t first_sequence, int count, int seq_len,
+                     std::span<std::int32_t> inputs, std::span<std::int32_t> targets);
+// And sequential_batch's: micro-batch i takes examples i x batch onwards, in order, wrapping.
+void sequential_examples(TokenView split, std::span<const std::size_t> starts,
+                         std::int64_t micro_batch_index, int batch, int seq_len,
+                         std::span<std::int32_t> inputs, std::span<std::int32_t> targets);
 
 // "order": "sequential", as llm.c's loader walks a file: micro-batch `micro_batch_index` of the
 // run (counted from 0 over every step, accumulation step and rank) reads batch x seq_len + 1

@@ -107,6 +107,11 @@ void open_llmc(TokenFile& file, const std::string& key) {
   }
   file.format = u32 ? "llm.c .bin v7 (uint32 tokens)" : "llm.c .bin v1 (uint16 tokens)";
   file.tokens = view(bytes.subspan(kLlmcHeaderBytes), u32);
+  file.mask = open_mask(file.path, file.tokens.size());
+  if (!file.mask.bytes.empty()) {
+    file.tokens = file.tokens.with_mask(file.mask.bytes);
+    file.format += ", with its loss mask";
+  }
 }
 
 // Refuses a dtype given for a file that begins with an llm.c header: the header would be read as
@@ -252,10 +257,11 @@ std::vector<std::uint16_t> text_bytes(const std::filesystem::path& path,
 // Text under the model's tokenizer: the token cache beside the file, opened as the llm.c file it
 // is.
 void open_tokenized(TokenFile& file, const tokenizer::Tokenizer& tokenizer,
-                    const TokenizeProgress& progress, const std::string& key) {
+                    const TextTokenizing& tokenizing, const std::string& key) {
   const std::filesystem::path text = file.path;
   file.mapping = base::MappedFile();
-  const std::filesystem::path cache = cached_tokens(text, tokenizer, progress);
+  const ChatEncoder* chat = tokenizing.chat ? tokenizing.chat() : nullptr;
+  const std::filesystem::path cache = cached_tokens(text, tokenizer, chat, tokenizing.progress);
   file.path = cache;
   file.mapping = map(cache, key);
   open_llmc(file, key);
@@ -264,12 +270,33 @@ void open_tokenized(TokenFile& file, const tokenizer::Tokenizer& tokenizer,
 
 }  // namespace
 
+TokenView TokenView::with_mask(std::span<const std::uint8_t> mask) const {
+  STRATA_ASSERT(mask.size() == size_);
+  TokenView masked = *this;
+  masked.mask_ = mask.data();
+  return masked;
+}
+
+std::uint8_t TokenView::mask_at(std::size_t i) const {
+  STRATA_ASSERT(i < size_);
+  return mask_ != nullptr ? mask_[i] : kInLoss;
+}
+
 TokenView TokenView::subview(std::size_t begin, std::size_t count) const {
   STRATA_ASSERT(begin + count <= size_);
   TokenView part = *this;
   part.data_ = static_cast<const std::byte*>(data_) + begin * (wide_ ? 4 : 2);
+  if (mask_ != nullptr) part.mask_ = mask_ + begin;
   part.size_ = count;
   return part;
+}
+
+void TokenView::copy_targets(std::size_t begin, std::span<std::int32_t> out) const {
+  copy(begin, out);
+  if (mask_ == nullptr) return;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if ((mask_[begin + i] & kInLoss) == 0) out[i] = kIgnoredTarget;
+  }
 }
 
 void TokenView::copy(std::size_t begin, std::span<std::int32_t> out) const {
@@ -364,7 +391,7 @@ TokenFile open_token_file(const std::filesystem::path& path, const std::string& 
   } else if (bin.extension() == ".bin") {
     open_llmc(file, key);
   } else if (const tokenizer::Tokenizer* model = text.tokenizer ? text.tokenizer() : nullptr) {
-    open_tokenized(file, *model, text.progress, key);
+    open_tokenized(file, *model, text, key);
   } else {
     file.owned = text_bytes(bin, file.mapping.bytes());
     file.mapping = base::MappedFile();

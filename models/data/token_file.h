@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/mapped_file.h"
+#include "models/data/loss_mask.h"
 #include "models/data/text_tokens.h"
 #include "models/tokenizer/tokenizer.h"
 
@@ -28,6 +29,16 @@ class TokenView {
   TokenView(const std::vector<std::uint32_t>& tokens)  // NOLINT(google-explicit-constructor)
       : TokenView(std::span<const std::uint32_t>(tokens)) {}
 
+  // The same ids with the loss mask `mask` beside them (models/data/loss_mask.h), one byte each.
+  TokenView with_mask(std::span<const std::uint8_t> mask) const;
+  bool has_mask() const noexcept { return mask_ != nullptr; }
+  // The mask bytes; empty without a mask.
+  std::span<const std::uint8_t> mask() const noexcept {
+    return mask_ != nullptr ? std::span(mask_, size_) : std::span<const std::uint8_t>();
+  }
+  // Token i's mask bits; kInLoss alone where there is no mask.
+  std::uint8_t mask_at(std::size_t i) const;
+
   std::size_t size() const noexcept { return size_; }
   bool empty() const noexcept { return size_ == 0; }
   std::uint32_t operator[](std::size_t i) const {
@@ -37,11 +48,14 @@ class TokenView {
   TokenView subview(std::size_t begin, std::size_t count) const;
   // Tokens [begin, begin + out.size()) into `out`.
   void copy(std::size_t begin, std::span<std::int32_t> out) const;
+  // The same as targets: kIgnoredTarget in place of each token the mask leaves out of the loss.
+  void copy_targets(std::size_t begin, std::span<std::int32_t> out) const;
   // The index of the first token >= `limit`, or size() when there is none.
   std::size_t find_at_or_past(std::uint32_t limit) const;
 
  private:
   const void* data_ = nullptr;
+  const std::uint8_t* mask_ = nullptr;  // one byte per token, or none
   std::size_t size_ = 0;
   bool wide_ = false;
 };
@@ -60,18 +74,22 @@ inline constexpr const char* kTextFormat = "text, one token per byte";
 struct TokenFile {
   std::filesystem::path path;  // as given
   std::string format;          // "text", "llm.c .bin v1 (uint16)", ... for the start-up summary
-  TokenView tokens;
+  TokenView tokens;            // with its loss mask when the file has one (PATH.mask)
 
   // Owners of the bytes `tokens` views.
   base::MappedFile mapping;
+  MaskFile mask;
   std::vector<std::uint16_t> owned;
 };
 
 // How text is made ids: by the model's tokenizer (through the token cache beside the file,
 // models/data/token_cache.h), or, where `tokenizer` is empty or gives none, one token per byte.
 // `tokenizer` is asked only when a file is text: a token file needs no tokenizer read.
+// `chat`, asked only when the tokenizer is, gives the folder's chat template for conversation
+// lines (may be empty, or give none).
 struct TextTokenizing {
   std::function<const tokenizer::Tokenizer*()> tokenizer;
+  std::function<const ChatEncoder*()> chat;
   TokenizeProgress progress;  // may be empty
 };
 

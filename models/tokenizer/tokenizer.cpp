@@ -327,6 +327,23 @@ std::optional<std::int32_t> Tokenizer::token_to_id(std::string_view token) const
   return find_token(*impl_, token);
 }
 
+bool Tokenizer::is_special(std::int32_t id) const {
+  return id >= 0 && static_cast<std::size_t>(id) < impl_->special_by_id.size() &&
+         impl_->special_by_id[static_cast<std::size_t>(id)];
+}
+
+std::string Tokenizer::bos_token() const {
+  if (!impl_->bos_id) return "";
+  const std::int32_t id = *impl_->bos_id;
+  return decode_raw(std::span(&id, 1), false);
+}
+
+std::string Tokenizer::eos_token() const {
+  if (!impl_->eos_id) return "";
+  const std::int32_t id = *impl_->eos_id;
+  return decode_raw(std::span(&id, 1), false);
+}
+
 DecodeStream::DecodeStream(const Tokenizer& tokenizer, bool skip_special_tokens)
     : tokenizer_(&tokenizer), skip_special_tokens_(skip_special_tokens) {}
 

@@ -48,6 +48,11 @@ class Tokenizer {
   std::optional<std::int32_t> eos_id() const;
   std::optional<std::int32_t> bos_id() const;
   std::optional<std::int32_t> token_to_id(std::string_view token) const;
+  // Whether `id` is a special added token (an end of turn, say), which skip_special_tokens drops.
+  bool is_special(std::int32_t id) const;
+  // The text of the BOS and EOS tokens, as a chat template's bos_token and eos_token; "" for none.
+  std::string bos_token() const;
+  std::string eos_token() const;
   // Where the tokenizer came from: the tokenizer.json's path.
   const std::string& source() const;
   // A hash of the tokenizer.json and tokenizer_config.json bytes, which change what ids are made.

@@ -89,14 +89,14 @@ TEST(DataText, JsonLinesAreDocumentsBackToBackWithEosBetween) {
       concat({tokenizer.encode("hello"), {eos}, tokenizer.encode("he said \xC3\xA9"), {eos}}));
 }
 
-TEST(DataText, AJsonLineWithoutTextIsRefusedNamingTheLineAndItsFields) {
+TEST(DataText, AJsonLineWithNoKnownFieldIsRefusedNamingTheLineAndItsFields) {
   const Folder folder;
   const Tokenizer tokenizer = Tokenizer::load(write_tiny_tokenizer(folder.path / "model"));
-  const auto path = folder.write(
-      "chat.jsonl", "{\"text\": \"hello\"}\n{\"prompt\": \"hi\", \"completion\": 1}\n");
+  const auto path =
+      folder.write("chat.jsonl", "{\"text\": \"hello\"}\n{\"question\": \"hi\", \"answer\": 1}\n");
   const std::string refused = refusal_of([&] { open_text(path, tokenizer); });
-  EXPECT_THAT(refused, HasSubstr(path.string() + " line 2 has no string \"text\" field"));
-  EXPECT_THAT(refused, HasSubstr("\"completion\", \"prompt\""));
+  EXPECT_THAT(refused, HasSubstr(path.string() + " line 2 has none of the fields"));
+  EXPECT_THAT(refused, HasSubstr("it has the fields \"question\", \"answer\""));
   const auto not_json = folder.write("broken.jsonl", "{\"text\": \"hello\"}\n{\"text\": \n");
   EXPECT_THAT(refusal_of([&] { open_text(not_json, tokenizer); }),
               HasSubstr(not_json.string() + " line 2 is not JSON"));
@@ -150,7 +150,8 @@ TEST(DataText, AnotherTokenizerOrAChangedTextRebuildsTheCache) {
 TEST(DataText, ACacheThatCannotBeWrittenNamesTheFolderAndTheOtherWay) {
   const Folder folder;
   const Tokenizer tokenizer = Tokenizer::load(write_tiny_tokenizer(folder.path / "model"));
-  const std::string refused = refusal_of([&] { cached_tokens("/proc/version", tokenizer, {}); });
+  const std::string refused =
+      refusal_of([&] { cached_tokens("/proc/version", tokenizer, nullptr, {}); });
   EXPECT_THAT(refused, HasSubstr("the token cache of /proc/version: cannot create "
                                  "/proc/version.strata-tokens.bin.partial."));
   EXPECT_THAT(refused, HasSubstr("strata tokenize --tokenizer " + tokenizer.source() +
@@ -171,7 +172,7 @@ TEST(DataText, ThreadCountsGiveTheSameIds) {
   two.threads = 2;
   const auto serial = tokenize_files(inputs, tokenizer, one);
   EXPECT_EQ(serial, tokenize_files(inputs, tokenizer, two));
-  EXPECT_EQ(std::count(serial.begin(), serial.end(), 260u), 3000);
+  EXPECT_EQ(std::count(serial.ids.begin(), serial.ids.end(), 260u), 3000);
 }
 
 TEST(DataText, ATokenizerWithoutEosIsRefused) {

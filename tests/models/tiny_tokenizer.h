@@ -71,4 +71,32 @@ inline std::filesystem::path write_tiny_tokenizer(
   return folder;
 }
 
+// The tiny tokenizer with ChatML's turn markers as special tokens (<|im_start|> and <|im_end|>,
+// the ids after EOS) and `chat_template` in its tokenizer_config.json.
+inline std::filesystem::path write_chat_tokenizer(const std::filesystem::path& folder,
+                                                  const std::string& chat_template) {
+  std::filesystem::create_directories(folder);
+  nlohmann::json file = tiny_tokenizer_json(kTinyMerges);
+  const int eos = file["added_tokens"][0]["id"].get<int>();
+  for (const auto& [offset, content] : {std::pair{1, "<|im_start|>"}, {2, "<|im_end|>"}}) {
+    nlohmann::json token = file["added_tokens"][0];
+    token["id"] = eos + offset;
+    token["content"] = content;
+    file["added_tokens"].push_back(token);
+  }
+  std::ofstream(folder / "tokenizer.json") << file.dump();
+  const nlohmann::json config = {{"tokenizer_class", "GPT2Tokenizer"},
+                                 {"clean_up_tokenization_spaces", false},
+                                 {"eos_token", "<|endoftext|>"},
+                                 {"chat_template", chat_template}};
+  std::ofstream(folder / "tokenizer_config.json") << config.dump();
+  return folder;
+}
+
+// A ChatML template as Qwen's, cut down: each message between <|im_start|> ROLE and <|im_end|>.
+inline constexpr const char* kChatMlTemplate =
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + "
+    "message['content'] + '<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ "
+    "'<|im_start|>assistant\\n' }}{% endif %}";
+
 }  // namespace strata::models::testing
