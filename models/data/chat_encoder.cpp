@@ -60,6 +60,15 @@ std::optional<TemplateSources> config_templates(const std::filesystem::path& con
                   "give \"chat_template\" as a Jinja string, as transformers writes it", 2);
 }
 
+// The length of the longest common prefix of `a` and `b`, backed off to a whole UTF-8 character.
+std::size_t shared_prefix(std::string_view a, std::string_view b) {
+  std::size_t n = static_cast<std::size_t>(
+      std::mismatch(a.begin(), a.end(), b.begin(), b.end()).first - a.begin());
+  while (n > 0 && n < a.size() && (static_cast<unsigned char>(a[n]) & 0xC0) == 0x80)
+    --n;
+  return n;
+}
+
 // Text both probe messages carry: no template changes them, and no tokenizer makes a special
 // token of them.
 constexpr const char* kProbeQuestion = "strata probe question";
@@ -141,34 +150,101 @@ ChatEncoding ChatEncoder::encode(const nlohmann::ordered_json& messages,
   return encoding;
 }
 
-// Assistant message `index`'s tokens into the loss: from where the conversation before it, with
-// the generation prompt, ends (the ids the two texts share) through the first end-of-turn token.
-void ChatEncoder::mark_turn(const nlohmann::ordered_json& messages,
-                            const nlohmann::ordered_json& tools, std::size_t index,
-                            ChatEncoding& encoding) const {
+// Where assistant message `index`'s turn starts in `text`: where the conversation before it,
+// rendered with the generation prompt, stops being a prefix of the whole. Some templates close
+// the prompt differently when it ends there (DeepSeek-V3 closes a tool's outputs that the next
+// tool call leaves open); what the two do not share must then be markup, not a message's text.
+std::size_t ChatEncoder::turn_start(const nlohmann::ordered_json& messages,
+                                    const nlohmann::ordered_json& tools, std::size_t index,
+                                    const std::string& text) const {
   const nlohmann::ordered_json before(messages.begin(),
                                       messages.begin() + static_cast<std::ptrdiff_t>(index));
   const std::string prompt = render(before, tools, true);
-  if (!encoding.text.starts_with(prompt)) {
+  const std::size_t start = shared_prefix(prompt, text);
+  const std::string_view unshared = std::string_view(prompt).substr(start);
+  for (const nlohmann::ordered_json& message : before) {
+    const auto* content = message.is_object() && message.contains("content")
+                              ? message["content"].get_ptr<const std::string*>()
+                              : nullptr;
+    if (content == nullptr || content->empty() || unshared.find(*content) == std::string::npos)
+      continue;
     throw chat::TemplateError(
-        fmt::format("{} renders the conversation before message {} (an assistant's) as a text "
-                    "the whole conversation does not start with, so the assistant's turn cannot "
-                    "be found in it",
+        fmt::format("{} renders the conversation before message {} (an assistant's) other than "
+                    "the whole conversation does, so the assistant's turn cannot be found in it",
                     pick(tools).origin(), index + 1),
         "give the conversation as \"prompt\" and \"completion\" messages, the completion the "
         "assistant's last turn (docs/chat.md)",
         2);
   }
-  const std::vector<std::int32_t> prompt_ids = tokenizer_->encode(prompt, false);
-  const auto shared =
-      std::mismatch(prompt_ids.begin(), prompt_ids.end(), encoding.ids.begin(), encoding.ids.end());
-  auto first = static_cast<std::size_t>(shared.second - encoding.ids.begin());
-  std::size_t last = first;
-  while (last < encoding.ids.size() && encoding.ids[last] != end_of_turn_)
-    ++last;
-  if (last < encoding.ids.size()) ++last;  // the end-of-turn token is the assistant's to write
+  return start;
+}
+
+// Assistant message `index`'s tokens into the loss: from where its turn starts (turn_start)
+// through the token that ends it. The conversation up to and including the message, rendered,
+// shares ids of the turn with the whole: the turn closes with the last end-of-turn token of those
+// (so that one written inside the content does not end it; turn_close). Where it shares none
+// (Qwen3 shows the reasoning of a last turn only), the first end-of-turn token after the
+// message's content closes it.
+void ChatEncoder::mark_turn(const nlohmann::ordered_json& messages,
+                            const nlohmann::ordered_json& tools, std::size_t index,
+                            ChatEncoding& encoding) const {
+  const std::size_t start = turn_start(messages, tools, index, encoding.text);
+  const nlohmann::ordered_json through(messages.begin(),
+                                       messages.begin() + static_cast<std::ptrdiff_t>(index) + 1);
+  const std::size_t end = shared_prefix(render(through, tools, false), encoding.text);
+  const std::size_t first = token_at(encoding, start);
+  const std::size_t stop = end > start ? token_at(encoding, end) : first;
+  std::size_t last = stop;
+  if (stop > first) {
+    last = turn_close(encoding.ids, first, stop);
+  } else {
+    last = content_end(messages[index], encoding, start, first);
+    while (last < encoding.ids.size() && encoding.ids[last] != end_of_turn_)
+      ++last;
+    if (last < encoding.ids.size()) ++last;  // the end-of-turn token is the assistant's to write
+  }
   std::fill(encoding.in_loss.begin() + static_cast<std::ptrdiff_t>(first),
             encoding.in_loss.begin() + static_cast<std::ptrdiff_t>(last), 1);
+}
+
+// The end of the turn in ids [first, stop): just past its last end-of-turn token, else past its
+// last special token (some templates write a header after the turn: Llama 3's always writes the
+// next assistant's), else `stop`.
+std::size_t ChatEncoder::turn_close(std::span<const std::int32_t> ids, std::size_t first,
+                                    std::size_t stop) const {
+  for (std::size_t i = stop; i > first; --i) {
+    if (ids[i - 1] == end_of_turn_) return i;
+  }
+  for (std::size_t i = stop; i > first; --i) {
+    if (tokenizer_->is_special(ids[i - 1])) return i;
+  }
+  return stop;
+}
+
+// The first id after `message`'s content where the text shows it from `start` on (trimmed, as
+// templates often write it), else `first`.
+std::size_t ChatEncoder::content_end(const nlohmann::ordered_json& message,
+                                     const ChatEncoding& encoding, std::size_t start,
+                                     std::size_t first) const {
+  const auto* content =
+      message.contains("content") ? message["content"].get_ptr<const std::string*>() : nullptr;
+  if (content == nullptr) return first;
+  const std::size_t from = content->find_first_not_of(" \t\r\n");
+  if (from == std::string::npos) return first;
+  const std::size_t to = content->find_last_not_of(" \t\r\n") + 1;
+  const std::string_view visible = std::string_view(*content).substr(from, to - from);
+  const std::size_t at = encoding.text.find(visible, start);
+  return at == std::string::npos ? first : std::max(first, token_at(encoding, at + visible.size()));
+}
+
+// The index of the first id of `encoding` past text[0, offset): the ids that text's own
+// encoding shares with the whole's.
+std::size_t ChatEncoder::token_at(const ChatEncoding& encoding, std::size_t offset) const {
+  const std::vector<std::int32_t> prefix =
+      tokenizer_->encode(std::string_view(encoding.text).substr(0, offset), false);
+  const auto shared =
+      std::mismatch(prefix.begin(), prefix.end(), encoding.ids.begin(), encoding.ids.end());
+  return static_cast<std::size_t>(shared.second - encoding.ids.begin());
 }
 
 }  // namespace strata::models

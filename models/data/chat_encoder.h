@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -39,8 +40,9 @@ class ChatEncoder {
 
   // `messages` (with `tools`, null for none) rendered, encoded and masked: the loss counts the
   // tokens of each assistant message from `first_trained` on, from where a generation prompt
-  // ends through the end-of-turn token that closes the message. Throws chat::TemplateError for
-  // a conversation the template refuses or renders in a way no turn can be found in.
+  // ends through the token that closes the turn (models/data/chat_encoder.cpp, mark_turn). Throws
+  // chat::TemplateError for a conversation the template refuses or renders in a way no turn can be
+  // found in.
   ChatEncoding encode(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                       bool add_generation_prompt, std::size_t first_trained = 0) const;
 
@@ -55,8 +57,16 @@ class ChatEncoder {
   std::string render(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                      bool add_generation_prompt) const;
   std::optional<std::int32_t> find_end_of_turn() const;
+  std::size_t turn_start(const nlohmann::ordered_json& messages,
+                         const nlohmann::ordered_json& tools, std::size_t index,
+                         const std::string& text) const;
   void mark_turn(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                  std::size_t index, ChatEncoding& encoding) const;
+  std::size_t turn_close(std::span<const std::int32_t> ids, std::size_t first,
+                         std::size_t stop) const;
+  std::size_t content_end(const nlohmann::ordered_json& message, const ChatEncoding& encoding,
+                          std::size_t start, std::size_t first) const;
+  std::size_t token_at(const ChatEncoding& encoding, std::size_t offset) const;
 
   const tokenizer::Tokenizer* tokenizer_;
   chat::ChatTemplate default_;
