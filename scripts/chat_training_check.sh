@@ -6,7 +6,8 @@
 # The prompts are noise words the model cannot predict; the answers come from a few sentences.
 # Checked: the start-up summary counts the examples, the loss on held-out answers falls to under
 # half of where it started, the loss on the prompts' text (never in the training loss) does not
-# fall by more than a tenth, and the export writes config.json and model.safetensors.
+# fall by more than a tenth, while a control run on the same text with every token in the loss
+# brings it a nat lower still, and the export writes config.json and model.safetensors.
 #
 #   scripts/chat_training_check.sh --strata build/release/tools/strata --tokenizer DIR
 #       [--steps 60]
@@ -47,16 +48,16 @@ cat > model/config.json <<'JSON'
  "eos_token_id": 151645, "torch_dtype": "float32"}
 JSON
 
-# Conversations: a system prompt, a question of 12 noise words drawn from 400 made-up ones, and
-# one of four answers. train.jsonl to train on; answers.jsonl (the same kind, held out) and
+# Conversations: a system prompt, a question of 12 noise words drawn from 400 made-up ones (of
+# Hangul syllables, which the answers' tokens never are), and one of four English answers. train.jsonl to train on; answers.jsonl (the same kind, held out) and
 # prompts.jsonl (the held-out questions as plain text, every token in the loss) to evaluate.
 node -e '
   const fs = require("fs");
   let seed = 7;
   const next = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
-  const letters = "bcdfghjklmnpqrstvwz";
-  const syllable = () => letters[Math.floor(next() * letters.length)] + "aeiou"[Math.floor(next() * 5)];
-  const words = Array.from({length: 400}, () => syllable() + syllable() + syllable());
+  // Hangul syllables: no token of the questions is a token of the answers.
+  const syllable = () => String.fromCodePoint(0xAC00 + Math.floor(next() * 11172));
+  const words = Array.from({length: 400}, () => syllable() + syllable());
   const answers = ["The sky is blue and the grass is green.", "I can help with that: start small.",
                    "Yes. Water boils at one hundred degrees.", "No, cats do not fly, but birds do."];
   const conversation = () => ({messages: [
@@ -65,15 +66,18 @@ node -e '
     {role: "assistant", content: answers[Math.floor(next() * 4)]}]});
   const lines = (n) => Array.from({length: n}, conversation);
   const write = (name, rows) => fs.writeFileSync(name, rows.map((r) => JSON.stringify(r)).join("\n") + "\n");
-  write("train.jsonl", lines(400));
+  const train = lines(400);
+  write("train.jsonl", train);
   const held = lines(40);
   write("answers.jsonl", held);
-  write("prompts.jsonl", held.map((c) => ({text: c.messages[1].content})));'
+  write("prompts.jsonl", held.map((c) => ({text: c.messages[1].content})));
+  // The control: the same conversations as plain text, every token in the loss.
+  write("control.jsonl", train.map((c) => ({text: c.messages.map((m) => m.content).join("\n")})));'
 
 cat > run.json <<JSON
 {"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2,
  "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "weight_decay": 0.0}},
- "strata": {"model": {"config": "model/config.json", "seq_len": 64}, "seed": 5,
+ "strata": {"model": {"config": "model/config.json", "seq_len": 128}, "seed": 5,
             "train_steps": $steps, "data": {"path": "train.jsonl", "packing": false,
             "validation_path": "answers.jsonl"}}}
 JSON
@@ -92,20 +96,29 @@ prompts_before="$(eval_loss prompts.jsonl)"
   { cat train.log; fail "training on the conversations"; }
 grep -q "examples   400 with the loss on their answers, one per window, padded" train.log ||
   { cat train.log; fail "the summary does not count 400 examples with the loss on the answers"; }
+grep "examples" train.log
 grep -q "trained $steps steps" train.log || { cat train.log; fail "training did not finish"; }
 pass "trained $steps steps on 400 conversations, the loss on the answers"
 answers_after="$(eval_loss answers.jsonl ckpt)"
 prompts_after="$(eval_loss prompts.jsonl ckpt)"
+sed 's/"train.jsonl", "packing": false/"control.jsonl"/' run.json > control.json
+"$strata" train --config control.json --save-dir control-ckpt --save-every "$steps" > control.log 2>&1 ||
+  { cat control.log; fail "training the control on every token"; }
+prompts_control="$(eval_loss prompts.jsonl control-ckpt)"
 
-printf '| held-out loss | before | after %s steps |\n|---|---|---|\n' "$steps"
-printf '| answers (assistant turns and <|im_end|>) | %.4f | %.4f |\n' "$answers_before" "$answers_after"
-printf '| prompts (the questions as text) | %.4f | %.4f |\n' "$prompts_before" "$prompts_after"
+printf '| held-out loss | before | after %s steps | after %s steps with every token in the loss |\n' "$steps" "$steps"
+printf '|---|---|---|---|\n'
+printf '| answers (assistant turns and <|im_end|>) | %.4f | %.4f | |\n' "$answers_before" "$answers_after"
+printf '| prompts (the questions as text) | %.4f | %.4f | %.4f |\n' "$prompts_before" "$prompts_after" "$prompts_control"
 node -e 'process.exit(Number(process.argv[2]) < 0.5 * Number(process.argv[1]) ? 0 : 1)' \
   "$answers_before" "$answers_after" || fail "the loss on the answers did not fall to half"
 pass "the loss on the answers fell from $answers_before to $answers_after"
 node -e 'process.exit(Number(process.argv[2]) > 0.9 * Number(process.argv[1]) ? 0 : 1)' \
   "$prompts_before" "$prompts_after" || fail "the loss on the prompts fell by more than a tenth"
 pass "the loss on the prompts stayed at $prompts_after (from $prompts_before)"
+node -e 'process.exit(Number(process.argv[2]) < Number(process.argv[1]) - 1 ? 0 : 1)' \
+  "$prompts_after" "$prompts_control" || fail "the control did not learn the prompts"
+pass "trained on every token, the same run brings the prompts to $prompts_control"
 
 "$strata" ckpt export ckpt --hf exported > export.log 2>&1 || { cat export.log; fail "export"; }
 [[ -f exported/config.json && -f exported/model.safetensors ]] || fail "the export is incomplete"

@@ -175,11 +175,16 @@ void add_tokenize_command(CLI::App& app, CommandContext& context) {
                     "with --chat: end with the prompt of the assistant's next turn");
   command->add_option("--output", options->output,
                       "write the ids of INPUT files (.txt, .jsonl) to this llm.c .bin, each "
-                      "document followed by EOS");
+                      "document followed by EOS, and their loss mask to OUT.bin.mask when some "
+                      "token is out of the loss (prompt and completion, messages)");
   command->add_option("--threads", options->threads, "threads for --output (0: every core)")
       ->check(CLI::NonNegativeNumber);
   command->add_option("inputs", options->inputs, "with --output: the text files to tokenize");
   command->callback([options, &context] {
+    if (options->add_generation_prompt && !options->chat) {
+      throw UserError("--add-generation-prompt renders a chat template, which only --chat does",
+                      "add --chat, and give {\"messages\": [...]} on standard input", 2);
+    }
     const auto tokenizer = models::tokenizer::Tokenizer::load(options->tokenizer_path);
     if (!options->output.empty()) {
       write_token_file(tokenizer, *options);

@@ -90,5 +90,70 @@ TEST_F(TokenizeTest, RefusesInputFilesWithoutOutputAndOutputWithoutInputs) {
   EXPECT_THAT(wrong_kind.err, HasSubstr(csv.string() + " is not a .txt, .jsonl or .ndjson file"));
 }
 
+struct TokenizeChatTest : ::testing::Test {
+  TempDir dir;
+  std::string model =
+      models::testing::write_chat_tokenizer(dir.path() / "model", models::testing::kChatMlTemplate)
+          .string();
+};
+
+TEST_F(TokenizeChatTest, RendersEncodesAndMasksAConversation) {
+  const auto chat = dir.write("chat.json", R"({"messages": [{"role": "user", "content": "he"},
+      {"role": "assistant", "content": "hello"}], "tools": []})");
+  const auto run = run_strata({"tokenize", "--tokenizer", model, "--chat", "--json"}, chat);
+  ASSERT_EQ(run.exit_status, 0) << run.err;
+  const auto out = nlohmann::json::parse(run.out);
+  EXPECT_EQ(out["text"],
+            "<|im_start|>user\nhe<|im_end|>\n<|im_start|>assistant\nhello<|im_end|>\n");
+  const std::vector<int> mask(out["mask"].begin(), out["mask"].end());
+  std::vector<int> expected(out["ids"].size(), 0);
+  expected[expected.size() - 3] = 1;  // "hello"
+  expected[expected.size() - 2] = 1;  // its <|im_end|>
+  EXPECT_EQ(mask, expected);
+  EXPECT_EQ(out["ids"][out["ids"].size() - 3], 259);
+}
+
+TEST_F(TokenizeChatTest, AddsTheGenerationPrompt) {
+  const auto chat = dir.write("chat.json", R"({"messages": [{"role": "user", "content": "he"}]})");
+  const auto run = run_strata(
+      {"tokenize", "--tokenizer", model, "--chat", "--json", "--add-generation-prompt"}, chat);
+  ASSERT_EQ(run.exit_status, 0) << run.err;
+  EXPECT_EQ(nlohmann::json::parse(run.out)["text"],
+            "<|im_start|>user\nhe<|im_end|>\n<|im_start|>assistant\n");
+}
+
+TEST_F(TokenizeChatTest, WritesTheMaskBesideTheTokenFile) {
+  const auto lines = dir.write("pc.jsonl", R"({"prompt": "he", "completion": "hello"})"
+                                           "\n");
+  const auto out = dir.path() / "pc.bin";
+  const auto run =
+      run_strata({"tokenize", "--tokenizer", model, "--output", out.string(), lines.string()});
+  ASSERT_EQ(run.exit_status, 0) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("the loss mask to " + out.string() + ".mask"));
+  std::ifstream mask(out.string() + ".mask", std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(mask)), std::istreambuf_iterator<char>());
+  ASSERT_EQ(bytes.size(), 64u + 3u);  // "he" "hello" EOS
+  EXPECT_EQ(bytes.substr(0, 8), "strmask1");
+  EXPECT_EQ(bytes.substr(64), std::string("\x02\x01\x01"));  // the prompt starts, out of the loss
+}
+
+TEST_F(TokenizeChatTest, RefusesMistakesNamingTheFix) {
+  const auto chat = dir.write("chat.json", R"({"turns": []})");
+  const auto no_messages = run_strata({"tokenize", "--tokenizer", model, "--chat"}, chat);
+  EXPECT_EQ(no_messages.exit_status, 2);
+  EXPECT_THAT(no_messages.err, HasSubstr("--chat reads an object with a \"messages\" list"));
+  const auto text = dir.write("text.txt", "hello");
+  const auto without_chat =
+      run_strata({"tokenize", "--tokenizer", model, "--add-generation-prompt"}, text);
+  EXPECT_EQ(without_chat.exit_status, 2);
+  EXPECT_THAT(without_chat.err, HasSubstr("fix: add --chat"));
+  const std::string plain = models::testing::write_tiny_tokenizer(dir.path() / "plain").string();
+  const auto no_template =
+      run_strata({"tokenize", "--tokenizer", plain, "--chat"},
+                 dir.write("c.json", R"({"messages": [{"role": "user", "content": "x"}]})"));
+  EXPECT_EQ(no_template.exit_status, 2);
+  EXPECT_THAT(no_template.err, HasSubstr("has no chat template"));
+}
+
 }  // namespace
 }  // namespace strata::tools
