@@ -89,13 +89,13 @@ function maskRuns(mask) {
   return runs;
 }
 
-// What an assistant message's run must hold: its visible content, its reasoning where the
-// template renders it, and, for a message that is only tool calls, their names where the
+// What an assistant message's run must hold: its visible content and its reasoning where the
+// template renders them, and, for a message that is only tool calls, their names where the
 // template renders them (templates differ on calls beside content).
 function expectedParts(message, renderedText) {
   const parts = [];
   const visible = typeof message.content === "string" ? message.content.split("</think>").pop().trim() : "";
-  if (visible) parts.push(visible);
+  if (visible && renderedText.includes(visible)) parts.push(visible);
   const reasoning = (message.reasoning_content ?? "").trim();
   if (reasoning && renderedText.includes(reasoning)) parts.push(reasoning);
   for (const call of visible ? [] : message.tool_calls ?? []) {

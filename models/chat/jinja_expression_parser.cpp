@@ -10,11 +10,6 @@ namespace strata::models::chat::jinja {
 
 namespace {
 
-constexpr const char* kSupportedFix =
-    "strata renders the part of Jinja that transformers.js (@huggingface/jinja) renders, listed "
-    "in docs/chat.md under 'The chat template'; rewrite this part of the template with what is "
-    "listed there";
-
 ExprPtr node(ExprKind kind, int line) {
   auto expr = std::make_unique<Expr>();
   expr->kind = kind;

@@ -9,10 +9,6 @@ namespace strata::models::chat::jinja {
 
 namespace {
 
-constexpr const char* kSupportedFix =
-    "strata renders the part of Jinja that transformers.js (@huggingface/jinja) renders, listed "
-    "in docs/chat.md under 'The chat template'; rewrite this part of the template with what is "
-    "listed there";
 constexpr const char* kSyntaxFix =
     "fix the template's syntax there: strata reads templates as transformers.js "
     "(@huggingface/jinja) does, with trim_blocks and lstrip_blocks on";

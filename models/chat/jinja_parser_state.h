@@ -14,6 +14,12 @@
 // them).
 namespace strata::models::chat::jinja {
 
+// The fix of a construct outside what strata renders.
+inline constexpr const char* kSupportedFix =
+    "strata renders the part of Jinja that transformers.js (@huggingface/jinja) renders, listed "
+    "in docs/chat.md under 'The chat template'; rewrite this part of the template with what is "
+    "listed there";
+
 class Parser {
  public:
   Parser(std::vector<Token> tokens, const std::string& origin);

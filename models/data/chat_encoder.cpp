@@ -69,6 +69,18 @@ std::size_t shared_prefix(std::string_view a, std::string_view b) {
   return n;
 }
 
+// A message's content as templates often write it, trimmed of blanks; "" when it has no text.
+std::string_view visible_content(const nlohmann::ordered_json& message) {
+  const auto* content = message.is_object() && message.contains("content")
+                            ? message["content"].get_ptr<const std::string*>()
+                            : nullptr;
+  if (content == nullptr) return {};
+  const std::size_t from = content->find_first_not_of(" \t\r\n");
+  if (from == std::string::npos) return {};
+  const std::size_t to = content->find_last_not_of(" \t\r\n") + 1;
+  return std::string_view(*content).substr(from, to - from);
+}
+
 // Text both probe messages carry: no template changes them, and no tokenizer makes a special
 // token of them.
 constexpr const char* kProbeQuestion = "strata probe question";
@@ -143,9 +155,10 @@ ChatEncoding ChatEncoder::encode(const nlohmann::ordered_json& messages,
   encoding.text = render(messages, tools, add_generation_prompt);
   tokenizer_->encode_into(encoding.text, false, encoding.ids);
   encoding.in_loss.assign(encoding.ids.size(), 0);
+  std::size_t searched = 0;  // where the last turn started, in the text
   for (std::size_t i = first_trained; i < messages.size(); ++i) {
     if (messages[i].is_object() && messages[i].value("role", "") == "assistant")
-      mark_turn(messages, tools, i, encoding);
+      searched = mark_turn(messages, tools, i, searched, encoding);
   }
   return encoding;
 }
@@ -153,30 +166,33 @@ ChatEncoding ChatEncoder::encode(const nlohmann::ordered_json& messages,
 // Where assistant message `index`'s turn starts in `text`: where the conversation before it,
 // rendered with the generation prompt, stops being a prefix of the whole. Some templates close
 // the prompt differently when it ends there (DeepSeek-V3 closes a tool's outputs that the next
-// tool call leaves open); what the two do not share must then be markup, not a message's text.
+// tool call leaves open): what the two do not share is markup then. Others move a message's
+// text with the end of the conversation (Mistral's put the system message into the last user
+// turn): the turn then starts where the message's own content shows, after `searched`.
 std::size_t ChatEncoder::turn_start(const nlohmann::ordered_json& messages,
                                     const nlohmann::ordered_json& tools, std::size_t index,
-                                    const std::string& text) const {
+                                    std::size_t searched, const std::string& text) const {
   const nlohmann::ordered_json before(messages.begin(),
                                       messages.begin() + static_cast<std::ptrdiff_t>(index));
   const std::string prompt = render(before, tools, true);
   const std::size_t start = shared_prefix(prompt, text);
   const std::string_view unshared = std::string_view(prompt).substr(start);
-  for (const nlohmann::ordered_json& message : before) {
-    const auto* content = message.is_object() && message.contains("content")
-                              ? message["content"].get_ptr<const std::string*>()
-                              : nullptr;
-    if (content == nullptr || content->empty() || unshared.find(*content) == std::string::npos)
-      continue;
-    throw chat::TemplateError(
-        fmt::format("{} renders the conversation before message {} (an assistant's) other than "
-                    "the whole conversation does, so the assistant's turn cannot be found in it",
-                    pick(tools).origin(), index + 1),
-        "give the conversation as \"prompt\" and \"completion\" messages, the completion the "
-        "assistant's last turn (docs/chat.md)",
-        2);
-  }
-  return start;
+  const bool moved = std::any_of(before.begin(), before.end(), [&](const auto& message) {
+    const std::string_view content = visible_content(message);
+    return !content.empty() && unshared.find(content) != std::string_view::npos;
+  });
+  if (!moved) return start;
+  const std::string_view own = visible_content(messages[index]);
+  const std::size_t found = own.empty() ? std::string::npos : text.find(own, searched);
+  if (found != std::string::npos) return found;
+  throw chat::TemplateError(
+      fmt::format("{} renders the conversation before message {} (an assistant's) other than the "
+                  "whole conversation does, and the message's content is not in the whole, so "
+                  "the assistant's turn cannot be found in it",
+                  pick(tools).origin(), index + 1),
+      "give the conversation as \"prompt\" and \"completion\" messages, the completion the "
+      "assistant's last turn (docs/chat.md)",
+      2);
 }
 
 // Assistant message `index`'s tokens into the loss: from where its turn starts (turn_start)
@@ -185,10 +201,10 @@ std::size_t ChatEncoder::turn_start(const nlohmann::ordered_json& messages,
 // (so that one written inside the content does not end it; turn_close). Where it shares none
 // (Qwen3 shows the reasoning of a last turn only), the first end-of-turn token after the
 // message's content closes it.
-void ChatEncoder::mark_turn(const nlohmann::ordered_json& messages,
-                            const nlohmann::ordered_json& tools, std::size_t index,
-                            ChatEncoding& encoding) const {
-  const std::size_t start = turn_start(messages, tools, index, encoding.text);
+std::size_t ChatEncoder::mark_turn(const nlohmann::ordered_json& messages,
+                                   const nlohmann::ordered_json& tools, std::size_t index,
+                                   std::size_t searched, ChatEncoding& encoding) const {
+  const std::size_t start = turn_start(messages, tools, index, searched, encoding.text);
   const nlohmann::ordered_json through(messages.begin(),
                                        messages.begin() + static_cast<std::ptrdiff_t>(index) + 1);
   const std::size_t end = shared_prefix(render(through, tools, false), encoding.text);
@@ -205,6 +221,7 @@ void ChatEncoder::mark_turn(const nlohmann::ordered_json& messages,
   }
   std::fill(encoding.in_loss.begin() + static_cast<std::ptrdiff_t>(first),
             encoding.in_loss.begin() + static_cast<std::ptrdiff_t>(last), 1);
+  return start;
 }
 
 // The end of the turn in ids [first, stop): just past its last end-of-turn token, else past its
@@ -226,13 +243,8 @@ std::size_t ChatEncoder::turn_close(std::span<const std::int32_t> ids, std::size
 std::size_t ChatEncoder::content_end(const nlohmann::ordered_json& message,
                                      const ChatEncoding& encoding, std::size_t start,
                                      std::size_t first) const {
-  const auto* content =
-      message.contains("content") ? message["content"].get_ptr<const std::string*>() : nullptr;
-  if (content == nullptr) return first;
-  const std::size_t from = content->find_first_not_of(" \t\r\n");
-  if (from == std::string::npos) return first;
-  const std::size_t to = content->find_last_not_of(" \t\r\n") + 1;
-  const std::string_view visible = std::string_view(*content).substr(from, to - from);
+  const std::string_view visible = visible_content(message);
+  if (visible.empty()) return first;
   const std::size_t at = encoding.text.find(visible, start);
   return at == std::string::npos ? first : std::max(first, token_at(encoding, at + visible.size()));
 }

@@ -59,9 +59,9 @@ class ChatEncoder {
   std::optional<std::int32_t> find_end_of_turn() const;
   std::size_t turn_start(const nlohmann::ordered_json& messages,
                          const nlohmann::ordered_json& tools, std::size_t index,
-                         const std::string& text) const;
-  void mark_turn(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
-                 std::size_t index, ChatEncoding& encoding) const;
+                         std::size_t searched, const std::string& text) const;
+  std::size_t mark_turn(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                        std::size_t index, std::size_t searched, ChatEncoding& encoding) const;
   std::size_t turn_close(std::span<const std::int32_t> ids, std::size_t first,
                          std::size_t stop) const;
   std::size_t content_end(const nlohmann::ordered_json& message, const ChatEncoding& encoding,

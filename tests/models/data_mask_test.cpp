@@ -25,31 +25,14 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing::kChatMlTemplate;
+using testing::refusal_of;
 using testing::temp_file;
 using testing::write_chat_tokenizer;
 using tokenizer::Tokenizer;
 
-struct Folder {
-  std::filesystem::path path;
-  Folder() : path(temp_file("strata-mask-data", "", "")) {
-    std::filesystem::remove(path);
-    std::filesystem::create_directories(path);
-  }
-  ~Folder() { std::filesystem::remove_all(path); }
-  std::filesystem::path write(const std::string& name, const std::string& bytes) const {
-    std::ofstream(path / name, std::ios::binary) << bytes;
-    return path / name;
-  }
+struct Folder : testing::TempFolder {
+  Folder() : TempFolder("strata-mask-data") {}
 };
-
-std::string refusal_of(const std::function<void()>& work) {
-  try {
-    work();
-  } catch (const UserError& error) {
-    return std::string(error.what()) + "\nfix: " + error.fix();
-  }
-  return "no refusal";
-}
 
 // The ids the loss counts, in order.
 std::vector<std::int32_t> in_loss(const TokenizedText& text) {
@@ -111,6 +94,34 @@ TEST(DataMask, AConversationPutsTheLossOnTheAssistantTurnsAndTheirEndOfTurn) {
       "\n");
   EXPECT_EQ(model.decode(in_loss(text)), "hello<|im_end|>hello hello<|im_end|>");
   EXPECT_EQ(*model.chat->end_of_turn(), *model.tokenizer.token_to_id("<|im_end|>"));
+}
+
+// As Mistral's templates do, the system message goes into the last user turn: the conversation
+// before an assistant's message renders other than the whole does, and the turn is found by its
+// content.
+TEST(DataMask, ATurnIsFoundWhereATemplateMovesTheSystemMessage) {
+  const Folder folder;
+  const Tokenizer tokenizer = Tokenizer::load(write_chat_tokenizer(
+      folder.path / "model",
+      "{%- set ns = namespace(system='') %}{%- if messages[0]['role'] == 'system' %}{%- set "
+      "ns.system = messages[0]['content'] %}{%- endif %}{%- for m in messages if m['role'] != "
+      "'system' %}{%- if m['role'] == 'user' %}{{ '<|im_start|>' }}{%- if loop.last and "
+      "ns.system %}{{ ns.system + ' ' }}{%- endif %}{{ m['content'] + '<|im_end|>' }}{%- else "
+      "%}{{ m['content'] + '<|endoftext|>' }}{%- endif %}{%- endfor %}"));
+  const std::optional<ChatEncoder> chat = ChatEncoder::for_tokenizer(tokenizer);
+  const ChatEncoding encoding = chat->encode(
+      nlohmann::ordered_json::parse(
+          R"([{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"},)"
+          R"( {"role": "assistant", "content": "hello"}, {"role": "user", "content": "he"}])"),
+      nullptr, false);
+  EXPECT_EQ(encoding.text,
+            "<|im_start|>hi<|im_end|>hello<|endoftext|><|im_start|>be brief "
+            "he<|im_end|>");
+  std::vector<std::int32_t> answer;
+  for (std::size_t i = 0; i < encoding.ids.size(); ++i) {
+    if (encoding.in_loss[i] != 0) answer.push_back(encoding.ids[i]);
+  }
+  EXPECT_EQ(tokenizer.decode(answer), "hello<|endoftext|>");
 }
 
 TEST(DataMask, ChatEncodingMatchesTheRenderedTextAndItsGenerationPrompt) {

@@ -6,8 +6,11 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
+
+#include "base/error.h"
 
 namespace strata::models::testing {
 
@@ -65,6 +68,30 @@ inline void write_megatron(const std::filesystem::path& prefix,
     put(static_cast<std::int64_t>(d));
   for (const auto& document : documents)
     bin << raw_bytes(document);
+}
+
+// A temporary folder per test (named `name`-<the test>-<the run's seed>), removed at the end.
+struct TempFolder {
+  std::filesystem::path path;
+  explicit TempFolder(const std::string& name) : path(temp_file(name, "", "")) {
+    std::filesystem::remove(path);
+    std::filesystem::create_directories(path);
+  }
+  ~TempFolder() { std::filesystem::remove_all(path); }
+  std::filesystem::path write(const std::string& file, const std::string& bytes) const {
+    std::ofstream(path / file, std::ios::binary) << bytes;
+    return path / file;
+  }
+};
+
+// What `work` is refused with, and its fix; "no refusal" when it throws no UserError.
+inline std::string refusal_of(const std::function<void()>& work) {
+  try {
+    work();
+  } catch (const UserError& error) {
+    return std::string(error.what()) + "\nfix: " + error.fix();
+  }
+  return "no refusal";
 }
 
 }  // namespace strata::models::testing

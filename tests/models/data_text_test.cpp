@@ -21,22 +21,14 @@ namespace strata::models {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::refusal_of;
 using testing::temp_file;
 using testing::write_tiny_tokenizer;
 using tokenizer::Tokenizer;
 
 // A temporary folder per test, removed at the end.
-struct Folder {
-  std::filesystem::path path;
-  Folder() : path(temp_file("strata-text-data", "", "")) {
-    std::filesystem::remove(path);
-    std::filesystem::create_directories(path);
-  }
-  ~Folder() { std::filesystem::remove_all(path); }
-  std::filesystem::path write(const std::string& name, const std::string& bytes) const {
-    std::ofstream(path / name, std::ios::binary) << bytes;
-    return path / name;
-  }
+struct Folder : testing::TempFolder {
+  Folder() : TempFolder("strata-text-data") {}
 };
 
 std::vector<std::int32_t> all_tokens(const TokenDataset& dataset) {
@@ -49,15 +41,6 @@ TokenDataset open_text(const std::filesystem::path& path, const Tokenizer& token
   TextTokenizing text;
   text.tokenizer = [&tokenizer] { return &tokenizer; };
   return TokenDataset::from_file(path, 0.0, "", "", text);
-}
-
-std::string refusal_of(const std::function<void()>& work) {
-  try {
-    work();
-  } catch (const UserError& error) {
-    return std::string(error.what()) + "\nfix: " + error.fix();
-  }
-  return "no refusal";
 }
 
 std::vector<std::int32_t> concat(std::initializer_list<std::vector<std::int32_t>> parts) {
