@@ -2,20 +2,26 @@
 // cross_entropy_forward), on the host device in fp32, for the GPT and a Llama: a masked position
 // adds nothing to the loss or the gradients, and a masked prompt of noise gives the gradient of a
 // reference that weighs each row's loss by hand and goes through no masking code
-// (tests/models/row_weighted_ops.h).
+// (tests/models/row_weighted_ops.h), from random tokens and from a `messages` file.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "models/data/chat_encoder.h"
+#include "models/data/examples.h"
+#include "models/data/text_tokens.h"
 #include "models/gpt/gpt.h"
 #include "models/llama/llama.h"
+#include "tests/models/data_test_util.h"
 #include "tests/models/model_gradient.h"
 #include "tests/models/row_weighted_ops.h"
 #include "tests/models/tiny_llama.h"
+#include "tests/models/tiny_tokenizer.h"
 
 namespace strata::models {
 namespace {
@@ -148,6 +154,62 @@ TEST(LossMask, AMaskedNoisePromptGivesTheGradientOfAHandWeightedReference) {
     whole.backward();
     EXPECT_NE(gradients(whole), gradients(masked));
   }
+}
+
+// The same from a file: a step on a `messages` JSON Lines file whose prompts are noise, each
+// conversation a row (packing off), gives the gradient of the hand-weighted reference that keeps
+// every target in place and weighs the assistant's tokens alone.
+TEST(LossMask, AMessagesFileOfNoisePromptsGivesTheGradientOfItsAnswersAlone) {
+  const testing::TempFolder folder("strata-chat-gradient");
+  const tokenizer::Tokenizer tokenizer = tokenizer::Tokenizer::load(
+      testing::write_chat_tokenizer(folder.path / "model", testing::kChatMlTemplate));
+  const std::optional<ChatEncoder> chat = ChatEncoder::for_tokenizer(tokenizer);
+  TokenizeOptions options;
+  options.chat = &*chat;
+  const std::filesystem::path inputs[] = {folder.write(
+      "chat.jsonl",
+      R"({"messages": [{"role": "user", "content": "qz%Vk8!rw$Tp"}, {"role": "assistant", "content": "hello"}]})"
+      "\n"
+      R"({"messages": [{"role": "user", "content": "x?4Lm;bd&Zo"}, {"role": "assistant", "content": "hello he"}]})"
+      "\n")};
+  const TokenizedText text = tokenize_files(inputs, tokenizer, options);
+  const TokenView with_mask = TokenView(text.ids).with_mask(text.mask);
+  const std::vector<std::size_t> starts = example_starts(with_mask);
+  ASSERT_EQ(starts.size(), 2u);
+
+  const GptShape shape{1, 2, 16, 40, 264, 2};
+  const std::size_t rows = 2 * 40;
+  const std::size_t examples[] = {0, 1};
+  std::vector<std::int32_t> tokens(rows), masked_targets(rows), all_targets(rows);
+  fill_example_rows(with_mask, starts, examples, 40, tokens, masked_targets);
+  fill_example_rows(
+      TokenView(text.ids).with_mask(std::vector<std::uint8_t>(text.ids.size(), kInLoss)), starts,
+      examples, 40, tokens, all_targets);
+  const auto kept = std::count_if(masked_targets.begin(), masked_targets.end(),
+                                  [](std::int32_t t) { return t >= 0; });
+  EXPECT_EQ(kept, 2 + 4);  // "hello" <|im_end|>; then "hello", " ", "he", <|im_end|>
+  const float seed = 1.0f / static_cast<float>(kept);
+
+  GradientHarness masked(std::make_unique<Gpt>(shape), 264);
+  masked.tokens = tokens;
+  masked.targets = masked_targets;
+  masked.row_loss_gradient = seed;
+  masked.backward();
+
+  GradientHarness reference(std::make_unique<Gpt>(shape), 264);
+  reference.tokens = tokens;
+  gpu::DeviceBuffer weights = reference.device->allocate(rows * 4, "row weights");
+  gpu::DeviceBuffer targets = reference.device->allocate(rows * 4, "targets");
+  for (std::size_t row = 0; row < rows; ++row) {
+    weights.as<float>()[row] = masked_targets[row] >= 0 ? seed : 0.0f;
+    // The prompt's own next tokens (noise), and 0 past each conversation: weighed 0, not masked.
+    targets.as<std::int32_t>()[row] = std::max(all_targets[row], 0);
+  }
+  reference.targets.assign(targets.as<std::int32_t>(), targets.as<std::int32_t>() + rows);
+  reference.ops = std::make_unique<gpu::testing::RowWeightedOps>(
+      std::move(reference.ops), weights.as<float>(), targets.as<std::int32_t>());
+  reference.backward();
+  expect_same_values(gradients(masked), gradients(reference), "messages file vs hand-weighted");
 }
 
 }  // namespace
