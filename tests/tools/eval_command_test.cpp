@@ -116,6 +116,54 @@ std::filesystem::path exported_model(const TempDir& dir, const std::string& data
 
 // Without --checkpoint, a model from_pretrained is evaluated with the folder's weights, and the
 // output names that folder, in the text and in the JSON.
+// An llm.c file of `count` tokens as token_file makes them, with a loss mask beside it (PATH.mask:
+// "strmask1", the count, 48 zero bytes, one byte per token) that leaves out every token whose
+// index is a multiple of 3 or 5.
+std::filesystem::path masked_token_file(const TempDir& dir, std::size_t count) {
+  std::vector<std::int32_t> header(256, 0);
+  header[0] = 20240520;
+  header[1] = 1;
+  header[2] = static_cast<std::int32_t>(count);
+  std::vector<std::uint16_t> tokens(count);
+  std::string mask = "strmask1";
+  const auto count64 = static_cast<std::uint64_t>(count);
+  mask.append(reinterpret_cast<const char*>(&count64), 8);
+  mask.append(48, '\0');
+  for (std::size_t i = 0; i < count; ++i) {
+    tokens[i] = static_cast<std::uint16_t>((i * 7 + i / 5) % 64);
+    mask.push_back(i % 3 == 0 || i % 5 == 0 ? '\0' : '\1');
+  }
+  const std::filesystem::path bin = dir.write(
+      "masked.bin", std::string(reinterpret_cast<const char*>(header.data()), 1024) +
+                        std::string(reinterpret_cast<const char*>(tokens.data()), count * 2));
+  dir.write("masked.bin.mask", mask);
+  return bin;
+}
+
+// The mean over the targets in the loss: each window weighs as many targets as it has in the
+// loss, so any grouping of windows into micro-batches gives the same loss.
+TEST(EvalCommand, AMaskedFileScoresTheMeanOverTheTargetsInTheLoss) {
+  TempDir dir;
+  const std::filesystem::path data = masked_token_file(dir, 81);
+  const auto eval = [&](int batch, int accumulation) {
+    const std::filesystem::path config = dir.write(
+        fmt::format("masked-{}x{}.json", batch, accumulation),
+        config_json(batch, accumulation, fmt::format(R"({{"path": "{}"}})", data.string())));
+    RunResult result =
+        run_strata({"eval", "--config", config.string(), "--data", data.string(), "--json"});
+    EXPECT_EQ(result.exit_status, 0) << result.err;
+    return nlohmann::json::parse(result.out);
+  };
+  const nlohmann::json alone = eval(1, 1);
+  // Targets are tokens 1 .. 80; of those, the multiples of 3 or 5 are out: 80 - 37 = 43 in.
+  EXPECT_EQ(alone["loss_tokens"], 43);
+  const double loss = alone["loss"].get<double>();
+  for (auto [batch, accumulation] : {std::pair{3, 1}, std::pair{4, 2}}) {
+    EXPECT_NEAR(eval(batch, accumulation)["loss"].get<double>(), loss, 2e-5)
+        << "micro-batch " << batch << " x " << accumulation;
+  }
+}
+
 TEST(EvalCommand, PretrainedWeightsAreNamedByTheirFolder) {
   TempDir dir;
   const std::filesystem::path data = token_file(dir, "train.bin", 2001);
