@@ -7,7 +7,6 @@
 #include "base/assert.h"
 #include "base/error.h"
 #include "models/data/byte_tokenizer.h"
-#include "models/data/loss_mask.h"
 
 namespace strata::models {
 namespace {
@@ -145,10 +144,6 @@ void TokenDataset::shape_examples(int seq_len, bool packing) {
           : "give a validation file of whole examples (\"validation_path\"), or leave packing "
             "on",
       2);
-}
-
-bool TokenDataset::masked() const {
-  return leaves_tokens_out(train_.mask());
 }
 
 void TokenDataset::check_sequential_fits(int batch, int seq_len) const {

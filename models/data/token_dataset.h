@@ -38,9 +38,6 @@ class TokenDataset {
   // window. Refuses, with the fix, packing false for data whose examples are not marked (a token
   // file without its mask).
   void shape_examples(int seq_len, bool packing);
-  // Whether the training split leaves some token out of the loss (prompts, padding): the engine
-  // then counts each step's loss tokens across ranks.
-  bool masked() const;
   bool packed() const { return train_starts_.empty(); }
   std::span<const std::size_t> train_starts() const { return train_starts_; }
   std::span<const std::size_t> validation_starts() const { return validation_starts_; }
