@@ -56,7 +56,7 @@ std::array<std::byte, kMaskHeaderBytes> mask_header(std::uint64_t count,
   std::memcpy(header.data(), kMaskMagic, sizeof(kMaskMagic));
   std::memcpy(header.data() + 8, &count, sizeof(count));
   const std::size_t words = std::min(key.size(), kMaskKeyWords);
-  std::memcpy(header.data() + 16, key.data(), words * sizeof(std::int32_t));
+  if (words > 0) std::memcpy(header.data() + 16, key.data(), words * sizeof(std::int32_t));
   return header;
 }
 
