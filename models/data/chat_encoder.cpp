@@ -101,7 +101,10 @@ std::optional<ChatEncoder> ChatEncoder::for_tokenizer(const tokenizer::Tokenizer
 
 ChatEncoder::ChatEncoder(const tokenizer::Tokenizer& tokenizer, std::string_view default_template,
                          std::string_view tool_use, const std::string& origin)
-    : tokenizer_(&tokenizer), default_(chat::ChatTemplate::parse(default_template, origin)) {
+    : tokenizer_(&tokenizer),
+      bos_token_(tokenizer.bos_token()),
+      eos_token_(tokenizer.eos_token()),
+      default_(chat::ChatTemplate::parse(default_template, origin)) {
   if (!tool_use.empty()) tool_use_ = chat::ChatTemplate::parse(tool_use, origin + " (tool_use)");
   end_of_turn_ = find_end_of_turn();
   aio::Crc32c crc;
@@ -122,8 +125,8 @@ std::string ChatEncoder::render(const nlohmann::ordered_json& messages,
   inputs.messages = messages;
   inputs.tools = tools;
   inputs.add_generation_prompt = add_generation_prompt;
-  inputs.bos_token = tokenizer_->bos_token();
-  inputs.eos_token = tokenizer_->eos_token();
+  inputs.bos_token = bos_token_;
+  inputs.eos_token = eos_token_;
   return pick(tools).render(inputs);
 }
 

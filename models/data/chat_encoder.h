@@ -69,6 +69,8 @@ class ChatEncoder {
   std::size_t token_at(const ChatEncoding& encoding, std::size_t offset) const;
 
   const tokenizer::Tokenizer* tokenizer_;
+  std::string bos_token_;  // the template's bos_token and eos_token, read once
+  std::string eos_token_;
   chat::ChatTemplate default_;
   std::optional<chat::ChatTemplate> tool_use_;
   std::optional<std::int32_t> end_of_turn_;

@@ -43,6 +43,9 @@ std::vector<std::size_t> example_starts(TokenView split) {
 CutExamples cut_long_examples(TokenView split, std::size_t window) {
   CutExamples result;
   result.tokens = split;
+  // Text alone (pretraining data, its cache's mask all in the loss) has no fine-tuning example:
+  // one pass over the mask, not an index of every document.
+  if (!leaves_tokens_out(split.mask())) return result;
   const std::vector<std::size_t> starts = example_starts(split);
   std::vector<bool> cut(starts.size(), false);
   for (std::size_t e = 0; e < starts.size(); ++e) {
