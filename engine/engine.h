@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <filesystem>
 #include <memory>
 #include <span>
@@ -10,6 +11,8 @@
 #include "aio/fault_plan.h"
 #include "engine/config/config.h"
 #include "engine/model.h"
+#include "engine/optimizer.h"
+#include "engine/step_traffic.h"
 #include "engine/zero/flat_layout.h"
 #include "gpu/device.h"
 
@@ -22,9 +25,27 @@ namespace strata::engine::memory {
 class NvmeStore;
 class PinnedPool;
 class Residency;
+class StreamOrderedMemory;
 }  // namespace strata::engine::memory
 
+namespace strata::engine::optim {
+class LossScaler;
+class LrSchedule;
+}  // namespace strata::engine::optim
+
+namespace strata::engine::zero {
+class GradReducer;
+class ParamCoordinator;
+class ParamTier;
+}  // namespace strata::engine::zero
+
 namespace strata::engine {
+
+class Checkpointer;
+class OptimizerStep;
+class StepLoss;
+class StepMeter;
+struct RunRecord;
 
 // Seeded I/O faults (aio/fault_plan.h) for tests that drive the whole engine through failing
 // disks: `swap` in every NVMe swap file's aio engine, `checkpoint` in the aio engine of each save
@@ -185,8 +206,67 @@ class Engine {
   std::vector<float> master_parameters();
 
  private:
-  struct State;
-  std::unique_ptr<State> state_;
+  // Construction, in the order the components depend on each other (engine_build.cpp).
+  void build();
+  void build_offload_memory();
+  void build_optimizer_step();
+  void build_reducer();
+  void build_coordinator();
+  void open_offload_memory();
+  void reserve_step_memory();
+
+  // The step (engine.cpp), in the order train_batch calls them.
+  void load_micro_batch(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets,
+                        std::int64_t micro_batch);
+  void run_forward(std::int64_t micro_batch, bool training);
+  void run_backward(std::int64_t micro_batch, bool last_micro);
+  StepHyperparameters hyperparameters(float grad_scale) const;
+  StepHyperparameters guess_step() const;
+  StepHyperparameters plan_step(StepStats& stats);
+  Traffic step_optimizer(StepStats& stats);
+  void wait_for_streams();
+  // The fates of a failed step (engine_faults.cpp).
+  [[noreturn]] void fail_step(std::exception_ptr failure);
+  bool abandon_step(const std::string& failure) noexcept;
+  void drain_streams() noexcept;
+  bool inconsistent() const;
+  void settle_late_sub_groups();
+  void settle_step();
+  // What the step moved and holds (engine_traffic.cpp).
+  TrafficReading read_traffic() const;
+  std::int64_t nvme_read_bytes() const;
+  std::int64_t nvme_write_bytes() const;
+  std::int64_t host_bytes() const;
+  int shard_rank() const;
+  gpu::Stream& stream() const;
+
+  Runtime& runtime_;
+  Config config_;
+  Model& model_;
+  zero::FlatLayout layout_;
+  std::unique_ptr<Optimizer> optimizer_math_;
+  std::unique_ptr<optim::LrSchedule> schedule_;
+  std::unique_ptr<optim::LossScaler> loss_scaler_;
+  ParamCopy copy_type_;
+  std::unique_ptr<memory::StreamOrderedMemory> memory_;
+  // The rank's one residency book and, when anything is offloaded (cpu or nvme), its one pool:
+  // the tier, the offloaded optimizer and the reducer reserve their shelves in the pool and
+  // register their partitions in the book. With anything on NVMe, the rank's one swap store, in
+  // which they reserve their extents, and a second one under offload_param.nvme_path when that
+  // is another directory; each store's rings register the part of the pool's page-locked arena
+  // it reads into. Declared first: they outlive their clients (the pool before the stores).
+  std::unique_ptr<memory::Residency> book_;
+  std::unique_ptr<memory::PinnedPool> pool_;
+  std::unique_ptr<memory::NvmeStore> swap_;
+  std::unique_ptr<memory::NvmeStore> param_swap_;
+  std::unique_ptr<zero::ParamTier> tier_;
+  std::unique_ptr<zero::ParamCoordinator> coordinator_;
+  std::unique_ptr<zero::GradReducer> reducer_;
+  std::unique_ptr<OptimizerStep> optimizer_;
+  std::unique_ptr<StepLoss> loss_;
+  std::unique_ptr<RunRecord> record_;
+  std::unique_ptr<StepMeter> meter_;
+  std::unique_ptr<Checkpointer> checkpoints_;
 };
 
 }  // namespace strata::engine
