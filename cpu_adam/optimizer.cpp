@@ -55,7 +55,7 @@ constexpr int copy_index() {
 }
 
 std::int64_t tile_count(std::int64_t n) {
-  return (n + kTileElements - 1) / kTileElements;
+  return gradient_tile_count(n);
 }
 
 // Runs tile(begin, end) once for every tile of [0, n), spread over the current arena. Each tile
@@ -281,26 +281,22 @@ void gpu_twin_step(const LionConfig& config, std::int64_t step, std::span<float>
                                     grad_scale);
 }
 
-template <GradElement G>
-GradStats scan_gradients(std::span<const G> g) {
-  const detail::ScanKernel kernel = kernels().scan[grad_index<G>()];
-  const auto n = static_cast<std::int64_t>(g.size());
-  const auto scan = [&](std::int64_t tile) {
-    return kernel(g.data(), tile * kTileElements, std::min(n, (tile + 1) * kTileElements));
-  };
-  const std::int64_t tiles = tile_count(n);
+// The sum over `tiles` partials, partial_of(t) for each: one fixed tree whatever the thread count.
+// The deterministic reduce splits the tile range the same way every time and joins the halves in
+// the same tree, so the double sum has the same bits every time, and the same whether the
+// partials are scanned here or were scanned earlier, piece by piece (combine_gradient_tiles).
+template <class PartialOf>
+GradStats reduce_tiles(std::int64_t tiles, const PartialOf& partial_of) {
   if (tiles == 0) return GradStats{};
   if (tiles == 1) {
-    const detail::ScanPartial partial = scan(0);
+    const detail::ScanPartial partial = partial_of(std::int64_t{0});
     return GradStats{partial.sum_squares, partial.has_inf_or_nan};
   }
-  // The deterministic reduce splits the tile range the same way whatever the thread count and
-  // joins the halves in the same tree, so the double sum has the same bits every time.
   const detail::ScanPartial total = tbb::parallel_deterministic_reduce(
       tbb::blocked_range<std::int64_t>(0, tiles, 1), detail::ScanPartial{0.0, false},
       [&](const tbb::blocked_range<std::int64_t>& range, detail::ScanPartial sum) {
         for (std::int64_t t = range.begin(); t != range.end(); ++t) {
-          const detail::ScanPartial partial = scan(t);
+          const detail::ScanPartial partial = partial_of(t);
           sum.sum_squares += partial.sum_squares;
           sum.has_inf_or_nan = sum.has_inf_or_nan || partial.has_inf_or_nan;
         }
@@ -311,6 +307,34 @@ GradStats scan_gradients(std::span<const G> g) {
                                    a.has_inf_or_nan || b.has_inf_or_nan};
       });
   return GradStats{total.sum_squares, total.has_inf_or_nan};
+}
+
+template <GradElement G>
+GradStats scan_gradients(std::span<const G> g) {
+  const detail::ScanKernel kernel = kernels().scan[grad_index<G>()];
+  const auto n = static_cast<std::int64_t>(g.size());
+  return reduce_tiles(tile_count(n), [&](std::int64_t tile) {
+    return kernel(g.data(), tile * kTileElements, std::min(n, (tile + 1) * kTileElements));
+  });
+}
+
+template <GradElement G>
+void scan_gradient_tiles(std::span<const G> g, std::span<GradStats> partials) {
+  const detail::ScanKernel kernel = kernels().scan[grad_index<G>()];
+  const auto n = static_cast<std::int64_t>(g.size());
+  STRATA_ASSERT(static_cast<std::int64_t>(partials.size()) == tile_count(n));
+  for_each_tile(n, [&](std::int64_t begin, std::int64_t end) {
+    const detail::ScanPartial partial = kernel(g.data(), begin, end);
+    partials[static_cast<std::size_t>(begin / kTileElements)] =
+        GradStats{partial.sum_squares, partial.has_inf_or_nan};
+  });
+}
+
+GradStats combine_gradient_tiles(std::span<const GradStats> partials) {
+  return reduce_tiles(static_cast<std::int64_t>(partials.size()), [&](std::int64_t tile) {
+    const GradStats& partial = partials[static_cast<std::size_t>(tile)];
+    return detail::ScanPartial{partial.sum_squares, partial.has_inf_or_nan};
+  });
 }
 
 template <GradElement G, CopyElement H, StateElement P, StateElement S>
@@ -369,6 +393,8 @@ STRATA_CPU_ADAM_INSTANTIATE_TWIN(fp16)
 
 template GradStats scan_gradients<float>(std::span<const float>);
 template GradStats scan_gradients<bf16>(std::span<const bf16>);
+template void scan_gradient_tiles<float>(std::span<const float>, std::span<GradStats>);
+template void scan_gradient_tiles<bf16>(std::span<const bf16>, std::span<GradStats>);
 template GradStats scan_gradients<fp16>(std::span<const fp16>);
 
 }  // namespace strata::cpu_adam

@@ -134,6 +134,16 @@ struct GradStats {
 template <GradElement G>
 GradStats scan_gradients(std::span<const G> g);
 
+// The tiles' partials of scan_gradients(g), one per kTileElements of g (the last may be short):
+// a span scanned in pieces, each starting on a tile of the whole, has the partials of the whole.
+inline std::int64_t gradient_tile_count(std::int64_t n) {
+  return (n + kTileElements - 1) / kTileElements;
+}
+template <GradElement G>
+void scan_gradient_tiles(std::span<const G> g, std::span<GradStats> partials);
+// scan_gradients' result from its tiles' partials, to the bit.
+GradStats combine_gradient_tiles(std::span<const GradStats> partials);
+
 // The memory bound of a step: the same arrays, tiles, loads, stores, gradient conversion and
 // parameter copy as step() with trivial arithmetic (p += g, m += g, v += g). An empty m or v
 // leaves that array out, giving the Adagrad (no m) and Lion (no v) patterns.

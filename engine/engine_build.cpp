@@ -14,6 +14,7 @@
 #include "base/log.h"
 #include "base/units.h"
 #include "engine/checkpointer.h"
+#include "engine/config/placement.h"
 #include "engine/device_optimizer_step.h"
 #include "engine/engine.h"
 #include "engine/initial_states.h"
@@ -80,18 +81,11 @@ void check_supported(const Config& config, Model& model) {
         "stage 1-3), or set bf16.bf16_master_weights_and_grads and bf16_optimizer_states to false",
         2);
   }
-  if (offloaded(config.zero.offload_param.device) &&
-      !offloaded(config.zero.offload_optimizer.device)) {
-    throw UserError(
-        fmt::format("zero_optimization.offload_param.device is {} but offload_optimizer.device "
-                    "is none: the fp32 master weights and optimizer states, 8x the size of the "
-                    "16-bit parameters, would stay on the device",
-                    to_string(config.zero.offload_param.device)),
-        fmt::format("offload the optimizer too (\"offload_optimizer\": {{\"device\": \"{}\"}}), "
-                    "or set offload_param.device to none",
-                    to_string(config.zero.offload_param.device)),
-        2);
-  }
+  // The config check refuses most of these already; a Config made in code meets them here.
+  const std::vector<PlacementRefusal> refusals =
+      placement_refusals(static_cast<int>(config.zero.stage), config.zero.offload_param.device,
+                         config.zero.offload_optimizer.device);
+  if (!refusals.empty()) throw UserError(refusals.front().cause, refusals.front().fix, 2);
   std::span<Module* const> modules = model.modules();
   for (std::size_t m = 0; m < modules.size(); ++m) {
     for (int lender : modules[m]->borrowed_modules()) {

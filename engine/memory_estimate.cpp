@@ -7,8 +7,8 @@
 #include <cstddef>
 #include <limits>
 
-#include "base/assert.h"
 #include "base/units.h"
+#include "engine/config/placement.h"
 #include "engine/model.h"
 #include "engine/module.h"
 #include "engine/optim/grad_clip.h"
@@ -615,19 +615,9 @@ const char* to_string(Tier tier) {
 std::string invalid_choice_reason(int stage, OffloadDevice offload_param,
                                   OffloadDevice offload_optimizer) {
   if (stage < 0 || stage > 3) return fmt::format("stage {} is not a ZeRO stage (0 to 3)", stage);
-  if (stage < 3 && offload_param != OffloadDevice::none) {
-    return "offload_param needs ZeRO stage 3";
-  }
-  if (stage == 0 && offload_optimizer != OffloadDevice::none) {
-    return "offload_optimizer needs ZeRO stage 1, 2 or 3";
-  }
-  if (stage < 3 && offload_optimizer == OffloadDevice::nvme) {
-    return "offload_optimizer nvme needs ZeRO stage 3";
-  }
-  if (offload_param != OffloadDevice::none && offload_optimizer == OffloadDevice::none) {
-    return "offload_param needs offload_optimizer cpu or nvme";
-  }
-  return {};
+  const std::vector<PlacementRefusal> refusals =
+      placement_refusals(stage, offload_param, offload_optimizer);
+  return refusals.empty() ? std::string() : refusals.front().reason;
 }
 
 EstimateRow estimate_row(const EstimateInputs& inputs, int stage, OffloadDevice offload_param,

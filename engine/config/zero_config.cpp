@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "engine/config/placement.h"
 #include "engine/config/sections.h"
 
 namespace strata::engine::detail {
@@ -154,22 +155,10 @@ void read_deprecated_offload(JsonReader& zero, ZeroConfig& out) {
 }
 
 void check_offload_stage(JsonReader& zero, const ZeroConfig& out) {
-  if (out.offload_param.device != OffloadDevice::none && out.stage != 3) {
-    zero.error("offload_param",
-               fmt::format("device \"{}\" needs stage 3 (parameters are partitioned only at stage "
-                           "3), but stage is {}; set \"stage\": 3 or remove offload_param",
-                           to_string(out.offload_param.device), out.stage));
-  }
-  if (out.offload_optimizer.device == OffloadDevice::nvme && out.stage < 3) {
-    zero.error("offload_optimizer",
-               fmt::format("device \"nvme\" at stage {} is not supported (DeepSpeed swaps "
-                           "optimizer state to NVMe only at stage 3, and silently misbehaves "
-                           "below it); use stage 3, or device \"cpu\"",
-                           out.stage));
-  }
-  if (out.offload_optimizer.device == OffloadDevice::cpu && out.stage == 0) {
-    zero.error("offload_optimizer",
-               "device \"cpu\" needs ZeRO stage 1, 2 or 3 (stage is 0); set \"stage\": 2 or 3");
+  for (const PlacementRefusal& refusal : placement_refusals(
+           static_cast<int>(out.stage), out.offload_param.device, out.offload_optimizer.device)) {
+    if (refusal.config_refuses)
+      zero.error(refusal.key, fmt::format("{}; {}", refusal.cause, refusal.fix));
   }
 }
 

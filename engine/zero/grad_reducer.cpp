@@ -113,6 +113,13 @@ GradReducer::GradReducer(gpu::Device& device, gpu::Ops& ops, gpu::Comm& comm, gp
     module_norms_host_ =
         device.allocate_pinned(static_cast<std::int64_t>(modules * sizeof(double)));
     normed_on_device_.assign(modules, 0);
+    module_first_tile_.push_back(0);
+    for (int m = 0; m < layout.module_count(); ++m)
+      module_first_tile_.push_back(module_first_tile_.back() +
+                                   cpu_adam::gradient_tile_count(layout.module(m).shard_numel));
+    tile_partials_.resize(static_cast<std::size_t>(module_first_tile_.back()));
+  } else {
+    module_sums_.assign(static_cast<std::size_t>(layout.module_count()), 0.0);
   }
   if (keeps_full_buffers()) {
     for (int m = 0; m < layout.module_count(); ++m)
@@ -217,7 +224,6 @@ void GradReducer::begin_step() {
     }
     std::fill(contributions_.begin(), contributions_.end(), 0);
     std::fill(normed_on_device_.begin(), normed_on_device_.end(), 0);
-    landed_stats_ = {};
     // The copies of the last step read the buffers zeroed below (stages 0-1): on the device, they
     // come first.
     copy_stream_.record(*copies_done_);
@@ -381,7 +387,7 @@ void GradReducer::land_piece(const Piece& piece) {
     add_staged(piece.first ? nullptr : target, target, staging(piece.slot), piece.count);
   }
   if (!piece.last || piece.normed) return;
-  scan_final(name, target, piece.count);
+  scan_final(piece, target);
 }
 
 void GradReducer::add_staged(const std::byte* earlier, std::byte* out, const float* staged,
@@ -440,36 +446,40 @@ void GradReducer::swap_piece(const Piece& piece) {
   }
   nvme_write_bytes_ += static_cast<std::int64_t>(sum.size());
   if (!piece.last || piece.normed) return;
-  scan_final(names_[static_cast<std::size_t>(piece.module)], sum.data(), piece.count);
+  scan_final(piece, sum.data());
 }
 
-void GradReducer::scan_final(const std::string& name, const std::byte* grads, std::int64_t count) {
-  const base::Timeline::Scope span("gradients", "scan", name);
-  const auto n = static_cast<std::size_t>(count);
-  const cpu_adam::GradStats stats =
-      options_.bf16 ? cpu_adam::scan_gradients<cpu_adam::bf16>(
-                          {reinterpret_cast<const cpu_adam::bf16*>(grads), n})
-                    : cpu_adam::scan_gradients<float>({reinterpret_cast<const float*>(grads), n});
-  landed_stats_.sum_squares += stats.sum_squares;
-  landed_stats_.has_inf_or_nan = landed_stats_.has_inf_or_nan || stats.has_inf_or_nan;
+// A final piece's tiles, into the module's partials: the module's sum of squares is then
+// combined from them exactly as scan_gradients sums the whole shard (module_sum_squares).
+void GradReducer::scan_final(const Piece& piece, const std::byte* grads) {
+  const base::Timeline::Scope span("gradients", "scan",
+                                   names_[static_cast<std::size_t>(piece.module)]);
+  const std::int64_t in_module = piece.begin - layout_.module(piece.module).partition_offset;
+  STRATA_ASSERT(in_module % cpu_adam::kTileElements == 0);
+  const std::span<cpu_adam::GradStats> partials =
+      std::span(tile_partials_)
+          .subspan(
+              static_cast<std::size_t>(module_first_tile_[static_cast<std::size_t>(piece.module)] +
+                                       in_module / cpu_adam::kTileElements),
+              static_cast<std::size_t>(cpu_adam::gradient_tile_count(piece.count)));
+  const auto n = static_cast<std::size_t>(piece.count);
+  if (options_.bf16) {
+    cpu_adam::scan_gradient_tiles<cpu_adam::bf16>(
+        {reinterpret_cast<const cpu_adam::bf16*>(grads), n}, partials);
+  } else {
+    cpu_adam::scan_gradient_tiles<float>({reinterpret_cast<const float*>(grads), n}, partials);
+  }
 }
 
-// This rank's sum of squares comes from a kernel on the device partition, or from the queue's
-// scans of the final pieces; with several ranks two floats (sum, inf/NaN) go up for one
-// all-reduce. No stream runs a host function for it: the host reads and writes the page-locked
-// numbers between waits.
+// This rank's sum of squares is one fp64 sum per module, each scan_gradients' sum of the
+// module's final shard (a kernel on the device, or the queue's tile scans of its final pieces
+// combined in the same tree), added last module first, the order backward finishes them: the
+// same bits for every placement of the gradients on one rank. With several ranks two floats (sum,
+// inf/NaN) go up for one all-reduce. No stream runs a host function for it: the host reads and
+// writes the page-locked numbers between waits.
 cpu_adam::GradStats GradReducer::global_stats() {
   const base::Timeline::Scope waiting("host", "wait", "gradient norm");
-  GradNorm* norm = stats_host_.as<GradNorm>();
-  if (!options_.to_host) {
-    // On the device: gpu::Ops::sum_squares (cpu_adam's scan on the host backend, a kernel on
-    // CUDA); its sum is inf or NaN exactly when a gradient is.
-    double* local = stats_.as<double>();
-    ops_.sum_squares(stream_, local, device_partition(), layout_.partition_numel());
-    stream_.copy(&norm->local_sum_squares, local, sizeof(double), gpu::CopyKind::device_to_host);
-    stream_.synchronize();
-    return reduce_stats(norm->local_sum_squares);
-  }
+  if (!options_.to_host) return reduce_stats(device_sum_squares());
   // The device's failure first: the jobs that waited on its events fail with it.
   stream_.synchronize();
   jobs_.drain();
@@ -481,6 +491,7 @@ cpu_adam::GradStats GradReducer::global_stats() {
     const ModuleSlice& slice = layout_.module(m);
     std::memset(host_partition_ + slice.partition_offset * grad_bytes(), 0,
                 static_cast<std::size_t>(slice.shard_numel * grad_bytes()));
+    std::ranges::fill(module_tiles(m), cpu_adam::GradStats{});
   }
   if (store_) {
     // Backward's last writes: a step whose writes failed fails here, whatever reads them.
@@ -490,20 +501,51 @@ cpu_adam::GradStats GradReducer::global_stats() {
       throw swap_failure("the gradients", error);
     }
   }
-  // The CPU's scans, then the device's sums in module order: the same order every step.
-  double local = landed_stats_.sum_squares;
   if (std::ranges::any_of(normed_on_device_, [](char normed) { return normed != 0; })) {
     stream_.copy(module_norms_host_.data(), module_norms_.data(), module_norms_.bytes(),
                  gpu::CopyKind::device_to_host);
     stream_.synchronize();
-    const double* norms = module_norms_host_.as<double>();
-    for (std::size_t m = 0; m < normed_on_device_.size(); ++m)
-      if (normed_on_device_[m] != 0) local += norms[m];
+  }
+  const double* device_norms = module_norms_host_.as<double>();
+  double local = 0.0;
+  bool has_inf_or_nan = false;
+  for (int m = layout_.module_count(); m-- > 0;) {
+    if (normed_on_device_[static_cast<std::size_t>(m)] != 0) {
+      local += device_norms[m];
+      continue;
+    }
+    const cpu_adam::GradStats module = cpu_adam::combine_gradient_tiles(module_tiles(m));
+    local += module.sum_squares;
+    has_inf_or_nan = has_inf_or_nan || module.has_inf_or_nan;
   }
   // sum_squares is inf or NaN exactly when a gradient is; a scan says so apart from its sum.
-  if (landed_stats_.has_inf_or_nan && std::isfinite(local))
-    local = std::numeric_limits<double>::quiet_NaN();
+  if (has_inf_or_nan && std::isfinite(local)) local = std::numeric_limits<double>::quiet_NaN();
   return reduce_stats(local);
+}
+
+// On the device: gpu::Ops::sum_squares of each module's shard (cpu_adam's scan on the host
+// backend, a kernel on CUDA), brought down one double at a time through the one device slot;
+// its sum is inf or NaN exactly when a gradient is.
+double GradReducer::device_sum_squares() {
+  double* slot = stats_.as<double>();
+  for (int m = 0; m < layout_.module_count(); ++m) {
+    const ModuleSlice& slice = layout_.module(m);
+    ops_.sum_squares(stream_, slot, device_partition() + slice.partition_offset, slice.shard_numel);
+    stream_.copy(&module_sums_[static_cast<std::size_t>(m)], slot, sizeof(double),
+                 gpu::CopyKind::device_to_host);
+  }
+  stream_.synchronize();
+  double local = 0.0;
+  for (auto module = module_sums_.rbegin(); module != module_sums_.rend(); ++module)
+    local += *module;
+  return local;
+}
+
+std::span<cpu_adam::GradStats> GradReducer::module_tiles(int module) {
+  const auto m = static_cast<std::size_t>(module);
+  return std::span(tile_partials_)
+      .subspan(static_cast<std::size_t>(module_first_tile_[m]),
+               static_cast<std::size_t>(module_first_tile_[m + 1] - module_first_tile_[m]));
 }
 
 cpu_adam::GradStats GradReducer::reduce_stats(double local_sum_squares) {

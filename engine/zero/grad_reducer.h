@@ -181,7 +181,11 @@ class GradReducer final : public GradSource {
   void finish_writes(std::int64_t begin, std::int64_t end);
   // A job of the queue: adds the squared norm and inf/NaN flag of a final piece of module
   // `name`, `count` gradients of the gradient type, to the step's.
-  void scan_final(const std::string& name, const std::byte* grads, std::int64_t count);
+  void scan_final(const Piece& piece, const std::byte* grads);
+  // This rank's sum of squares with the gradients on the device.
+  double device_sum_squares();
+  // Module `module`'s tiles in tile_partials_.
+  std::span<cpu_adam::GradStats> module_tiles(int module);
   // The sums of squares of every rank's partition, from this rank's: an all-reduce of two floats
   // (sum, inf/NaN count) through page-locked memory. Waits for the stream.
   cpu_adam::GradStats reduce_stats(double local_sum_squares);
@@ -222,11 +226,17 @@ class GradReducer final : public GradSource {
   std::array<CpuQueue::Ticket, kGradStagingSlots> slot_job_{};
   int next_slot_ = 0;
   std::vector<int> contributions_;
-  cpu_adam::GradStats landed_stats_;
+  // to_host: every tile's sum of squares, module by module (module_first_tile_[m] is module m's
+  // first, with one more entry at the end), for the modules whose final shard is scanned on the
+  // CPU, piece by piece; each piece is one job's, so the jobs write disjoint tiles.
+  std::vector<cpu_adam::GradStats> tile_partials_;
+  std::vector<std::int64_t> module_first_tile_;
+  // Otherwise each module's sum of squares, as it comes down from the device.
+  std::vector<double> module_sums_;
   // A module's reduced fp32 shard that is final as it is (its first contribution is its last: one
   // micro-batch a step, or stages 0-1) has its sum of squares taken on the device, into its slot
   // of module_norms_, before it goes down: the CPU then only waits for its copy, and leaves its
-  // cores and memory to the optimizer. The others are scanned on the CPU (landed_stats_), where
+  // cores and memory to the optimizer. The others are scanned on the CPU (tile_partials_), where
   // their sums are formed.
   gpu::DeviceBuffer module_norms_;       // double per module
   gpu::PinnedBuffer module_norms_host_;  // what comes down of it

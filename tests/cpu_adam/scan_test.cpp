@@ -3,7 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
+#include <cstdint>
 #include <limits>
+#include <span>
 #include <vector>
 
 #include "cpu_adam/optimizer.h"
@@ -100,6 +103,45 @@ TEST(Scan, DenormalsCount) {
     const double expected = 33.0 * std::pow(static_cast<double>(g[0]), 2);
     EXPECT_NEAR(scan_gradients<float>(g).sum_squares, expected, 1e-9 * expected) << isa_name(isa);
   }
+}
+
+// A span scanned in pieces that start on its tiles (the gradient reducer's pieces of a module's
+// shard), its tiles' partials combined, has the bits of one scan of the whole span: the gradient
+// norm is the same wherever the gradients were summed.
+template <class G>
+void check_tiles_combine_to_the_whole() {
+  const std::size_t n = static_cast<std::size_t>(5 * kTileElements + 123);
+  std::vector<float> wide;
+  std::vector<G> g = testing::narrow_gradients<G>(testing::awkward_values(n, 17, 3e3f), wide);
+  const GradStats whole = scan_gradients<G>(g);
+  for (std::int64_t piece_tiles : {std::int64_t{1}, std::int64_t{2}, std::int64_t{5}}) {
+    std::vector<GradStats> partials(
+        static_cast<std::size_t>(gradient_tile_count(static_cast<std::int64_t>(n))));
+    const auto piece = static_cast<std::size_t>(piece_tiles * kTileElements);
+    for (std::size_t at = 0; at < n; at += piece) {
+      const std::span<const G> part = std::span<const G>(g).subspan(at, std::min(piece, n - at));
+      scan_gradient_tiles<G>(
+          part, std::span(partials).subspan(at / static_cast<std::size_t>(kTileElements),
+                                            static_cast<std::size_t>(gradient_tile_count(
+                                                static_cast<std::int64_t>(part.size())))));
+    }
+    const GradStats combined = combine_gradient_tiles(partials);
+    EXPECT_EQ(std::bit_cast<std::uint64_t>(combined.sum_squares),
+              std::bit_cast<std::uint64_t>(whole.sum_squares))
+        << "pieces of " << piece_tiles << " tiles";
+    EXPECT_EQ(combined.has_inf_or_nan, whole.has_inf_or_nan);
+  }
+  std::vector<G> poisoned = g;
+  poisoned[n - 2] = make<G>(std::numeric_limits<float>::quiet_NaN());
+  std::vector<GradStats> partials(
+      static_cast<std::size_t>(gradient_tile_count(static_cast<std::int64_t>(n))));
+  scan_gradient_tiles<G>(poisoned, partials);
+  EXPECT_TRUE(combine_gradient_tiles(partials).has_inf_or_nan);
+}
+
+TEST(Scan, TilesScannedInPiecesCombineToTheWholeScanBitForBit) {
+  check_tiles_combine_to_the_whole<float>();
+  check_tiles_combine_to_the_whole<bf16>();
 }
 
 }  // namespace

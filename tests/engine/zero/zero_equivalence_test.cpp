@@ -24,7 +24,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -223,6 +225,82 @@ TEST(ZeroEquivalence, Stage3AccumulatingTwoMicroBatchesMatchesStage0) {
   config["gradient_accumulation_steps"] = 2;
   TrainedRun run = train(config, Ranks::world, kSteps);
   expect_matches(run, fp32(reference_config(2)));
+}
+
+// One gradient norm (the test below): runs of its wider model in each placement.
+constexpr int kNormSteps = 20;
+
+struct Placement {
+  int stage;
+  const char* params;
+  const char* optimizer;
+};
+
+nlohmann::json placement_config(const nlohmann::json& base, int stage, const char* params,
+                                const char* optimizer, const TempDirectory& swap) {
+  nlohmann::json config = with_zero(base, zero_section(stage), params, optimizer, swap.string());
+  // Its widest module's shard in one buffer.
+  if (params == std::string("nvme"))
+    config["zero_optimization"]["offload_param"]["buffer_size"] = 1 << 19;
+  return config;
+}
+
+void expect_same_bits(const TrainedRun& run, const TrainedRun& expected, const std::string& where) {
+  ASSERT_EQ(run.steps.size(), expected.steps.size()) << where;
+  for (std::size_t s = 0; s < run.steps.size(); ++s) {
+    EXPECT_EQ(std::bit_cast<std::uint64_t>(run.steps[s].grad_norm),
+              std::bit_cast<std::uint64_t>(expected.steps[s].grad_norm))
+        << where << ", step " << s + 1 << ": " << run.steps[s].grad_norm << " against "
+        << expected.steps[s].grad_norm;
+    EXPECT_EQ(std::bit_cast<std::uint64_t>(run.losses[s]),
+              std::bit_cast<std::uint64_t>(expected.losses[s]))
+        << where << ", step " << s + 1;
+  }
+  EXPECT_TRUE(run.params == expected.params) << where << ": the masters differ";
+}
+
+// One gradient norm: on one rank every placement sums the squares as one fp64 sum per module
+// (scan_gradients' sum of the module's final shard, wherever it was summed), added last module
+// first. Clipping at 1.0 clips this model's first steps, so a norm that differed in its last bit
+// would part the runs; instead every placement trains to the same bits. The model is wider than
+// the harness's so that its modules span several scan tiles; accumulating two micro-batches has
+// the offloaded gradients summed and scanned on the CPU.
+TEST(ZeroEquivalence, OnOneRankEveryPlacementTrainsToTheSameBitsWithClipping) {
+  if (world_size() != 1) GTEST_SKIP() << "one gradient norm is a one-rank property";
+  TinyModel model;
+  model.n_layer = 1;
+  model.d_model = 160;
+  TempDirectory swap;
+  for (const std::int64_t accumulation : {1, 2}) {
+    const nlohmann::json base = base_config(kMicroBatch, accumulation, model);
+    const TrainedRun& stage0 =
+        reference(with_zero(base, zero_section(0), "none", "none", ""), kNormSteps);
+    int clipped = 0;
+    for (const StepStats& step : stage0.steps)
+      clipped += step.grad_norm > 1.0 ? 1 : 0;
+    EXPECT_GT(clipped, 0) << "the test means something only if clipping changes steps";
+    // Stages 0-1 accumulate micro-batches in the module's gradient buffer, inside its backward's
+    // products; stages 2-3 add each micro-batch's reduced gradients to the partition. With one
+    // micro-batch a step the two are the same; with two they round differently, so stages 2-3
+    // are held to stage 2 on the device.
+    const TrainedRun& stage2 =
+        accumulation == 1
+            ? stage0
+            : reference(with_zero(base, zero_section(2), "none", "none", ""), kNormSteps);
+    expect_same_bits(
+        train(placement_config(base, 1, "none", "none", swap), Ranks::local, kNormSteps), stage0,
+        fmt::format("stage 1, accumulation {}", accumulation));
+    for (const Placement& placement : {Placement{3, "none", "none"}, Placement{2, "none", "cpu"},
+                                       Placement{3, "cpu", "cpu"}, Placement{3, "nvme", "nvme"}}) {
+      const TrainedRun run = train(
+          placement_config(base, placement.stage, placement.params, placement.optimizer, swap),
+          Ranks::local, kNormSteps);
+      expect_same_bits(
+          run, stage2,
+          fmt::format("stage {}, params {}, optimizer {}, accumulation {}", placement.stage,
+                      placement.params, placement.optimizer, accumulation));
+    }
+  }
 }
 
 // fp16 with dynamic loss scaling (2^16 to start) at stage 3: gradients are unscaled and
