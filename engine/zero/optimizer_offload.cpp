@@ -210,33 +210,26 @@ void OptimizerOffload::zero_padding(int sub_group, std::span<std::byte> bytes) c
   pad(r.exp_avg_sq, moment_region_bytes_[g]);
 }
 
-void OptimizerOffload::check_consistent() const {
-  if (!failure_.empty())
-    throw UserError(fmt::format("the optimizer state is inconsistent since an earlier step failed "
-                                "({}); training cannot continue from this state",
-                                failure_),
-                    "training cannot continue from this state");
-}
-
+// A later failure is usually the first one's consequence: the latch keeps the first, which later
+// calls name, while this call's error is what this call throws.
 UserError OptimizerOffload::fail(const std::exception& error, const std::string& doing) {
-  failure_ = error.what();
-  base::logger("engine").error("{} failed: {}", doing, failure_);
+  failure_.fail(error.what());
+  base::logger("engine").error("{} failed: {}", doing, error.what());
   return UserError(
       fmt::format("{} failed: {}; the optimizer states of this rank are now inconsistent (some "
                   "sub-groups were updated, others not)",
-                  doing, failure_),
+                  doing, error.what()),
       fix_of(error) + "; training cannot continue from this state");
 }
 
 void OptimizerOffload::mark_inconsistent(const std::string& cause) {
-  if (!failure_.empty()) return;
-  failure_ = cause;
+  if (!failure_.fail(cause)) return;
   base::logger("engine").error("the optimizer states of this rank are inconsistent: {}", cause);
 }
 
 void OptimizerOffload::step(const StepHyperparameters& hyper, const StepIo& io,
                             const StatesVisitor& stepped) {
-  check_consistent();
+  failure_.check();
   STRATA_ASSERT(io.grads != nullptr);
   std::vector<int> order(sub_groups_.size());
   for (std::size_t g = 0; g < order.size(); ++g)
@@ -263,7 +256,7 @@ void OptimizerOffload::step(const StepHyperparameters& hyper, const StepIo& io,
 }
 
 void OptimizerOffload::fill_states_later(StatesVisitor fill, std::function<void()> finished) {
-  check_consistent();
+  failure_.check();
   later_fill_ = {};
   later_finished_ = {};
   if (!store_) {
@@ -297,7 +290,7 @@ void OptimizerOffload::step(const StepHyperparameters& hyper, std::span<const fl
 int OptimizerOffload::step_sub_groups(const StepHyperparameters& hyper, const StepIo& io,
                                       std::span<const int> order, const Ready& ready,
                                       bool keep_prior, const WindingDown& winding_down) {
-  check_consistent();
+  failure_.check();
   fill_pending();
   STRATA_ASSERT(io.grads != nullptr);
   STRATA_ASSERT(!keep_prior ||
@@ -381,7 +374,7 @@ void OptimizerOffload::commit_kept(const StepIo& io) {
 }
 
 void OptimizerOffload::undo_kept(const StepHyperparameters* redo, const StepIo& io) {
-  check_consistent();
+  failure_.check();
   try {
     for (std::size_t slot = 0; slot < kept_.size(); ++slot) {
       const int g = kept_[slot];
@@ -583,7 +576,7 @@ void OptimizerOffload::narrow_into(int sub_group, const SubGroupStates& states,
 }
 
 void OptimizerOffload::visit_states(const StatesVisitor& visit) {
-  check_consistent();
+  failure_.check();
   fill_pending();
   const int count = static_cast<int>(sub_groups_.size());
   // bf16 states reach the visitor widened, through one sub-group of fp32 scratch.
@@ -631,7 +624,7 @@ void OptimizerOffload::visit_states(const StatesVisitor& visit) {
 }
 
 void OptimizerOffload::fill_states(const StatesVisitor& fill) {
-  check_consistent();
+  failure_.check();
   later_fill_ = {};  // replaced
   later_finished_ = {};
   try {

@@ -10,6 +10,7 @@
 
 #include "aio/aligned_buffer.h"
 #include "base/error.h"
+#include "base/failure_latch.h"
 #include "engine/config/config.h"
 #include "engine/memory/nvme_store.h"
 #include "engine/memory/pinned_pool.h"
@@ -69,8 +70,8 @@ struct OptimizerOffloadOptions {
 // undo_kept() restores and redoes them.
 //
 // A failed transfer (aio::IoError, ChecksumError) stops the step, marks the state inconsistent,
-// and every later call throws a UserError saying that training cannot continue from it (the
-// Engine adds where the run can be resumed from).
+// and every later call throws a UserError naming that first failure and saying that training
+// cannot continue from it (the Engine adds where the run can be resumed from).
 class OptimizerOffload {
  public:
   // The states of a partition of `partition_numel` elements, with no values yet: fill_states
@@ -166,7 +167,7 @@ class OptimizerOffload {
 
   std::int64_t partition_numel() const noexcept { return numel_; }
   const std::vector<Range>& sub_groups() const noexcept { return sub_groups_; }
-  bool inconsistent() const noexcept { return !failure_.empty(); }
+  bool inconsistent() const noexcept { return failure_.failed(); }
   // Marks the states inconsistent for a step that stopped half done outside this class (an
   // overlapped step whose backward failed after it had stepped sub-groups it cannot put back):
   // every later call refuses, naming `cause`. The first cause stands.
@@ -206,9 +207,8 @@ class OptimizerOffload {
   void fill_and_write(const StatesVisitor& fill, const FilledSubGroup& then);
   // A pending fill_states_later, done now (every call but step() that needs the states).
   void fill_pending();
-  void check_consistent() const;
-  // Marks the state inconsistent with `error` (which happened while `doing`) and returns the
-  // UserError to throw.
+  // Marks the state inconsistent with `error` (which happened while `doing`; an earlier cause
+  // stands) and returns the UserError to throw.
   UserError fail(const std::exception& error, const std::string& doing);
   // When step_sub_groups' sub-groups may be stepped (step(): at once, all of them).
   struct Pace {
@@ -254,7 +254,12 @@ class OptimizerOffload {
   memory::Residency* book_ = nullptr;            // own_book_ or the engine's
   memory::User user_ = -1;                       // the states' partitions in book_
   std::vector<memory::PartitionId> partitions_;  // per sub-group
-  std::string failure_;                          // the first error, once inconsistent
+  // The first error, once inconsistent; LateSubGroups' thread may latch it while the engine's
+  // thread asks.
+  base::FailureLatch failure_{
+      "the optimizer state is inconsistent since an earlier step failed "
+      "({}); training cannot continue from this state",
+      "training cannot continue from this state"};
   std::int64_t peak_in_flight_ = 0;
   // The rollback window: keep_capacity slots of one extent each (the prior states), and of one
   // sub-group's new parameters (keep_param_bytes_per_element); kept_[k] is the sub-group in slot k.

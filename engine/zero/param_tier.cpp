@@ -166,6 +166,11 @@ std::int64_t ParamTier::shard_bytes(int module) const {
   return layout_.module(module).shard_numel * element_bytes();
 }
 
+Range ParamTier::shard_range(int module) const {
+  const ModuleSlice& slice = layout_.module(module);
+  return Range{slice.partition_offset, slice.partition_offset + slice.shard_numel};
+}
+
 std::int64_t ParamTier::partition_offset_bytes(int module) const {
   return layout_.module(module).partition_offset * element_bytes();
 }
@@ -181,16 +186,8 @@ bool ParamTier::on_nvme(int module) const {
   return nvme_partition_[static_cast<std::size_t>(module)] >= 0;
 }
 
-void ParamTier::check_consistent() const {
-  if (!failure_.empty())
-    throw UserError(fmt::format("the parameter shards of this rank are inconsistent since an "
-                                "earlier transfer failed ({}); training cannot continue from them",
-                                failure_),
-                    "training cannot continue from this state");
-}
-
 UserError ParamTier::fail(const std::exception& error, const char* doing) {
-  if (failure_.empty()) failure_ = error.what();
+  failure_.fail(error.what());
   base::logger("engine").error("{} failed: {}", doing, error.what());
   return UserError(fmt::format("{} failed: {}; the parameter shards of this rank are now "
                                "inconsistent",
@@ -199,13 +196,10 @@ UserError ParamTier::fail(const std::exception& error, const char* doing) {
 }
 
 bool ParamTier::prefetch(int module) {
-  {
-    // Its NVMe bytes are about to change: a read now would be of the last step's.
-    const std::lock_guard expected_lock(expected_mutex_);
-    if (awaits_commit(module)) return false;
-  }
+  // Its NVMe bytes are about to change: a read now would be of the last step's.
+  if (fence_.awaits(shard_range(module))) return false;
   const std::lock_guard lock(mutex_);
-  if (!failure_.empty() || !on_nvme(module) || reads_[static_cast<std::size_t>(module)])
+  if (failure_.failed() || !on_nvme(module) || reads_[static_cast<std::size_t>(module)])
     return true;
   settle_uploads(false);
   if (has_upload(module)) {
@@ -238,7 +232,7 @@ void ParamTier::fetch(int module, gpu::Stream& stream, void* device_target,
     return;
   }
   std::unique_lock lock(mutex_);
-  check_consistent();
+  failure_.check();
   try {
     fetch_from_nvme(lock, module, stream, device_target, target_free);
   } catch (const aio::IoError& error) {
@@ -442,21 +436,11 @@ std::span<std::byte> ParamTier::values(Range range) {
 }
 
 void ParamTier::commit(Range range) {
-  const bool expected = is_expected(range);
+  const bool expected = fence_.expects(range);
   std::shared_ptr<gpu::Event> uploaded = write_range(range, expected);
-  if (!expected) return;
-  {
-    // Written to CPU memory or NVMe, it is forgotten; uploaded, it is kept until the reading
-    // stream has waited for its copy.
-    const std::lock_guard lock(expected_mutex_);
-    std::erase_if(expected_, [&](Expected& entry) {
-      if (entry.range.begin != range.begin || entry.range.end != range.end) return false;
-      entry.committed = true;
-      entry.uploaded = uploaded;
-      return uploaded == nullptr;
-    });
-  }
-  expected_changed_.notify_all();
+  // Written to CPU memory or NVMe, it is forgotten; uploaded, it is kept until the reading
+  // stream has waited for its copy.
+  if (expected) fence_.commit(range, std::move(uploaded));
 }
 
 std::shared_ptr<gpu::Event> ParamTier::write_range(Range range, bool expected) {
@@ -481,7 +465,7 @@ std::shared_ptr<gpu::Event> ParamTier::write_range(Range range, bool expected) {
       break;
   }
   std::unique_lock lock(mutex_);
-  check_consistent();
+  failure_.check();
   try {
     commit_to_nvme(lock, range);
   } catch (const std::exception& error) {
@@ -492,61 +476,16 @@ std::shared_ptr<gpu::Event> ParamTier::write_range(Range range, bool expected) {
 }
 
 void ParamTier::expect(Range range) {
-  const std::lock_guard lock(expected_mutex_);
-  expected_.push_back(Expected{range, false, nullptr});
+  fence_.expect(range);
 }
 
 void ParamTier::forgo_expected(const std::string& why, const std::string& fix) {
-  {
-    const std::lock_guard lock(expected_mutex_);
-    if (forgone_.empty()) {
-      forgone_ = why.empty() ? "the optimizer step failed" : why;
-      forgone_fix_ = fix.empty() ? "training cannot continue from this state" : fix;
-    }
-  }
-  expected_changed_.notify_all();
-}
-
-bool ParamTier::is_expected(Range range) const {
-  const std::lock_guard lock(expected_mutex_);
-  return std::ranges::any_of(expected_, [&](const Expected& e) {
-    return !e.committed && e.range.begin == range.begin && e.range.end == range.end;
-  });
-}
-
-bool ParamTier::awaits_commit(int module) const {
-  const ModuleSlice& slice = layout_.module(module);
-  const std::int64_t begin = slice.partition_offset;
-  const std::int64_t end = begin + slice.shard_numel;
-  return std::ranges::any_of(expected_, [&](const Expected& e) {
-    return !e.committed && e.range.begin < end && begin < e.range.end;
-  });
+  fence_.abandon(why.empty() ? "the optimizer step failed" : why, fix);
 }
 
 void ParamTier::wait_committed(int module, gpu::Stream& stream) {
-  const ModuleSlice& slice = layout_.module(module);
-  const std::int64_t begin = slice.partition_offset;
-  const std::int64_t end = begin + slice.shard_numel;
-  std::unique_lock lock(expected_mutex_);
-  if (expected_.empty()) return;
-  if (awaits_commit(module)) {
-    ++commit_waits_;
-    const base::Timeline::Scope waiting("host", "wait", "optimizer step");
-    expected_changed_.wait(lock, [&] { return !forgone_.empty() || !awaits_commit(module); });
-    if (awaits_commit(module)) {
-      throw UserError(fmt::format("the optimizer step that was finishing beside this forward "
-                                  "failed: {}",
-                                  forgone_),
-                      forgone_fix_);
-    }
-  }
-  // The stream's later work is ordered after the copy it waits for: the range is forgotten.
-  std::erase_if(expected_, [&](const Expected& e) {
-    if (!e.committed || e.range.end <= begin || end <= e.range.begin) return false;
-    stream.wait(*e.uploaded);
-    ++upload_waits_;
-    return true;
-  });
+  fence_.wait_for(shard_range(module),
+                  [&stream](const gpu::Event& upload) { stream.wait(upload); });
 }
 
 // Each module the range covers gets the covered piece of its shard overwritten: in CPU memory,
@@ -620,11 +559,6 @@ void ParamTier::drop_read(int module) {
 bool ParamTier::has_upload(int module) const {
   return std::ranges::any_of(uploads_,
                              [&](const Upload& upload) { return upload.module == module; });
-}
-
-bool ParamTier::inconsistent() const {
-  const std::lock_guard lock(mutex_);
-  return !failure_.empty();
 }
 
 std::int64_t ParamTier::nvme_read_bytes() const {

@@ -2,7 +2,6 @@
 
 #include <array>
 #include <atomic>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -15,10 +14,12 @@
 
 #include "aio/aligned_buffer.h"
 #include "base/error.h"
+#include "base/failure_latch.h"
 #include "engine/config/config.h"
 #include "engine/memory/nvme_store.h"
 #include "engine/memory/pinned_pool.h"
 #include "engine/memory/residency.h"
+#include "engine/zero/commit_fence.h"
 #include "engine/zero/flat_layout.h"
 #include "engine/zero/step_io.h"
 #include "gpu/device.h"
@@ -154,18 +155,12 @@ class ParamTier final : public ParamSink {
   void wait_committed(int module, gpu::Stream& stream);
   // How many times wait_committed has waited for a commit so far, and how many uploads of
   // committed ranges it has made a stream wait for.
-  std::int64_t commit_waits() const {
-    const std::lock_guard lock(expected_mutex_);
-    return commit_waits_;
-  }
-  std::int64_t upload_waits() const {
-    const std::lock_guard lock(expected_mutex_);
-    return upload_waits_;
-  }
+  std::int64_t commit_waits() const { return fence_.commit_waits(); }
+  std::int64_t upload_waits() const { return fence_.upload_waits(); }
 
   OffloadDevice device() const noexcept { return options_.device; }
   // True once a transfer failed: the shards can no longer be trusted.
-  bool inconsistent() const;
+  bool inconsistent() const noexcept { return failure_.failed(); }
   bool on_nvme(int module) const;
   // Bytes read from and written to NVMe so far.
   std::int64_t nvme_read_bytes() const;
@@ -188,10 +183,10 @@ class ParamTier final : public ParamSink {
   // nvme: reserves the shelves, the extents and the book's NVMe partitions.
   void reserve_nvme(const memory::PinnedPoolOptions& host_shelf);
   std::int64_t shard_bytes(int module) const;
+  Range shard_range(int module) const;  // module `module`'s shard in the partition (elements)
   std::int64_t partition_offset_bytes(int module) const;
   std::span<std::byte> host_shard(int module);
   std::int64_t cpu_offset_of(Range range) const;
-  void check_consistent() const;
   // Records `error` as the tier's failure and returns the UserError to throw.
   UserError fail(const std::exception& error, const char* doing);
   // The helpers taking `lock` (held on entry) release it while they wait; fetch_from_nvme and
@@ -276,33 +271,20 @@ class ParamTier final : public ParamSink {
   int last_fetched_ = -1;
   // Waits for `upload`'s copy and gives its buffer back, rethrowing the copy's error after.
   void finish_upload(Upload upload);
-  std::string failure_;  // the first I/O error, once inconsistent
-  // Held by every public call that reads or changes the members above (not the immutable ones).
+  // The first transfer's error that left the shards untrustworthy.
+  base::FailureLatch failure_{
+      "the parameter shards of this rank are inconsistent since an earlier transfer failed "
+      "({}); training cannot continue from them",
+      "training cannot continue from this state"};
+  // Held by every public call that reads or changes the members above (not the immutable ones,
+  // nor failure_, which is thread-safe).
   mutable std::mutex mutex_;
 
   // Writes `range` (values() holds it) to its tier; the device tier's upload is waited for by
   // the compute stream unless `expected` (then wait_committed orders it) and is returned.
   std::shared_ptr<gpu::Event> write_range(Range range, bool expected);
-  // A range expect() named, until its commit (on the device tier, until the reading stream has
-  // waited for its upload, `uploaded`).
-  struct Expected {
-    Range range;
-    bool committed = false;
-    std::shared_ptr<gpu::Event> uploaded;
-  };
-  bool is_expected(Range range) const;
-  // Whether a range still to be committed overlaps module `module`'s shard (expected_mutex_
-  // held).
-  bool awaits_commit(int module) const;
-  // Guards the members below; never taken with mutex_ held, nor mutex_ with it.
-  mutable std::mutex expected_mutex_;
-  std::condition_variable expected_changed_;
-  std::vector<Expected> expected_;
-  // Why the expected ranges will not come, once they will not, and its fix.
-  std::string forgone_;
-  std::string forgone_fix_;
-  std::int64_t commit_waits_ = 0;
-  std::int64_t upload_waits_ = 0;
+  // The ranges an optimizer's thread commits while the engine's thread gathers modules.
+  CommitFence fence_;
 };
 
 }  // namespace strata::engine::zero
