@@ -441,9 +441,10 @@ CheckpointInfo Checkpointer::load(const fs::path& dir, const std::string& tag) {
     if (info.during_step) unverified_load_ = where;
   } catch (const std::exception& error) {
     // The states are partly the checkpoint's now: this engine must not train on them.
-    const std::string& cause =
-        record.poison(fmt::format("loading {} failed part way: {}", where.string(), error.what()));
-    throw UserError(cause, fix_of(error, "check the disk, then load it into a new run"), 1);
+    record.unusable.fail(
+        fmt::format("loading {} failed part way: {}", where.string(), error.what()));
+    throw UserError(record.unusable.cause(),
+                    fix_of(error, "check the disk, then load it into a new run"), 1);
   }
   record.steps_taken = manifest.step;
   record.batches_trained = manifest.batches;

@@ -30,9 +30,9 @@ void Engine::fail_step(std::exception_ptr failure) {
     if (!loaded.empty()) {
       // The states the step read from the checkpoint it was loaded from failed (a read, its
       // CRC32C): that checkpoint is not one to resume from, and the error's fix says so.
-      const std::string& cause = record_->poison(
+      record_->unusable.fail(
           fmt::format("loading {} failed in the first step: {}", loaded.string(), error.what()));
-      throw UserError(cause, error.fix(), error.exit_status());
+      throw UserError(record_->unusable.cause(), error.fix(), error.exit_status());
     }
     // The states are lost: say where the run can be resumed from, keeping the cause's own fix.
     throw UserError(error.what(),
@@ -42,7 +42,7 @@ void Engine::fail_step(std::exception_ptr failure) {
     const bool half_stepped = abandon_step(error.what());
     drain_streams();
     if (!half_stepped) throw;
-    throw UserError(record_->unusable, checkpoints_->resume_advice(), 1);
+    throw UserError(record_->unusable.cause(), checkpoints_->resume_advice(), 1);
   } catch (...) {
     abandon_step("an unknown error");
     drain_streams();
@@ -56,13 +56,13 @@ void Engine::fail_step(std::exception_ptr failure) {
 bool Engine::abandon_step(const std::string& failure) noexcept {
   if (!optimizer_->abandon()) return false;
   try {
-    record_->poison(fmt::format(
+    record_->unusable.fail(fmt::format(
         "a step failed ({}) after its optimizer had stepped part of the model beside backward: "
         "this rank's parameters and optimizer states are partly that step's",
         failure));
   } catch (...) {
-    record_->unusable =
-        "a step failed after its optimizer had stepped part of the model beside backward";
+    record_->unusable.fail(
+        "a step failed after its optimizer had stepped part of the model beside backward");
   }
   return true;
 }

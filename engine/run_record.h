@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string>
 
-#include "base/error.h"
+#include "base/failure_latch.h"
 
 namespace strata::engine {
 
@@ -12,20 +12,12 @@ namespace strata::engine {
 struct RunRecord {
   std::int64_t steps_taken = 0;      // optimizer steps applied
   std::int64_t batches_trained = 0;  // train_batch calls that finished, skipped steps included
-  std::string unusable;              // the first cause, once the states are partly overwritten
+  // Latched once the states are partly overwritten (a load or a step failed part way).
+  base::FailureLatch unusable{"{}",
+                              "load a checkpoint into a new run (strata train --resume DIR): "
+                              "this one's states were partly overwritten"};
 
-  // Records `cause` unless one is recorded already; returns the one that stands.
-  const std::string& poison(std::string cause) {
-    if (unusable.empty()) unusable = std::move(cause);
-    return unusable;
-  }
-  void check_usable() const {
-    if (unusable.empty()) return;
-    throw UserError(unusable,
-                    "load a checkpoint into a new run (strata train --resume DIR): this one's "
-                    "states were partly overwritten",
-                    1);
-  }
+  void check_usable() const { unusable.check(); }
 };
 
 }  // namespace strata::engine
