@@ -6,11 +6,11 @@
 #include "gpu/tensor.h"
 
 // The loss at the end of a language model's forward and its gradient with respect to the logits,
-// shared by the GPT and Llama heads. In a training forward (StepContext::backward_follows) the
-// gradient is written over the logits in the same op (gpu::Ops::cross_entropy_fused, llm.c's
-// fused classifier), so the model keeps no second (rows, padded vocab) tensor. An evaluation's
-// forward computes the loss alone; should a backward follow it anyway, logits_gradient computes the
-// gradient in place then.
+// the decoder head's (models/decoder/decoder_modules.h). In a training forward
+// (StepContext::backward_follows) the gradient is written over the logits in the same op
+// (gpu::Ops::cross_entropy_fused, llm.c's fused classifier), so the model keeps no second (rows,
+// padded vocab) tensor. An evaluation's forward computes the loss alone; should a backward follow
+// it anyway, logits_gradient computes the gradient in place then.
 namespace strata::models {
 
 // losses, lse and *loss (fp32) from `logits`, (rows, padded_vocab) of which the first `vocab`

@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "models/llama/llama.h"
-#include "models/llama/llama_activations.h"
 #include "models/llama/rope_frequencies.h"
 #include "tests/models/model_gradient.h"
 #include "tests/models/tiny_llama.h"
@@ -37,8 +36,8 @@ TEST(LlamaGroupedQuery, ActivationsHoldEachKvHeadOnce) {
   for (const gpu::DataType type : {gpu::DataType::float32, gpu::DataType::bfloat16}) {
     for (const bool checkpointing : {false, true}) {
       const std::int64_t sets = (checkpointing ? 1 : grouped.n_layer) + 1;
-      EXPECT_EQ(LlamaActivations::bytes_needed(multi_head, checkpointing, type) -
-                    LlamaActivations::bytes_needed(grouped, checkpointing, type),
+      EXPECT_EQ(Llama(multi_head).activation_bytes(checkpointing, type) -
+                    Llama(grouped).activation_bytes(checkpointing, type),
                 sets * saved_per_set * gpu::size_bytes(type))
           << gpu::size_bytes(type) << "-byte elements, checkpointing " << checkpointing;
     }

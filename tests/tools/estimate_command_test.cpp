@@ -11,7 +11,7 @@
 
 #include "gpu/device_query.h"
 #include "gpu/host/host_device.h"
-#include "models/gpt/gpt_activations.h"
+#include "models/gpt/gpt.h"
 #include "tests/tools/run_strata.h"
 
 namespace strata::tools::testing {
@@ -139,9 +139,8 @@ TEST(EstimateCommand, ModelShapeAndSizesComeFromTheConfig) {
   EXPECT_EQ(term_bytes(*z3_nn, "param_shards"),
             4 * z3_nn->at("partition_numel").get<std::int64_t>());
   // The model's own activation count for a micro-batch of 2, not checkpointed by this config.
-  EXPECT_EQ(
-      term_bytes(*z3_nn, "activations"),
-      models::GptActivations::bytes_needed({2, 4, 64, 32, 256, 2}, false, gpu::DataType::float32));
+  EXPECT_EQ(term_bytes(*z3_nn, "activations"),
+            models::Gpt({2, 4, 64, 32, 256, 2}).activation_bytes(false, gpu::DataType::float32));
   // strata.device_memory_budget (1 MiB) is the GPU this tiny model still exceeds
   EXPECT_EQ(z3_nn->at("fits"), false);
 }
@@ -219,8 +218,8 @@ TEST(EstimateCommand, ActivationCheckpointingFollowsTheConfigOrTheFlag) {
                                  model + "}");
   models::GptShape shape{3, 4, 64, 32, 256, 1};
   const gpu::DataType fp32 = gpu::DataType::float32;
-  std::int64_t full = models::GptActivations::bytes_needed(shape, false, fp32);
-  std::int64_t shared = models::GptActivations::bytes_needed(shape, true, fp32);
+  std::int64_t full = models::Gpt(shape).activation_bytes(false, fp32);
+  std::int64_t shared = models::Gpt(shape).activation_bytes(true, fp32);
   ASSERT_LT(shared, full);
   auto activations = [](const nlohmann::json& rows) { return term_bytes(rows[0], "activations"); };
   EXPECT_EQ(activations(estimate_json({"--config", plain.string(), "--model"})), full);
@@ -241,9 +240,9 @@ TEST(EstimateCommand, ActivationsAreCountedInTheComputeType) {
       R"({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, )" + model + "}");
   models::GptShape shape{3, 4, 64, 32, 256, 1};
   const std::int64_t fp32_bytes =
-      models::GptActivations::bytes_needed(shape, false, gpu::DataType::float32);
+      models::Gpt(shape).activation_bytes(false, gpu::DataType::float32);
   const std::int64_t bf16_bytes =
-      models::GptActivations::bytes_needed(shape, false, gpu::DataType::bfloat16);
+      models::Gpt(shape).activation_bytes(false, gpu::DataType::bfloat16);
   EXPECT_LT(bf16_bytes, fp32_bytes * 6 / 10);
   EXPECT_EQ(term_bytes(estimate_json({"--config", bf16.string(), "--model"})[0], "activations"),
             bf16_bytes);
