@@ -8,11 +8,11 @@
 
 #include "base/log.h"
 #include "base/units.h"
+#include "bench/bench.h"
+#include "bench/bench_stream.h"
 #include "cpu_adam/isa.h"
 #include "cpu_adam/optimizer.h"
 #include "cpu_adam/workers.h"
-#include "tools/bench.h"
-#include "tools/bench_stream.h"
 
 namespace strata::tools {
 namespace {

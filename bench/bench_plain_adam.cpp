@@ -2,7 +2,7 @@
 // (baseline x86-64) plus -fno-math-errno, without which GCC keeps sqrtf scalar for errno's sake
 // and the loop would not be "compiler-vectorised" at all.
 
-#include "tools/bench_plain_adam.h"
+#include "bench/bench_plain_adam.h"
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>

@@ -2,12 +2,12 @@
 
 // A layer's products through the device's own ops (gpu::Ops::matmul_forward, matmul_gelu_forward
 // and matmul_backward), as the engine runs them: on the device's compute stream, on device memory,
-// in the compute type asked for, each figure the median call of tools/bench_op_timer.h.
+// in the compute type asked for, each figure the median call of bench/bench_op_timer.h.
 
+#include "bench/bench_gemm_shapes.h"
+#include "bench/bench_op_timer.h"
 #include "gpu/device.h"
 #include "gpu/ops.h"
-#include "tools/bench_gemm_shapes.h"
-#include "tools/bench_op_timer.h"
 
 namespace strata::tools {
 

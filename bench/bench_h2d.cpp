@@ -149,7 +149,7 @@ void run_h2d_bench(const H2dBenchOptions& options) {
 
 }  // namespace
 
-// Declared in tools/bench.h and listed in bench.cpp's kBenchCommands.
+// Declared in bench/bench.h and listed in bench.cpp's kBenchCommands.
 void add_bench_h2d_command(CLI::App& bench, CommandContext& context);
 
 void add_bench_h2d_command(CLI::App& bench, CommandContext& /*context*/) {

@@ -1,8 +1,8 @@
 // `strata bench gemm`: the matrix products of a model's step through the device's own ops
-// (gpu::Ops::matmul_forward, matmul_gelu_forward and matmul_backward, tools/bench_gemm_ops.h), in
+// (gpu::Ops::matmul_forward, matmul_gelu_forward and matmul_backward, bench/bench_gemm_ops.h), in
 // the compute type asked for. On the host device (the default) they stand beside OpenBLAS's own
 // multi-threaded sgemm on the same shapes and sgemm on a large square product, the machine's BLAS
-// ceiling (tools/bench_gemm_sgemm.h): the host op runs fixed tiles on oneTBB over single-threaded
+// ceiling (bench/bench_gemm_sgemm.h): the host op runs fixed tiles on oneTBB over single-threaded
 // OpenBLAS, for bits independent of the thread count. On CUDA the peer is plain torch.matmul in
 // the same compute type on the same shapes, run by scripts/torch_matmul_peer.py from this
 // command's --json; this command states the targets it is held to. `strata train` reports the
@@ -20,16 +20,16 @@
 #include <vector>
 
 #include "base/error.h"
+#include "bench/bench.h"
+#include "bench/bench_device.h"
+#include "bench/bench_gemm_ops.h"
+#include "bench/bench_gemm_sgemm.h"
+#include "bench/bench_gemm_shapes.h"
 #include "engine/config/config.h"
 #include "gpu/host/kernels/matmul.h"
 #include "gpu/open_device.h"
 #include "gpu/ops.h"
 #include "models/model_plan.h"
-#include "tools/bench.h"
-#include "tools/bench_device.h"
-#include "tools/bench_gemm_ops.h"
-#include "tools/bench_gemm_sgemm.h"
-#include "tools/bench_gemm_shapes.h"
 #include "tools/demo_config.h"
 
 namespace strata::tools {

@@ -22,10 +22,10 @@
 #include <vector>
 
 #include "base/error.h"
+#include "bench/bench.h"
+#include "bench/bench_device.h"
+#include "bench/bench_op_timer.h"
 #include "gpu/ops.h"
-#include "tools/bench.h"
-#include "tools/bench_device.h"
-#include "tools/bench_op_timer.h"
 
 namespace strata::tools {
 namespace {

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <functional>
 
-#include "tools/bench_gemm_shapes.h"
+#include "bench/bench_gemm_shapes.h"
 
 namespace strata::tools {
 

@@ -1,4 +1,4 @@
-#include "tools/bench_gemm_sgemm.h"
+#include "bench/bench_gemm_sgemm.h"
 
 #include <cblas.h>
 

@@ -1,4 +1,4 @@
-#include "tools/bench_gemm_shapes.h"
+#include "bench/bench_gemm_shapes.h"
 
 namespace strata::tools {
 

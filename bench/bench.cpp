@@ -1,6 +1,6 @@
 // `strata bench`: component benchmarks, each a sub-subcommand in its own file.
 
-#include "tools/bench.h"
+#include "bench/bench.h"
 
 namespace strata::tools {
 namespace {

@@ -1,4 +1,4 @@
-#include "tools/bench_op_timer.h"
+#include "bench/bench_op_timer.h"
 
 #include <random>
 

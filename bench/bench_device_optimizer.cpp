@@ -17,9 +17,9 @@
 
 #include "base/error.h"
 #include "base/units.h"
+#include "bench/bench.h"
 #include "gpu/open_device.h"
 #include "gpu/ops.h"
-#include "tools/bench.h"
 
 namespace strata::tools {
 namespace {

@@ -19,6 +19,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/units.h"
+#include "bench/bench.h"
 #include "cpu_adam/half.h"
 #include "cpu_adam/workers.h"
 #include "engine/memory/nvme_store.h"
@@ -26,7 +27,6 @@
 #include "engine/zero/flat_layout.h"
 #include "engine/zero/optimizer_offload.h"
 #include "gpu/open_device.h"
-#include "tools/bench.h"
 
 namespace strata::tools {
 namespace {

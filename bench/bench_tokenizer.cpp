@@ -13,9 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "bench/bench.h"
 #include "models/data/text_documents.h"
 #include "models/tokenizer/tokenizer.h"
-#include "tools/bench.h"
 
 namespace strata::tools {
 namespace {

@@ -9,12 +9,12 @@
 
 #include "base/log.h"
 #include "base/units.h"
+#include "bench/bench.h"
+#include "bench/bench_plain_adam.h"
+#include "bench/bench_stream.h"
 #include "cpu_adam/isa.h"
 #include "cpu_adam/optimizer.h"
 #include "cpu_adam/workers.h"
-#include "tools/bench.h"
-#include "tools/bench_plain_adam.h"
-#include "tools/bench_stream.h"
 
 namespace strata::tools {
 namespace {

@@ -17,10 +17,10 @@
 
 #include "base/error.h"
 #include "base/units.h"
+#include "bench/bench.h"
 #include "gpu/comm.h"
 #include "gpu/open_device.h"
 #include "gpu/process_group.h"
-#include "tools/bench.h"
 
 namespace strata::tools {
 namespace {

@@ -1,4 +1,4 @@
-#include "tools/bench_device.h"
+#include "bench/bench_device.h"
 
 #include "base/assert.h"
 #include "base/error.h"

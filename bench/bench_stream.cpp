@@ -1,6 +1,6 @@
 // Options, memory pattern, arrays and timing shared by `strata bench adam` and `bench membw`.
 
-#include "tools/bench_stream.h"
+#include "bench/bench_stream.h"
 
 #include <fmt/format.h>
 #include <tbb/blocked_range.h>

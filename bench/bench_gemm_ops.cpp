@@ -1,4 +1,4 @@
-#include "tools/bench_gemm_ops.h"
+#include "bench/bench_gemm_ops.h"
 
 #include "base/assert.h"
 
