@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/config/json_reader.h"
-#include "tests/engine/config_test_util.h"
+#include "tests/engine/config/config_test_util.h"
 
 namespace strata::engine {
 namespace {

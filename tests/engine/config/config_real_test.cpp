@@ -9,7 +9,7 @@
 #include <map>
 
 #include "tests/aio/aio_test_support.h"
-#include "tests/engine/config_test_util.h"
+#include "tests/engine/config/config_test_util.h"
 
 namespace strata::engine {
 namespace {

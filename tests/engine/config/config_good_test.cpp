@@ -6,7 +6,7 @@
 
 #include <string_view>
 
-#include "tests/engine/config_test_util.h"
+#include "tests/engine/config/config_test_util.h"
 
 namespace strata::engine {
 namespace {

@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "tests/aio/aio_test_support.h"
-#include "tests/engine/config_test_util.h"
+#include "tests/engine/config/config_test_util.h"
 
 namespace strata::engine {
 namespace {

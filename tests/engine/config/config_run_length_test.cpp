@@ -10,7 +10,7 @@
 #include <string>
 
 #include "engine/optim/lr_schedule.h"
-#include "tests/engine/config_test_util.h"
+#include "tests/engine/config/config_test_util.h"
 
 namespace strata::engine {
 namespace {

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/zero/flat_layout.h"
-#include "tests/engine/config_test_util.h"
+#include "tests/engine/config/config_test_util.h"
 
 namespace strata::engine {
 namespace {

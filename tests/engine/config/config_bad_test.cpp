@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "tests/engine/config_test_util.h"
+#include "tests/engine/config/config_test_util.h"
 
 namespace strata::engine {
 namespace {

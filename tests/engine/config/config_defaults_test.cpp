@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tests/engine/config_test_util.h"
+#include "tests/engine/config/config_test_util.h"
 
 namespace strata::engine {
 namespace {

@@ -1,7 +1,7 @@
 #!/bin/sh
 # `strata bench comm` from the outside: usage errors exit 2 and say the fix; a tiny run under
 # mpirun times every collective and prints one JSON document.
-# usage: bench_cli_test.sh <strata binary> <mpiexec>
+# usage: bench_comm_cli_test.sh <strata binary> <mpiexec>
 set -u
 strata="$1"
 mpiexec="$2"
