@@ -44,9 +44,9 @@ build() {
 }
 
 fuzz() {
-  [[ -x build/asan/tests/engine/config_fuzzer ]] || return 0
+  [[ -x build/asan/tests/engine/config/config_fuzzer ]] || return 0
   mkdir -p build/asan/fuzz-corpus
-  build/asan/tests/engine/config_fuzzer -seed=1 -max_total_time=60 -print_final_stats=1 \
+  build/asan/tests/engine/config/config_fuzzer -seed=1 -max_total_time=60 -print_final_stats=1 \
     -artifact_prefix=build/asan/ build/asan/fuzz-corpus configs tests/engine/configs/good \
     tests/engine/configs/bad
 }

@@ -6,7 +6,7 @@ out = inp @ weight^T, and the backward dinp += dout @ weight and dweight += dout
 accumulating as strata's matmul_backward does), each call timed between two CUDA events, the calls
 back to back after one untimed call, the median counting: what `strata bench gemm --device cuda`
 does with its own ops. The shapes come from that command's --json (--shapes) or from a GPT config,
-computed as tools/bench_gemm_shapes.cpp computes them (--config). It writes JSON in the schema of
+computed as bench/bench_gemm_shapes.cpp computes them (--config). It writes JSON in the schema of
 `strata bench gemm --json`: one row per layer with op_forward_gflops and op_backward_gflops, here
 torch's.
 
@@ -32,7 +32,7 @@ DTYPES = ("float32", "bfloat16", "float16")
 
 def gpt_layers(config_path):
     """The GPT's linear layers of a strata config (strata.model's shape keys), as
-    tools/bench_gemm_shapes.cpp lists them: name, m (rows), n (out), k (in), count."""
+    bench/bench_gemm_shapes.cpp lists them: name, m (rows), n (out), k (in), count."""
     config = json.loads(Path(config_path).read_text())
     model = config.get("strata", {}).get("model", {})
     needed = ("n_layer", "d_model", "seq_len", "vocab")

@@ -34,7 +34,7 @@ from pathlib import Path
 
 DTYPES = ("float32", "bfloat16", "float16")
 BACKENDS = ("FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION", "MATH")
-# `strata bench attention`'s default shapes (tools/bench_attention.cpp).
+# `strata bench attention`'s default shapes (bench/bench_attention.cpp).
 DEFAULT_SHAPES = ("8x16x1024x128", "4x16x2048x128")
 DIRECTIONS = ("forward", "forward_backward")
 
