@@ -92,22 +92,37 @@ void Comm::reset_counters() {
   }
 }
 
-void Comm::count(CollectiveKind kind, std::int64_t bytes_sent, std::int64_t bytes_received) {
+void Comm::begin_collective(CollectiveKind kind, const void* send, const void* receive,
+                            std::int64_t count, DataType type, int root) {
+  STRATA_ASSERT(count >= 0);
+  STRATA_ASSERT(count == 0 || send != nullptr);
+  STRATA_ASSERT(count == 0 || receive != nullptr);
+  const std::int64_t bytes = count * size_bytes(type);
+  const std::int64_t ranks = world_size();
+  std::int64_t bytes_sent = bytes;
+  std::int64_t bytes_received = bytes;
+  switch (kind) {
+    case CollectiveKind::all_gather:
+      bytes_received = bytes * ranks;
+      break;
+    case CollectiveKind::reduce_scatter:
+      bytes_sent = bytes * ranks;
+      break;
+    case CollectiveKind::all_reduce:
+      break;
+    case CollectiveKind::broadcast: {
+      STRATA_ASSERT(root >= 0);
+      STRATA_ASSERT(root < world_size());
+      const bool is_root = root == rank();
+      bytes_sent = is_root ? bytes : 0;
+      bytes_received = is_root ? 0 : bytes;
+      break;
+    }
+  }
   AtomicTraffic& traffic = traffic_[static_cast<std::size_t>(kind)];
   traffic.calls += 1;
   traffic.bytes_sent += bytes_sent;
   traffic.bytes_received += bytes_received;
-}
-
-void Comm::check_arguments(const void* send, const void* receive, std::int64_t count) const {
-  STRATA_ASSERT(count >= 0);
-  STRATA_ASSERT(count == 0 || send != nullptr);
-  STRATA_ASSERT(count == 0 || receive != nullptr);
-}
-
-void Comm::check_root(int root) const {
-  STRATA_ASSERT(root >= 0);
-  STRATA_ASSERT(root < world_size());
 }
 
 CommBackend choose_comm_backend(bool uses_mpi, int world_size, DeviceKind kind) {
