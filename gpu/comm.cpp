@@ -1,15 +1,6 @@
 #include "gpu/comm.h"
 
-#include <string>
-
 #include "base/assert.h"
-#include "base/error.h"
-#include "gpu/host/mpi_comm.h"
-#include "gpu/host/solo_comm.h"
-
-#ifdef STRATA_HAVE_CUDA
-#include "gpu/cuda/backend.h"
-#endif
 
 namespace strata::gpu {
 
@@ -92,57 +83,37 @@ void Comm::reset_counters() {
   }
 }
 
-void Comm::count(CollectiveKind kind, std::int64_t bytes_sent, std::int64_t bytes_received) {
+void Comm::begin_collective(CollectiveKind kind, const void* send, const void* receive,
+                            std::int64_t count, DataType type, int root) {
+  STRATA_ASSERT(count >= 0);
+  STRATA_ASSERT(count == 0 || send != nullptr);
+  STRATA_ASSERT(count == 0 || receive != nullptr);
+  const std::int64_t bytes = count * size_bytes(type);
+  const std::int64_t ranks = world_size();
+  std::int64_t bytes_sent = bytes;
+  std::int64_t bytes_received = bytes;
+  switch (kind) {
+    case CollectiveKind::all_gather:
+      bytes_received = bytes * ranks;
+      break;
+    case CollectiveKind::reduce_scatter:
+      bytes_sent = bytes * ranks;
+      break;
+    case CollectiveKind::all_reduce:
+      break;
+    case CollectiveKind::broadcast: {
+      STRATA_ASSERT(root >= 0);
+      STRATA_ASSERT(root < world_size());
+      const bool is_root = root == rank();
+      bytes_sent = is_root ? bytes : 0;
+      bytes_received = is_root ? 0 : bytes;
+      break;
+    }
+  }
   AtomicTraffic& traffic = traffic_[static_cast<std::size_t>(kind)];
   traffic.calls += 1;
   traffic.bytes_sent += bytes_sent;
   traffic.bytes_received += bytes_received;
-}
-
-void Comm::check_arguments(const void* send, const void* receive, std::int64_t count) const {
-  STRATA_ASSERT(count >= 0);
-  STRATA_ASSERT(count == 0 || send != nullptr);
-  STRATA_ASSERT(count == 0 || receive != nullptr);
-}
-
-void Comm::check_root(int root) const {
-  STRATA_ASSERT(root >= 0);
-  STRATA_ASSERT(root < world_size());
-}
-
-CommBackend choose_comm_backend(bool uses_mpi, int world_size, DeviceKind kind) {
-  STRATA_ASSERT(world_size >= 1);
-  if (uses_mpi && kind == DeviceKind::host) return CommBackend::mpi;
-  if (world_size == 1) return CommBackend::solo;
-#ifdef STRATA_HAVE_CUDA
-  // Several ranks on CUDA devices: a World of several ranks always runs under MPI, which carries
-  // NCCL's unique id.
-  return CommBackend::nccl;
-#else
-  // Unreachable in practice (without CUDA no device is a CUDA device), kept for the test.
-  throw UserError("this job has " + std::to_string(world_size) +
-                      " MPI ranks on CUDA devices, but this build of strata has no NCCL "
-                      "collectives (it was built without CUDA)",
-                  "build strata with -DSTRATA_CUDA=ON, or hide the GPUs from every rank "
-                  "(CUDA_VISIBLE_DEVICES=) so that the ranks train on the host device");
-#endif
-}
-
-std::unique_ptr<Comm> create_comm(World& world, Device& device) {
-  switch (choose_comm_backend(world.uses_mpi(), world.world_size(), device.kind())) {
-    case CommBackend::mpi:
-      return host::create_mpi_comm(world);
-    case CommBackend::solo:
-      return host::create_solo_comm(world);
-    case CommBackend::nccl:
-#ifdef STRATA_HAVE_CUDA
-      return cuda::create_nccl_comm(world, device);
-#else
-      break;
-#endif
-  }
-  STRATA_ASSERT(false);
-  return nullptr;
 }
 
 }  // namespace strata::gpu

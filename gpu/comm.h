@@ -138,13 +138,13 @@ class Comm {
  protected:
   Comm() = default;
 
-  // Adds one call of `kind` to the counters (backends call it when a collective is enqueued).
-  void count(CollectiveKind kind, std::int64_t bytes_sent, std::int64_t bytes_received);
-
-  // Asserts the arguments every backend shares: counts >= 0, pointers non-null when count > 0,
-  // root in range.
-  void check_arguments(const void* send, const void* receive, std::int64_t count) const;
-  void check_root(int root) const;
+  // What every backend does first in each collective, before it enqueues anything: asserts the
+  // arguments (count >= 0, pointers non-null when count > 0, a broadcast's root in range) and adds
+  // the call to the counters with this rank's bytes as the CollectiveTraffic table has them.
+  // `count` is count_per_rank for all_gather and reduce_scatter; `send` and `receive` are both
+  // `data` for all_reduce and broadcast; `root` is read only for broadcast.
+  void begin_collective(CollectiveKind kind, const void* send, const void* receive,
+                        std::int64_t count, DataType type, int root = 0);
 
  private:
   struct AtomicTraffic {

@@ -2,8 +2,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "gpu/device_buffer.h"
 #include "gpu/event.h"
@@ -94,10 +96,21 @@ class Device {
 
   // Blocks until all work on all of this device's streams enqueued before the call has run
   // (cudaDeviceSynchronize). Rethrows the first captured error after every stream is idle.
-  virtual void synchronize() = 0;
+  void synchronize();
 
  protected:
   Device() = default;
+
+  // Streams from create_stream register here while they live, so that synchronize() drains them
+  // too. Each backend's destructor calls expect_no_created_streams() after its built-in streams
+  // are gone: a created stream must not outlive its device (logged, then asserted).
+  void add_created_stream(Stream& stream);
+  void remove_created_stream(Stream& stream) noexcept;
+  void expect_no_created_streams() noexcept;
+
+ private:
+  std::mutex created_streams_mutex_;
+  std::vector<Stream*> created_streams_;  // guarded by created_streams_mutex_
 };
 
 }  // namespace strata::gpu

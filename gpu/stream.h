@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <string_view>
 
 #include "gpu/event.h"
@@ -72,10 +73,17 @@ class Stream {
 
   // Blocks the calling host thread until all work enqueued before the call has run; rethrows (and
   // clears) a captured error.
-  virtual void synchronize() = 0;
+  void synchronize();
 
  protected:
   Stream() = default;
+
+  // Blocks like synchronize(), then returns (and clears) the captured error, or null, instead of
+  // throwing it: Device::synchronize drains every stream before it rethrows the first error.
+  virtual std::exception_ptr drain() = 0;
+
+ private:
+  friend class Device;
 };
 
 }  // namespace strata::gpu

@@ -122,7 +122,7 @@ void choose_sizes(const EstimateOptions& options, EstimatePlan& plan, std::int64
 
 // GPU memory per rank: --gpu-memory, else what `strata train` would get: the smallest GPU
 // (capped by a configured budget), or where train runs on the host backend (no GPU, or one this
-// build cannot run on: gpu/open_device.cpp) the emulated device's budget, the configured one or
+// build cannot run on: gpu/backend.cpp) the emulated device's budget, the configured one or
 // the host backend's default.
 void choose_gpu_capacity(const EstimateOptions& options,
                          const std::optional<engine::Config>& config,

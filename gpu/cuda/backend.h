@@ -11,9 +11,9 @@
 #include "gpu/ops.h"
 #include "gpu/process_group.h"
 
-// The CUDA backend's entry points for gpu/ (open_device, create_comm, create_ops). This header
-// includes no CUDA header, so the rest of gpu/ may include it; it is only compiled in when
-// STRATA_HAVE_CUDA is defined (CMake option STRATA_CUDA).
+// The CUDA backend's entry points for gpu/backend.cpp, where open_device, create_comm, create_ops
+// and plain_copy choose a backend. This header includes no CUDA header; it is only compiled in
+// when STRATA_HAVE_CUDA is defined (CMake option STRATA_CUDA).
 namespace strata::gpu::cuda {
 
 // The CUDA device `options.cuda_device_index` of `inventory` (which lists at least one GPU).

@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
-
 #include "base/assert.h"
 #include "base/error.h"
 #include "base/log.h"
@@ -30,12 +28,7 @@ CudaDevice::~CudaDevice() {
   compute_.reset();
   h2d_.reset();
   d2h_.reset();
-  std::lock_guard lock(streams_mutex_);
-  if (!created_streams_.empty()) {
-    base::logger("gpu").critical("cuda device destroyed while {} created streams are still live",
-                                 created_streams_.size());
-  }
-  STRATA_ASSERT(created_streams_.empty());
+  expect_no_created_streams();
 }
 
 DeviceBuffer CudaDevice::allocate(std::int64_t bytes, std::string_view what) {
@@ -55,34 +48,12 @@ std::unique_ptr<Event> CudaDevice::create_event() {
   return std::make_unique<CudaEvent>(index_);
 }
 
-void CudaDevice::synchronize() {
-  std::exception_ptr first_error;
-  auto drain = [&first_error](CudaStream& stream) {
-    std::exception_ptr error = stream.drain();
-    if (error && !first_error) first_error = std::move(error);
-  };
-  drain(*compute_);
-  drain(*h2d_);
-  drain(*d2h_);
-  {
-    // Held while draining, so that no created stream is destroyed half-way.
-    std::lock_guard lock(streams_mutex_);
-    for (CudaStream* stream : created_streams_)
-      drain(*stream);
-  }
-  if (first_error) std::rethrow_exception(first_error);
-}
-
 void CudaDevice::add(CudaStream* stream) {
-  std::lock_guard lock(streams_mutex_);
-  created_streams_.push_back(stream);
+  add_created_stream(*stream);
 }
 
 void CudaDevice::remove(CudaStream* stream) noexcept {
-  std::lock_guard lock(streams_mutex_);
-  auto found = std::find(created_streams_.begin(), created_streams_.end(), stream);
-  STRATA_ASSERT(found != created_streams_.end());
-  created_streams_.erase(found);
+  remove_created_stream(*stream);
 }
 
 CudaDevice& as_cuda_device(Device& device) {

@@ -2,9 +2,7 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <vector>
 
 #include "gpu/cuda/cuda_memory.h"
 #include "gpu/cuda/cuda_stream.h"
@@ -44,7 +42,6 @@ class CudaDevice final : public Device, private StreamRegistry {
   Stream& d2h_stream() override { return *d2h_; }
   std::unique_ptr<Stream> create_stream(std::string_view name) override;
   std::unique_ptr<Event> create_event() override;
-  void synchronize() override;
 
   // The CUDA device ordinal (cudaSetDevice) this device runs on.
   int index() const noexcept { return index_; }
@@ -58,9 +55,6 @@ class CudaDevice final : public Device, private StreamRegistry {
   CudaMemory memory_;
   CudaPinnedMemory pinned_;
   SharedTransferCounters counters_;
-
-  std::mutex streams_mutex_;
-  std::vector<CudaStream*> created_streams_;  // live streams from create_stream
 
   // After the memories: destroyed (drained) before them.
   std::unique_ptr<CudaStream> compute_;

@@ -135,10 +135,6 @@ void CudaStream::wait(const Event& event) {
   check(cudaStreamWaitEvent(stream_, as_cuda_event(event).handle(), 0), "cudaStreamWaitEvent");
 }
 
-void CudaStream::synchronize() {
-  if (std::exception_ptr error = drain()) std::rethrow_exception(error);
-}
-
 std::exception_ptr CudaStream::drain() noexcept {
   STRATA_ASSERT(!running_host_task());  // CUDA calls are not allowed in a host function
   std::int64_t through = failures_->last_task();

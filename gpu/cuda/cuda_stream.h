@@ -78,11 +78,10 @@ class CudaStream final : public Stream {
   std::int64_t host_functions() const override { return host_functions_.load(); }
   void record(Event& event) override;
   void wait(const Event& event) override;
-  void synchronize() override;
 
   // Waits for all work enqueued before the call, then takes the first error (a failed task, or
   // the CUDA error cudaStreamSynchronize returned) without throwing.
-  std::exception_ptr drain() noexcept;
+  std::exception_ptr drain() noexcept override;
 
   cudaStream_t handle() const noexcept { return stream_; }
   int device_index() const noexcept { return device_index_; }

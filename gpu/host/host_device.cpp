@@ -3,8 +3,6 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
-#include <algorithm>
-
 #include "base/assert.h"
 #include "base/error.h"
 #include "base/log.h"
@@ -24,11 +22,10 @@ class HostDevice::CreatedStream final : public Stream {
   CreatedStream(HostDevice& device, std::string name)
       : device_(device),
         stream_(std::move(name), device.memory_, device.counters_, device.queue_depth_) {
-    std::lock_guard lock(device_.streams_mutex_);
-    device_.created_streams_.push_back(&stream_);
+    device_.add_created_stream(stream_);
   }
   // Forgotten first, then `stream_` drains and joins as it is destroyed.
-  ~CreatedStream() override { device_.forget(&stream_); }
+  ~CreatedStream() override { device_.remove_created_stream(stream_); }
 
   std::string_view name() const override { return stream_.name(); }
   void copy(void* target, const void* source, std::int64_t bytes, CopyKind kind) override {
@@ -39,7 +36,7 @@ class HostDevice::CreatedStream final : public Stream {
   std::int64_t host_functions() const override { return stream_.host_functions(); }
   void record(Event& event) override { stream_.record(event); }
   void wait(const Event& event) override { stream_.wait(event); }
-  void synchronize() override { stream_.synchronize(); }
+  std::exception_ptr drain() override { return stream_.drain(); }
 
  private:
   HostDevice& device_;
@@ -85,12 +82,7 @@ HostDevice::~HostDevice() {
   compute_.reset();
   h2d_.reset();
   d2h_.reset();
-  std::lock_guard lock(streams_mutex_);
-  if (!created_streams_.empty()) {
-    base::logger("gpu").critical("host device destroyed while {} created streams are still live",
-                                 created_streams_.size());
-  }
-  STRATA_ASSERT(created_streams_.empty());
+  expect_no_created_streams();
 }
 
 std::string HostDevice::name() const {
@@ -111,32 +103,6 @@ std::unique_ptr<Stream> HostDevice::create_stream(std::string_view name) {
 
 std::unique_ptr<Event> HostDevice::create_event() {
   return std::make_unique<HostEvent>();
-}
-
-void HostDevice::synchronize() {
-  std::exception_ptr first_error;
-  auto drain = [&first_error](HostStream& stream) {
-    std::exception_ptr error = stream.drain();
-    if (error && !first_error) first_error = std::move(error);
-  };
-  drain(*compute_);
-  drain(*h2d_);
-  drain(*d2h_);
-  {
-    // Held while draining, so that no created stream is destroyed half-way; a task running on a
-    // stream must therefore not create or destroy streams while the host synchronizes the device.
-    std::lock_guard lock(streams_mutex_);
-    for (HostStream* stream : created_streams_)
-      drain(*stream);
-  }
-  if (first_error) std::rethrow_exception(first_error);
-}
-
-void HostDevice::forget(HostStream* stream) noexcept {
-  std::lock_guard lock(streams_mutex_);
-  auto found = std::find(created_streams_.begin(), created_streams_.end(), stream);
-  STRATA_ASSERT(found != created_streams_.end());
-  created_streams_.erase(found);
 }
 
 }  // namespace strata::gpu::host

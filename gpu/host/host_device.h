@@ -2,9 +2,7 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <vector>
 
 #include "gpu/device.h"
 #include "gpu/host/host_memory.h"
@@ -43,20 +41,14 @@ class HostDevice final : public Device {
   Stream& d2h_stream() override { return *d2h_; }
   std::unique_ptr<Stream> create_stream(std::string_view name) override;
   std::unique_ptr<Event> create_event() override;
-  void synchronize() override;
 
  private:
   class CreatedStream;
-
-  void forget(HostStream* stream) noexcept;
 
   std::int64_t queue_depth_;
   HostMemory memory_;
   HostPinnedMemory pinned_;
   SharedTransferCounters counters_;
-
-  std::mutex streams_mutex_;
-  std::vector<HostStream*> created_streams_;  // live streams from create_stream
 
   // After the memories: destroyed (drained) before them.
   std::unique_ptr<HostStream> compute_;

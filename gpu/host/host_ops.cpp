@@ -8,6 +8,7 @@
 #include "cpu_adam/optimizer.h"
 #include "gpu/detail/elementwise.h"
 #include "gpu/host/fp32_views.h"
+#include "gpu/host/host_ops.h"
 #include "gpu/host/kernels/cast.h"
 #include "gpu/host/kernels/cross_entropy.h"
 #include "gpu/host/kernels/embedding.h"
@@ -21,10 +22,6 @@
 #include "gpu/host/kernels/rope.h"
 #include "gpu/host/kernels/swiglu.h"
 #include "gpu/ops.h"
-
-#ifdef STRATA_HAVE_CUDA
-#include "gpu/cuda/backend.h"
-#endif
 
 namespace strata::gpu {
 namespace {
@@ -456,13 +453,7 @@ class HostOps final : public Ops {
 
 }  // namespace
 
-std::unique_ptr<Ops> create_ops(Device& device, OpsOptions options) {
-#ifdef STRATA_HAVE_CUDA
-  if (device.kind() == DeviceKind::cuda) return cuda::create_cuda_ops(device, options);
-#else
-  static_cast<void>(options);
-#endif
-  STRATA_ASSERT(device.kind() == DeviceKind::host);
+std::unique_ptr<Ops> host::create_host_ops() {
   return std::make_unique<HostOps>();
 }
 

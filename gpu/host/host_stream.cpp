@@ -74,11 +74,6 @@ void HostStream::wait(const Event& event) {
   enqueue(WaitOp{state, generation});
 }
 
-void HostStream::synchronize() {
-  std::exception_ptr error = drain();
-  if (error) std::rethrow_exception(error);
-}
-
 std::exception_ptr HostStream::drain() {
   STRATA_ASSERT(!running_host_task());  // a task would wait for work queued behind it
   std::unique_lock lock(mutex_);

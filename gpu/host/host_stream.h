@@ -37,11 +37,10 @@ class HostStream final : public Stream {
   std::int64_t host_functions() const override { return host_functions_.load(); }
   void record(Event& event) override;
   void wait(const Event& event) override;
-  void synchronize() override;
 
   // Waits until all work enqueued before the call has run, then takes the captured error (or
   // null) without throwing: Device::synchronize drains every stream before it throws.
-  std::exception_ptr drain();
+  std::exception_ptr drain() override;
 
  private:
   struct CopyOp {

@@ -99,35 +99,26 @@ class MpiComm final : public Comm {
 
   void all_gather(Stream& stream, const void* send, void* receive, std::int64_t count_per_rank,
                   DataType type) override {
-    check_arguments(send, receive, count_per_rank);
-    const std::int64_t bytes = count_per_rank * size_bytes(type);
-    count(CollectiveKind::all_gather, bytes, bytes * world_size_);
+    begin_collective(CollectiveKind::all_gather, send, receive, count_per_rank, type);
     enqueue(stream,
             Op{CollectiveKind::all_gather, type, ReduceOp::sum, 0, send, receive, count_per_rank});
   }
 
   void reduce_scatter(Stream& stream, const void* send, void* receive, std::int64_t count_per_rank,
                       DataType type, ReduceOp op) override {
-    check_arguments(send, receive, count_per_rank);
-    const std::int64_t bytes = count_per_rank * size_bytes(type);
-    count(CollectiveKind::reduce_scatter, bytes * world_size_, bytes);
+    begin_collective(CollectiveKind::reduce_scatter, send, receive, count_per_rank, type);
     enqueue(stream, Op{CollectiveKind::reduce_scatter, type, op, 0, send, receive, count_per_rank});
   }
 
   void all_reduce(Stream& stream, void* data, std::int64_t count_elements, DataType type,
                   ReduceOp op) override {
-    check_arguments(data, data, count_elements);
-    const std::int64_t bytes = count_elements * size_bytes(type);
-    count(CollectiveKind::all_reduce, bytes, bytes);
+    begin_collective(CollectiveKind::all_reduce, data, data, count_elements, type);
     enqueue(stream, Op{CollectiveKind::all_reduce, type, op, 0, data, data, count_elements});
   }
 
   void broadcast(Stream& stream, void* data, std::int64_t count_elements, DataType type,
                  int root) override {
-    check_arguments(data, data, count_elements);
-    check_root(root);
-    const std::int64_t bytes = count_elements * size_bytes(type);
-    count(CollectiveKind::broadcast, root == rank_ ? bytes : 0, root == rank_ ? 0 : bytes);
+    begin_collective(CollectiveKind::broadcast, data, data, count_elements, type, root);
     enqueue(stream,
             Op{CollectiveKind::broadcast, type, ReduceOp::sum, root, data, data, count_elements});
   }

@@ -21,35 +21,27 @@ class SoloComm final : public Comm {
 
   void all_gather(Stream& stream, const void* send, void* receive, std::int64_t count_per_rank,
                   DataType type) override {
-    check_arguments(send, receive, count_per_rank);
-    const std::int64_t bytes = count_per_rank * size_bytes(type);
-    count(CollectiveKind::all_gather, bytes, bytes);
-    copy(stream, receive, send, bytes);
+    begin_collective(CollectiveKind::all_gather, send, receive, count_per_rank, type);
+    copy(stream, receive, send, count_per_rank * size_bytes(type));
   }
 
   // One rank's reduction is its own value: sum and max are the identity, and so is avg, since
   // x / 1 is x exactly (the MPI backend computes the same bits).
   void reduce_scatter(Stream& stream, const void* send, void* receive, std::int64_t count_per_rank,
                       DataType type, ReduceOp /*op*/) override {
-    check_arguments(send, receive, count_per_rank);
-    const std::int64_t bytes = count_per_rank * size_bytes(type);
-    count(CollectiveKind::reduce_scatter, bytes, bytes);
-    copy(stream, receive, send, bytes);
+    begin_collective(CollectiveKind::reduce_scatter, send, receive, count_per_rank, type);
+    copy(stream, receive, send, count_per_rank * size_bytes(type));
   }
 
   void all_reduce(Stream& /*stream*/, void* data, std::int64_t count_elements, DataType type,
                   ReduceOp /*op*/) override {
-    check_arguments(data, data, count_elements);
-    const std::int64_t bytes = count_elements * size_bytes(type);
-    count(CollectiveKind::all_reduce, bytes, bytes);
+    begin_collective(CollectiveKind::all_reduce, data, data, count_elements, type);
   }
 
   // The root is the only rank: it sends its data to nobody else.
   void broadcast(Stream& /*stream*/, void* data, std::int64_t count_elements, DataType type,
                  int root) override {
-    check_arguments(data, data, count_elements);
-    check_root(root);
-    count(CollectiveKind::broadcast, count_elements * size_bytes(type), 0);
+    begin_collective(CollectiveKind::broadcast, data, data, count_elements, type, root);
   }
 
   void barrier() override {}

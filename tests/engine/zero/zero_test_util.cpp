@@ -30,33 +30,25 @@ class LocalComm final : public gpu::Comm {
 
   void all_gather(gpu::Stream& stream, const void* send, void* receive, std::int64_t count_per_rank,
                   gpu::DataType type) override {
-    check_arguments(send, receive, count_per_rank);
-    const std::int64_t bytes = count_per_rank * gpu::size_bytes(type);
-    count(gpu::CollectiveKind::all_gather, bytes, bytes);
-    copy(stream, receive, send, bytes);
+    begin_collective(gpu::CollectiveKind::all_gather, send, receive, count_per_rank, type);
+    copy(stream, receive, send, count_per_rank * gpu::size_bytes(type));
   }
 
   void reduce_scatter(gpu::Stream& stream, const void* send, void* receive,
                       std::int64_t count_per_rank, gpu::DataType type,
                       gpu::ReduceOp /*op*/) override {
-    check_arguments(send, receive, count_per_rank);
-    const std::int64_t bytes = count_per_rank * gpu::size_bytes(type);
-    count(gpu::CollectiveKind::reduce_scatter, bytes, bytes);
-    copy(stream, receive, send, bytes);
+    begin_collective(gpu::CollectiveKind::reduce_scatter, send, receive, count_per_rank, type);
+    copy(stream, receive, send, count_per_rank * gpu::size_bytes(type));
   }
 
   void all_reduce(gpu::Stream& /*stream*/, void* data, std::int64_t count_elements,
                   gpu::DataType type, gpu::ReduceOp /*op*/) override {
-    check_arguments(data, data, count_elements);
-    const std::int64_t bytes = count_elements * gpu::size_bytes(type);
-    count(gpu::CollectiveKind::all_reduce, bytes, bytes);
+    begin_collective(gpu::CollectiveKind::all_reduce, data, data, count_elements, type);
   }
 
   void broadcast(gpu::Stream& /*stream*/, void* data, std::int64_t count_elements,
                  gpu::DataType type, int root) override {
-    check_arguments(data, data, count_elements);
-    check_root(root);
-    count(gpu::CollectiveKind::broadcast, count_elements * gpu::size_bytes(type), 0);
+    begin_collective(gpu::CollectiveKind::broadcast, data, data, count_elements, type, root);
   }
 
   void barrier() override {}
