@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <limits>
 
 #include "base/assert.h"
 #include "base/error.h"
@@ -262,13 +261,11 @@ void Engine::open_offload_memory() {
 void Engine::build_coordinator() {
   const ZeroConfig& settings = config_.zero;
   zero::CoordinatorOptions gather;
-  gather.release_after_use = settings.stage == 3;
+  static_cast<zero::GatherRules&>(gather) = zero::gather_rules(
+      static_cast<int>(settings.stage), settings.stage3_param_persistence_threshold,
+      settings.stage3_max_reuse_distance, settings.stage3_prefetch_bucket_size,
+      settings.stage3_max_live_parameters);
   gather.storage = to_data_type(copy_type_);
-  gather.persistence_threshold = settings.stage3_param_persistence_threshold;
-  gather.max_reuse_distance = settings.stage3_max_reuse_distance;
-  gather.prefetch_bucket_size = settings.stage3_prefetch_bucket_size;
-  gather.max_live_parameters = settings.stage == 3 ? settings.stage3_max_live_parameters
-                                                   : std::numeric_limits<std::int64_t>::max();
   coordinator_ =
       std::make_unique<zero::ParamCoordinator>(runtime_.ops, runtime_.comm, stream(), layout_,
                                                *tier_, *memory_, module_names(model_), gather);

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <limits>
 
 #include "base/units.h"
 #include "engine/config/placement.h"
@@ -134,18 +133,13 @@ struct StepPeak {
   }
 };
 
-// The gather rules the engine gives its parameter coordinator (engine.cpp) for this choice.
+// The gather rules the engine gives its parameter coordinator for this choice. Prefetched NVMe
+// reads land in the parameter tier's pool buffers, not in device memory; shards in CPU memory are
+// gathered ahead into device memory (the walk follows those).
 zero::GatherRules gather_rules(const EstimateInputs& inputs, const Choice& choice) {
-  zero::GatherRules rules;
-  rules.release_after_use = choice.stage == 3;
-  rules.persistence_threshold = inputs.stage3_param_persistence_threshold;
-  rules.max_reuse_distance = inputs.stage3_max_reuse_distance;
-  rules.max_live_parameters = choice.stage == 3 ? inputs.stage3_max_live_parameters
-                                                : std::numeric_limits<std::int64_t>::max();
-  // Prefetched NVMe reads land in the parameter tier's pool buffers, not in device memory; shards
-  // in CPU memory are gathered ahead into device memory (the walk follows those).
-  rules.prefetch_bucket_size = inputs.stage3_prefetch_bucket_size;
-  return rules;
+  return zero::gather_rules(choice.stage, inputs.stage3_param_persistence_threshold,
+                            inputs.stage3_max_reuse_distance, inputs.stage3_prefetch_bucket_size,
+                            inputs.stage3_max_live_parameters);
 }
 
 // Walks the engine's training step module by module (engine.cpp's run_forward/run_backward over

@@ -206,29 +206,67 @@ std::int64_t NvmeStore::planned_bytes(int first, int count) const {
 
 void NvmeStore::open(std::span<std::byte> registered) {
   STRATA_ASSERT(!is_open());
-  auto& log = base::logger("engine");
   // As DeepSpeed's swappers make their folders (os.makedirs in
   // swap_tensor/partitioned_param_swapper.py and optimizer_utils.py), a missing nvme_path is made.
   make_nvme_path(options_.nvme_path);
-  const fs::path base_path = fs::absolute(options_.nvme_path).lexically_normal();
   swap_path_ = rank_directory_ / "swap.bin";
-  // The plan's bytes plus the checksum sidecar (4 bytes per 4 KiB block) and a little slack.
+  check_free_space();
+  make_private_directory(job_directory_, options_.nvme_path);
+  take_lock();
+  // From here on the lock is held: a failure gives it back and removes what was made.
+  try {
+    std::error_code error;
+    if (fs::exists(fs::symlink_status(rank_directory_))) {
+      fs::remove_all(rank_directory_, error);
+      base::logger("engine").warn(
+          "removed {} left by a previous run of job {} that did not exit cleanly",
+          rank_directory_.string(), options_.job_name);
+    }
+    make_private_directory(rank_directory_, options_.nvme_path);
+    aio::EngineOptions engine_options = options_.aio;
+    engine_options.verify_checksums = true;
+    engine_ = std::make_unique<aio::Engine>(engine_options, options_.faults, registered);
+    registered_ = registered;
+    file_.emplace(engine_->open(swap_path_, aio::OpenMode::create));
+    if (planned_bytes_ > 0) file_->allocate(planned_bytes_);
+  } catch (...) {
+    file_.reset();
+    engine_.reset();
+    std::error_code ignored;
+    aio::remove_file(swap_path_);
+    fs::remove_all(rank_directory_, ignored);
+    fs::remove(lock_path_, ignored);
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+    fs::remove(job_directory_, ignored);
+    throw;
+  }
+  base::logger("engine").debug("swap store {}: {} partitions, {} preallocated", swap_path_.string(),
+                               partition_count(), base::format_bytes(planned_bytes_));
+}
+
+// The plan's bytes plus the checksum sidecar (4 bytes per 4 KiB block) and a little slack, or a
+// refusal before anything is made.
+void NvmeStore::check_free_space() const {
+  const fs::path base_path = fs::absolute(options_.nvme_path).lexically_normal();
   const std::int64_t needed = planned_bytes_ + planned_bytes_ / kBlock * 4 + (1 << 20);
   struct statvfs fs_info {};
-  if (statvfs(base_path.c_str(), &fs_info) == 0) {
-    const auto free_bytes =
-        static_cast<std::int64_t>(fs_info.f_bavail) * static_cast<std::int64_t>(fs_info.f_frsize);
-    if (free_bytes < needed)
-      throw UserError(
-          fmt::format("nvme_path {} has {} free, but the planned swap states of rank {} need {} "
-                      "({} bytes)",
-                      options_.nvme_path.string(), base::format_bytes(free_bytes), options_.rank,
-                      base::format_bytes(needed), needed),
-          "free space on that drive, set nvme_path to a larger one, or offload fewer states "
-          "(offload_optimizer.device cpu, more ranks, or a smaller model)");
-  }
+  if (statvfs(base_path.c_str(), &fs_info) != 0) return;
+  const auto free_bytes =
+      static_cast<std::int64_t>(fs_info.f_bavail) * static_cast<std::int64_t>(fs_info.f_frsize);
+  if (free_bytes >= needed) return;
+  throw UserError(
+      fmt::format("nvme_path {} has {} free, but the planned swap states of rank {} need {} "
+                  "({} bytes)",
+                  options_.nvme_path.string(), base::format_bytes(free_bytes), options_.rank,
+                  base::format_bytes(needed), needed),
+      "free space on that drive, set nvme_path to a larger one, or offload fewer states "
+      "(offload_optimizer.device cpu, more ranks, or a smaller model)");
+}
 
-  make_private_directory(job_directory_, options_.nvme_path);
+// The job directory's lock, held while the store lives, with this process's name in it; a live
+// job's lock is refused, naming the job and the ways around it.
+void NvmeStore::take_lock() {
   lock_fd_ = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (lock_fd_ < 0) {
     const int error = errno;
@@ -254,37 +292,6 @@ void NvmeStore::open(std::span<std::byte> registered) {
   if (ftruncate(lock_fd_, 0) == 0) {
     [[maybe_unused]] const ssize_t written = pwrite(lock_fd_, owner.data(), owner.size(), 0);
   }
-
-  // From here on the lock is held: a failure gives it back and removes what was made.
-  try {
-    std::error_code error;
-    if (fs::exists(fs::symlink_status(rank_directory_))) {
-      fs::remove_all(rank_directory_, error);
-      log.warn("removed {} left by a previous run of job {} that did not exit cleanly",
-               rank_directory_.string(), options_.job_name);
-    }
-    make_private_directory(rank_directory_, options_.nvme_path);
-
-    aio::EngineOptions engine_options = options_.aio;
-    engine_options.verify_checksums = true;
-    engine_ = std::make_unique<aio::Engine>(engine_options, options_.faults, registered);
-    registered_ = registered;
-    file_.emplace(engine_->open(swap_path_, aio::OpenMode::create));
-    if (planned_bytes_ > 0) file_->allocate(planned_bytes_);
-  } catch (...) {
-    file_.reset();
-    engine_.reset();
-    std::error_code ignored;
-    aio::remove_file(swap_path_);
-    fs::remove_all(rank_directory_, ignored);
-    fs::remove(lock_path_, ignored);
-    ::close(lock_fd_);
-    lock_fd_ = -1;
-    fs::remove(job_directory_, ignored);
-    throw;
-  }
-  log.debug("swap store {}: {} partitions, {} preallocated", swap_path_.string(), partition_count(),
-            base::format_bytes(planned_bytes_));
 }
 
 NvmeStore::~NvmeStore() {

@@ -100,6 +100,9 @@ class NvmeStore {
   std::int64_t completions() const;
 
  private:
+  // open(): the refusal of a drive too small for the plan, and the job directory's lock.
+  void check_free_space() const;
+  void take_lock();
   void check_partition(int partition, std::int64_t bytes) const;
 
   NvmeStoreOptions options_;

@@ -6,6 +6,20 @@
 
 namespace strata::engine::zero {
 
+GatherRules gather_rules(int stage, std::int64_t persistence_threshold,
+                         std::int64_t max_reuse_distance, std::int64_t prefetch_bucket_size,
+                         std::int64_t max_live_parameters) {
+  GatherRules rules;
+  rules.release_after_use = stage == 3;
+  rules.persistence_threshold = persistence_threshold;
+  rules.max_reuse_distance = max_reuse_distance;
+  rules.prefetch_bucket_size = prefetch_bucket_size;
+  // Below stage 3 every module stays gathered: no bound on live parameters.
+  rules.max_live_parameters =
+      stage == 3 ? max_live_parameters : std::numeric_limits<std::int64_t>::max();
+  return rules;
+}
+
 GatherPolicy::GatherPolicy(const FlatLayout& layout, GatherRules rules)
     : layout_(layout), rules_(rules), entries_(static_cast<std::size_t>(layout.module_count())) {
   STRATA_ASSERT(rules.max_live_parameters >= 0);

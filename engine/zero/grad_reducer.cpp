@@ -65,66 +65,75 @@ GradReducer::GradReducer(gpu::Device& device, gpu::Ops& ops, gpu::Comm& comm, gp
       jobs_("gradients", 4096),
       contributions_(static_cast<std::size_t>(layout.module_count()), 0) {
   STRATA_ASSERT(options_.bucket_elements > 0);
-  const std::int64_t partition = layout.partition_numel();
   STRATA_ASSERT(options_.to_host || !options_.to_nvme);
   if (options_.to_host) {
-    // The partition, or with to_nvme two piece sums (one is formed while the other is written);
-    // then the staging ring. All whole 4 KiB blocks: pieces are multiples of 2048 elements.
-    piece_elements_ = grad_piece_elements(layout);
-    const std::int64_t accumulated =
-        options_.to_nvme ? kPieceWrites * piece_elements_ * grad_bytes() : partition * grad_bytes();
-    host_bytes_ = accumulated + kGradStagingSlots * piece_elements_ * 4;
-    staging_offset_ = accumulated;
-    STRATA_ASSERT(options_.pool != nullptr && !options_.pool->is_open());
-    if (options_.to_nvme) {
-      STRATA_ASSERT(options_.store != nullptr && !options_.store->is_open());
-      STRATA_ASSERT(options_.largest_read > 0);
-      store_ = options_.store;
-      const std::int64_t bytes = std::max<std::int64_t>(partition * grad_bytes(), 4096);
-      extent_ = store_->reserve(std::span<const std::int64_t>(&bytes, 1));
-      host_shelf_ = options_.pool->reserve(
-          1, host_bytes_, memory::PinnedPoolOptions{options_.pin_memory, "gradient swap buffer"});
-      read_shelf_ =
-          options_.pool->reserve(1, options_.largest_read * grad_bytes(),
-                                 memory::PinnedPoolOptions{false, "gradient read buffer"});
-    } else {
-      STRATA_ASSERT(options_.book != nullptr);
-      host_shelf_ = options_.pool->reserve(
-          1, host_bytes_,
-          memory::PinnedPoolOptions{options_.pin_memory, "gradient partition in CPU memory", true});
-    }
-    reduced_ = device.create_event();
-    copies_done_ = device.create_event();
-    // A copy event per piece in flight (64: a few modules' pieces even at 4 Mi a piece); the
-    // engine's thread reuses one once the job that waited on it has run.
-    for (int e = 0; e < 64; ++e) {
-      copied_.push_back(device.create_event());
-      copied_job_.push_back(0);
-    }
+    reserve_host_memory();
   } else {
-    device_partition_ = device.allocate(partition * 4, "gradient partition");
+    device_partition_ = device.allocate(layout.partition_numel() * 4, "gradient partition");
   }
-  stats_ = device.allocate(sizeof(double), "gradient norm");
-  stats_host_ = device.allocate_pinned(sizeof(GradNorm));
-  if (options_.to_host) {
-    const auto modules = static_cast<std::size_t>(layout.module_count());
-    module_norms_ = device.allocate(static_cast<std::int64_t>(modules * sizeof(double)),
-                                    "gradient norms of the modules");
-    module_norms_host_ =
-        device.allocate_pinned(static_cast<std::int64_t>(modules * sizeof(double)));
-    normed_on_device_.assign(modules, 0);
-    module_first_tile_.push_back(0);
-    for (int m = 0; m < layout.module_count(); ++m)
-      module_first_tile_.push_back(module_first_tile_.back() +
-                                   cpu_adam::gradient_tile_count(layout.module(m).shard_numel));
-    tile_partials_.resize(static_cast<std::size_t>(module_first_tile_.back()));
-  } else {
-    module_sums_.assign(static_cast<std::size_t>(layout.module_count()), 0.0);
-  }
+  make_norm_buffers();
   if (keeps_full_buffers()) {
     for (int m = 0; m < layout.module_count(); ++m)
       make(m);
   }
+}
+
+// The partition, or with to_nvme two piece sums (one is formed while the other is written); then
+// the staging ring. All whole 4 KiB blocks: pieces are multiples of 2048 elements. Reserved in
+// the pool (and with to_nvme the store) before they open.
+void GradReducer::reserve_host_memory() {
+  const std::int64_t partition = layout_.partition_numel();
+  piece_elements_ = grad_piece_elements(layout_);
+  const std::int64_t accumulated =
+      options_.to_nvme ? kPieceWrites * piece_elements_ * grad_bytes() : partition * grad_bytes();
+  host_bytes_ = accumulated + kGradStagingSlots * piece_elements_ * 4;
+  staging_offset_ = accumulated;
+  STRATA_ASSERT(options_.pool != nullptr && !options_.pool->is_open());
+  if (options_.to_nvme) {
+    STRATA_ASSERT(options_.store != nullptr && !options_.store->is_open());
+    STRATA_ASSERT(options_.largest_read > 0);
+    store_ = options_.store;
+    const std::int64_t bytes = std::max<std::int64_t>(partition * grad_bytes(), 4096);
+    extent_ = store_->reserve(std::span<const std::int64_t>(&bytes, 1));
+    host_shelf_ = options_.pool->reserve(
+        1, host_bytes_, memory::PinnedPoolOptions{options_.pin_memory, "gradient swap buffer"});
+    read_shelf_ = options_.pool->reserve(1, options_.largest_read * grad_bytes(),
+                                         memory::PinnedPoolOptions{false, "gradient read buffer"});
+  } else {
+    STRATA_ASSERT(options_.book != nullptr);
+    host_shelf_ = options_.pool->reserve(
+        1, host_bytes_,
+        memory::PinnedPoolOptions{options_.pin_memory, "gradient partition in CPU memory", true});
+  }
+  reduced_ = device_.create_event();
+  copies_done_ = device_.create_event();
+  // A copy event per piece in flight (64: a few modules' pieces even at 4 Mi a piece); the
+  // engine's thread reuses one once the job that waited on it has run.
+  for (int e = 0; e < 64; ++e) {
+    copied_.push_back(device_.create_event());
+    copied_job_.push_back(0);
+  }
+}
+
+// The gradient norm's way down (global_stats): with to_host the modules' sums taken on the
+// device and the tiles' partials the CPU scans, otherwise the modules' sums as they come down.
+void GradReducer::make_norm_buffers() {
+  stats_ = device_.allocate(sizeof(double), "gradient norm");
+  stats_host_ = device_.allocate_pinned(sizeof(GradNorm));
+  const auto modules = static_cast<std::size_t>(layout_.module_count());
+  if (!options_.to_host) {
+    module_sums_.assign(modules, 0.0);
+    return;
+  }
+  module_norms_ = device_.allocate(static_cast<std::int64_t>(modules * sizeof(double)),
+                                   "gradient norms of the modules");
+  module_norms_host_ = device_.allocate_pinned(static_cast<std::int64_t>(modules * sizeof(double)));
+  normed_on_device_.assign(modules, 0);
+  module_first_tile_.push_back(0);
+  for (int m = 0; m < layout_.module_count(); ++m)
+    module_first_tile_.push_back(module_first_tile_.back() +
+                                 cpu_adam::gradient_tile_count(layout_.module(m).shard_numel));
+  tile_partials_.resize(static_cast<std::size_t>(module_first_tile_.back()));
 }
 
 GradReducer::~GradReducer() {

@@ -182,6 +182,9 @@ class GradReducer final : public GradSource {
   // A job of the queue: adds the squared norm and inf/NaN flag of a final piece of module
   // `name`, `count` gradients of the gradient type, to the step's.
   void scan_final(const Piece& piece, const std::byte* grads);
+  // Construction: the to_host memory, reserved in the pool and the store; the norm's buffers.
+  void reserve_host_memory();
+  void make_norm_buffers();
   // This rank's sum of squares with the gradients on the device.
   double device_sum_squares();
   // Module `module`'s tiles in tile_partials_.
