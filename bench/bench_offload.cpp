@@ -24,8 +24,10 @@
 #include "cpu_adam/workers.h"
 #include "engine/memory/nvme_store.h"
 #include "engine/memory/pinned_pool.h"
+#include "engine/memory/residency.h"
 #include "engine/zero/flat_layout.h"
 #include "engine/zero/optimizer_offload.h"
+#include "engine/zero/optimizer_states.h"
 #include "gpu/open_device.h"
 
 namespace strata::tools {
@@ -74,9 +76,6 @@ std::int64_t count_option(const std::string& text, const char* flag) {
 }
 
 constexpr std::int64_t kBlock = 4096;
-std::int64_t round_up(std::int64_t value) {
-  return (value + kBlock - 1) / kBlock * kBlock;
-}
 
 // One step's I/O with the optimizer taken out: the schedule of OptimizerOffload::run_step
 // (engine/zero/optimizer_offload.cpp) move for move, so that this is a lower bound of the step
@@ -249,12 +248,22 @@ Measured measure(const OffloadBenchOptions& options, engine::StateTypes types,
     offload_options.types = types;
     offload_options.nvme.nvme_path = options.path;
     offload_options.nvme.job_name = "bench-offload";
-    OptimizerOffload offload(device, optimizer, master, offload_options);
-    const int moments = optimizer.state_count();
-    for (const auto& range : offload.sub_groups()) {
-      result.extents.push_back(round_up(range.size() * types.master_bytes()) +
-                               moments * round_up(range.size() * types.moment_bytes()));
-    }
+    // The memory the engine would lend the states: a pool, a book and (nvme) a store.
+    engine::memory::PinnedPool pool(device);
+    std::unique_ptr<engine::memory::NvmeStore> store;
+    if (nvme) store = std::make_unique<engine::memory::NvmeStore>(offload_options.nvme);
+    engine::memory::Residency book;
+    offload_options.pool = &pool;
+    offload_options.book = &book;
+    offload_options.store = store.get();
+    engine::zero::OptimizerStates states(optimizer, static_cast<std::int64_t>(count),
+                                         offload_options);
+    OptimizerOffload offload(optimizer, states, offload_options);
+    pool.open();
+    if (store) store->open(pool.pinned_arena());
+    states.open();
+    engine::zero::fill_with_masters(states, master);
+    result.extents = states.plan().extent_bytes;
     // I/O alone alternates with the step, a pass after each step, both swap files on the disk
     // at once, so that drift of the disk hits both alike. Run after all the steps instead,
     // the same passes came out 15-20% slower than the step on the development machine's
@@ -277,7 +286,7 @@ Measured measure(const OffloadBenchOptions& options, engine::StateTypes types,
     }
     result.step_s = median(seconds);
     if (io) result.io_s = median(io_seconds);
-    result.counters = offload.counters();
+    result.counters = states.counters();
   }
   {
     // The optimizer alone: the same arrays in memory, stepped sub-group by sub-group.

@@ -75,7 +75,7 @@ void fill_range(checkpoint::StateStream& stream, checkpoint::PieceCursor& cursor
   zero_up_to(range.end);
 }
 
-// The optimizer states a load leaves to the first step (OptimizerOffload::fill_states_later):
+// The optimizer states a load leaves to the first step (OptimizerStates::fill_states_later):
 // a second pass over the checkpoint's files, each state in partition order, verified at the end.
 struct LaterLoad {
   LaterLoad(std::shared_ptr<const checkpoint::ShardReader> reader_in, const Config& config,

@@ -214,8 +214,8 @@ void Engine::build_optimizer_step() {
   OffloadedOptimizerStep::Options options = OffloadedOptimizerStep::options_for(
       config_, runtime_, layout_, std::move(sub_groups), pool_.get(), book_.get(),
       on_nvme ? swap_.get() : nullptr);
-  optimizer_ = std::make_unique<OffloadedOptimizerStep>(runtime_.device, *optimizer_math_, layout_,
-                                                        copy_type_, *tier_, std::move(options));
+  optimizer_ = std::make_unique<OffloadedOptimizerStep>(*optimizer_math_, layout_, copy_type_,
+                                                        *tier_, std::move(options));
 }
 
 void Engine::build_reducer() {

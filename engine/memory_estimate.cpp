@@ -16,6 +16,7 @@
 #include "engine/zero/flat_layout.h"
 #include "engine/zero/gather_policy.h"
 #include "engine/zero/grad_reducer.h"
+#include "engine/zero/optimizer_states.h"
 #include "engine/zero/param_tier.h"
 
 namespace strata::engine {
@@ -436,29 +437,14 @@ void add_param_tier(RowBuilder& builder, const EstimateInputs& inputs, const Cho
                           storage, grouped(in_cpu)));
 }
 
-// The gradient partition in host memory and the offloaded optimizer
-// (engine/zero/grad_reducer.cpp, optimizer_offload.cpp).
-void add_optimizer_offload(RowBuilder& builder, const EstimateInputs& inputs, const Choice& choice,
-                           const zero::FlatLayout& layout) {
-  if (!choice.optimizer_offloaded()) return;
+// The gradient partition in host memory (engine/zero/grad_reducer.cpp) beside the offloaded
+// optimizer; `largest_group`: the largest sub-group's elements.
+void add_offloaded_gradients(RowBuilder& builder, const EstimateInputs& inputs,
+                             const Choice& choice, const zero::FlatLayout& layout,
+                             std::int64_t largest_group) {
   const std::int64_t part = layout.partition_numel();
-  // Each sub-group is [master | states...], each region rounded to 4 KiB.
-  const std::int64_t regions = 1 + inputs.optimizer_moments;
-  const std::int64_t master = inputs.master_bytes;
-  const std::int64_t moment = inputs.moment_bytes;
   const std::int64_t grad = inputs.master_bytes;  // the gradients have the master's type
   const char* grad_type = grad == 2 ? "bf16" : "fp32";
-  const std::vector<zero::Range> groups = zero::make_sub_groups(layout, inputs.sub_group_size);
-  std::int64_t total = 0;
-  std::int64_t largest = 0;
-  std::int64_t largest_group = 0;
-  for (const zero::Range& group : groups) {
-    const std::int64_t extent = round_up(master * group.size(), kBlock) +
-                                inputs.optimizer_moments * round_up(moment * group.size(), kBlock);
-    total += extent;
-    largest = std::max(largest, extent);
-    largest_group = std::max(largest_group, group.size());
-  }
   // One host buffer holds the partition (or on NVMe the two shard sums) and the staging,
   // page-locked when offload_optimizer.pin_memory asks.
   const bool pinned = inputs.optimizer_pin_memory;
@@ -486,9 +472,18 @@ void add_optimizer_offload(RowBuilder& builder, const EstimateInputs& inputs, co
                           "shard comes down through, piece by piece, to be added)",
                           zero::kGradStagingSlots, zero::kGradPieceElements),
               pinned);
+}
+
+// The optimizer states' own plan (zero::plan_optimizer_states, what OptimizerStates reserves):
+// their shelf in the pool, their extents, and the rollback window of an overlapped step.
+void add_optimizer_states(RowBuilder& builder, const EstimateInputs& inputs, const Choice& choice,
+                          const zero::OptimizerStatesPlan& plan) {
+  const std::int64_t master = inputs.master_bytes;
+  const std::int64_t moment = inputs.moment_bytes;
   const std::string extent_formula =
       master == 4 && moment == 4
-          ? fmt::format("sum over sub-groups of {} x round_up(4 x sub-group, 4 KiB)", regions)
+          ? fmt::format("sum over sub-groups of {} x round_up(4 x sub-group, 4 KiB)",
+                        1 + inputs.optimizer_moments)
           : fmt::format(
                 "sum over sub-groups of round_up({} x sub-group, 4 KiB) + {} x "
                 "round_up({} x sub-group, 4 KiB) (bf16 {})",
@@ -496,9 +491,9 @@ void add_optimizer_offload(RowBuilder& builder, const EstimateInputs& inputs, co
                 moment == 2 ? "master and moments" : "master");
   if (inputs.overlap_rollback) {
     const std::int64_t window =
-        std::min(inputs.optimizer_buffer_count, static_cast<std::int64_t>(groups.size()));
+        std::min(inputs.optimizer_buffer_count, static_cast<std::int64_t>(plan.sub_groups.size()));
     builder.add("optimizer_rollback_window", Tier::cpu,
-                window * (largest + round_up(inputs.storage_bytes * largest_group, kBlock)),
+                window * plan.rollback_slot_bytes(inputs.storage_bytes),
                 fmt::format("min(offload_optimizer.buffer_count, sub-groups) x (the largest "
                             "sub-group's extent + round_up({} x largest sub-group, 4 KiB)) "
                             "(strata.overlap_optimizer: the prior values of the sub-groups "
@@ -506,15 +501,31 @@ void add_optimizer_offload(RowBuilder& builder, const EstimateInputs& inputs, co
                             inputs.storage_bytes));
   }
   if (choice.offload_optimizer == OffloadDevice::cpu) {
-    builder.add("optimizer_states_fp32", Tier::cpu, total, extent_formula,
+    builder.add("optimizer_states_fp32", Tier::cpu, plan.total_extent_bytes, extent_formula,
                 inputs.optimizer_pin_memory);
     return;
   }
-  builder.add("optimizer_swap_buffers", Tier::cpu,
-              inputs.optimizer_buffer_count * round_up(std::max(largest, kBlock), kBlock),
+  builder.add("optimizer_swap_buffers", Tier::cpu, plan.shelf_buffers * plan.shelf_buffer_bytes,
               "offload_optimizer.buffer_count x the largest sub-group's extent",
               inputs.optimizer_pin_memory);
-  builder.add("optimizer_states_fp32", Tier::nvme, total, extent_formula);
+  builder.add("optimizer_states_fp32", Tier::nvme, plan.total_extent_bytes, extent_formula);
+}
+
+// The gradient partition in host memory and the offloaded optimizer
+// (engine/zero/grad_reducer.cpp, optimizer_states.cpp).
+void add_optimizer_offload(RowBuilder& builder, const EstimateInputs& inputs, const Choice& choice,
+                           const zero::FlatLayout& layout) {
+  if (!choice.optimizer_offloaded()) return;
+  zero::OptimizerOffloadOptions options;
+  options.device = choice.offload_optimizer;
+  options.sub_groups = zero::make_sub_groups(layout, inputs.sub_group_size);
+  options.buffer_count = inputs.optimizer_buffer_count;
+  options.types.bf16_master_and_grads = inputs.master_bytes == 2;
+  options.types.bf16_moments = inputs.moment_bytes == 2;
+  const zero::OptimizerStatesPlan plan = zero::plan_optimizer_states(
+      options, layout.partition_numel(), static_cast<int>(inputs.optimizer_moments));
+  add_offloaded_gradients(builder, inputs, choice, layout, plan.largest_sub_group);
+  add_optimizer_states(builder, inputs, choice, plan);
 }
 
 }  // namespace

@@ -62,7 +62,7 @@ OffloadedOptimizerStep::Options OffloadedOptimizerStep::options_for(
   return options;
 }
 
-OffloadedOptimizerStep::OffloadedOptimizerStep(gpu::Device& device, const Optimizer& optimizer,
+OffloadedOptimizerStep::OffloadedOptimizerStep(const Optimizer& optimizer,
                                                const zero::FlatLayout& layout, ParamCopy copy_type,
                                                zero::ParamTier& tier, Options options)
     : layout_(layout),
@@ -71,8 +71,9 @@ OffloadedOptimizerStep::OffloadedOptimizerStep(gpu::Device& device, const Optimi
       overlap_(options.overlap),
       fixed_(options.fixed),
       window_(options.window) {
-  offload_ = std::make_unique<zero::OptimizerOffload>(device, optimizer, layout.partition_numel(),
-                                                      std::move(options.offload));
+  states_ =
+      std::make_unique<zero::OptimizerStates>(optimizer, layout.partition_numel(), options.offload);
+  offload_ = std::make_unique<zero::OptimizerOffload>(optimizer, *states_, options.offload);
   late_ = std::make_unique<zero::LateSubGroups>(*offload_);
 }
 
@@ -112,8 +113,8 @@ bool OffloadedOptimizerStep::step(const StepHyperparameters& hyper, StepStats& s
     left = finish_overlapped(hyper, stats);
   } else if (stats.skipped) {
     return false;
-  } else if (!save && !offload_->fills_later()) {
-    left.emplace(offload_->sub_groups().size());
+  } else if (!save && !states_->fills_later()) {
+    left.emplace(states_->sub_groups().size());
     std::iota(left->begin(), left->end(), 0);
   } else {
     offload_->step(hyper, io(), save);
@@ -134,15 +135,15 @@ bool OffloadedOptimizerStep::abandon() noexcept {
   // the optimizer inconsistent and is said by the caller).
   late_->abandon();
   if (!overlapped_) return false;
-  const bool was_consistent = !offload_->inconsistent();
+  const bool was_consistent = !states_->inconsistent();
   overlapped_->abandon();
-  return was_consistent && offload_->inconsistent();
+  return was_consistent && states_->inconsistent();
 }
 
 // Sub-group by sub-group (through the swap buffers on NVMe); each one's masters, in the storage
 // type, go to the parameter tier.
 void OffloadedOptimizerStep::fill_states(const StatesVisitor& fill) {
-  offload_->fill_states([&](const States& states) {
+  states_->fill_states([&](const States& states) {
     fill(states);
     to_storage(copy_type_, states.params, tier_.values(states.range).data());
     tier_.commit(states.range);
@@ -151,11 +152,11 @@ void OffloadedOptimizerStep::fill_states(const StatesVisitor& fill) {
 
 void OffloadedOptimizerStep::fill_states_later(StatesVisitor fill, std::function<void()> finished) {
   STRATA_ASSERT(streams_states());
-  offload_->fill_states_later(std::move(fill), std::move(finished));
+  states_->fill_states_later(std::move(fill), std::move(finished));
 }
 
 Traffic OffloadedOptimizerStep::moved() const {
-  const memory::ResidencyCounters states = offload_->counters();
+  const memory::ResidencyCounters states = states_->counters();
   Traffic traffic;
   traffic.nvme_read = moved_bytes(states, memory::Direction::nvme_read);
   traffic.nvme_write = moved_bytes(states, memory::Direction::nvme_write);

@@ -18,11 +18,12 @@
 
 namespace strata::engine {
 
-// The optimizer offloaded to CPU memory or NVMe (docs/zero.md): zero::OptimizerOffload holds the
-// states and steps them sub-group by sub-group on its threads. With strata.overlap_optimizer the
-// sub-groups backward makes final are stepped beside it (zero::OverlappedStep), kept until the
-// real step is known; the sub-groups left after backward are stepped beside the next forward
-// (zero::LateSubGroups), unless the step saves a checkpoint or reads loaded states as it goes.
+// The optimizer offloaded to CPU memory or NVMe (docs/zero.md): zero::OptimizerStates holds the
+// states, zero::OptimizerOffload steps them sub-group by sub-group on its threads. With
+// strata.overlap_optimizer the sub-groups backward makes final are stepped beside it
+// (zero::OverlappedStep), kept until the real step is known; the sub-groups left after backward are
+// stepped beside the next forward (zero::LateSubGroups), unless the step saves a checkpoint or
+// reads loaded states as it goes.
 class OffloadedOptimizerStep final : public OptimizerStep {
  public:
   struct Options {
@@ -42,12 +43,11 @@ class OffloadedOptimizerStep final : public OptimizerStep {
                              memory::PinnedPool* pool, memory::Residency* book,
                              memory::NvmeStore* store);
 
-  OffloadedOptimizerStep(gpu::Device& device, const Optimizer& optimizer,
-                         const zero::FlatLayout& layout, ParamCopy copy_type, zero::ParamTier& tier,
-                         Options options);
+  OffloadedOptimizerStep(const Optimizer& optimizer, const zero::FlatLayout& layout,
+                         ParamCopy copy_type, zero::ParamTier& tier, Options options);
 
   void connect(zero::GradReducer& reducer) override;
-  void open() override { offload_->open(); }
+  void open() override { states_->open(); }
   void settle_late() override { late_->settle(); }
   void begin_backward(const StepHyperparameters& guess) override;
   void module_final(int module) override;
@@ -57,16 +57,16 @@ class OffloadedOptimizerStep final : public OptimizerStep {
   void abandon_late() noexcept override { late_->abandon(); }
 
   void fill_states(const StatesVisitor& fill) override;
-  void visit_states(const StatesVisitor& visit) override { offload_->visit_states(visit); }
-  void read_masters(std::span<float> out) override { offload_->read_states(out, {}, {}); }
-  bool streams_states() const override { return offload_->store() != nullptr && !overlap_; }
+  void visit_states(const StatesVisitor& visit) override { states_->visit_states(visit); }
+  void read_masters(std::span<float> out) override { states_->read_states(out, {}, {}); }
+  bool streams_states() const override { return states_->store() != nullptr && !overlap_; }
   void fill_states_later(StatesVisitor fill, std::function<void()> finished) override;
-  bool fills_later() const override { return offload_->fills_later(); }
-  const std::vector<zero::Range>& sub_groups() const override { return offload_->sub_groups(); }
+  bool fills_later() const override { return states_->fills_later(); }
+  const std::vector<zero::Range>& sub_groups() const override { return states_->sub_groups(); }
 
-  bool inconsistent() const override { return offload_->inconsistent(); }
+  bool inconsistent() const override { return states_->inconsistent(); }
   Traffic moved() const override;
-  std::int64_t nvme_bytes() const override { return offload_->nvme_bytes(); }
+  std::int64_t nvme_bytes() const override { return states_->nvme_bytes(); }
   std::int64_t host_bytes() const override { return offload_->rollback_bytes(); }
 
  private:
@@ -85,7 +85,8 @@ class OffloadedOptimizerStep final : public OptimizerStep {
   bool overlap_;
   bool fixed_;
   std::int64_t window_;
-  std::unique_ptr<zero::OptimizerOffload> offload_;
+  std::unique_ptr<zero::OptimizerStates> states_;
+  std::unique_ptr<zero::OptimizerOffload> offload_;   // steps states_
   std::unique_ptr<zero::OverlappedStep> overlapped_;  // with strata.overlap_optimizer
   // After overlapped_: it reads what the states, the reducer and the tier hold, and goes first.
   std::unique_ptr<zero::LateSubGroups> late_;

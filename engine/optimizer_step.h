@@ -12,7 +12,7 @@
 #include "engine/step_traffic.h"
 #include "engine/zero/flat_layout.h"
 #include "engine/zero/grad_reducer.h"
-#include "engine/zero/optimizer_offload.h"
+#include "engine/zero/optimizer_states.h"
 
 namespace strata::engine {
 
@@ -25,8 +25,8 @@ class OptimizerStep {
  public:
   // A range of the partition's states, in CPU memory: fp32 masters and the moments the optimizer
   // keeps (empty spans for those it does not).
-  using States = zero::OptimizerOffload::SubGroupStates;
-  using StatesVisitor = zero::OptimizerOffload::StatesVisitor;
+  using States = zero::OptimizerStates::SubGroupStates;
+  using StatesVisitor = zero::OptimizerStates::StatesVisitor;
 
   virtual ~OptimizerStep() = default;
 

@@ -26,7 +26,7 @@ void LateSubGroups::start(const StepHyperparameters& hyper, const StepIo& io,
     // Said before the thread starts, so that no commit comes before its range is expected.
     if (io_.params != nullptr) {
       for (int g : order)
-        io_.params->expect(offload_.sub_groups()[static_cast<std::size_t>(g)]);
+        io_.params->expect(offload_.states().sub_groups()[static_cast<std::size_t>(g)]);
     }
     thread_ = std::async(std::launch::async, [this, forgo, order = std::move(order)] {
       try {
@@ -48,7 +48,7 @@ void LateSubGroups::start(const StepHyperparameters& hyper, const StepIo& io,
         fmt::format("starting the thread of the optimizer's step failed: {}", error.what());
     const std::string fix =
         "let the process start threads (its ulimit -u, the machine's free memory)";
-    offload_.mark_inconsistent(why);
+    offload_.states().mark_inconsistent(why);
     forgo(why, fix);
     throw UserError(why, fix + "; training cannot continue from this state");
   }

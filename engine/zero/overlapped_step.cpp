@@ -22,7 +22,7 @@ bool same_step(const StepHyperparameters& a, const StepHyperparameters& b) {
 OverlappedStep::OverlappedStep(CpuQueue& landings, const FlatLayout& layout,
                                OptimizerOffload& offload, std::int64_t window, Guess guess)
     : offload_(offload), kind_(guess), landings_(landings) {
-  const std::vector<Range>& groups = offload.sub_groups();
+  const std::vector<Range>& groups = offload.states().sub_groups();
   const int n = static_cast<int>(groups.size());
   int module = 0;
   for (const Range& group : groups) {
@@ -146,7 +146,7 @@ void OverlappedStep::put_back(int stepped, const std::string& why) {
     return;
   }
   if (stepped > 0) {
-    offload_.mark_inconsistent(
+    offload_.states().mark_inconsistent(
         fmt::format("{} after {} of the optimizer's {} sub-groups were stepped beside it", why,
                     stepped, first_module_.size()));
   }

@@ -27,6 +27,7 @@
 #include "gpu/open_device.h"
 #include "gpu/stream.h"
 #include "tests/engine/random_floats.h"
+#include "tests/engine/test_offload.h"
 
 namespace strata::engine::zero {
 namespace {
@@ -102,13 +103,13 @@ class LateSubGroupsTest : public ::testing::Test {
   }
   // The plain step's new parameters (bf16 bits of the whole partition).
   std::vector<std::uint16_t> plain_copy() {
-    OptimizerOffload offload(*device_, optimizer_, master_, options(OffloadDevice::cpu));
+    TestOffload offload(*device_, optimizer_, master_, options(OffloadDevice::cpu));
     std::vector<std::uint16_t> copy = initial_copy_;
     offload.step(hyper(), grads_, ParamCopy::bf16, copy);
     return copy;
   }
   // Every sub-group, first to last.
-  std::vector<int> all_sub_groups(const OptimizerOffload& offload) const {
+  std::vector<int> all_sub_groups(const TestOffload& offload) const {
     std::vector<int> order(offload.sub_groups().size());
     std::iota(order.begin(), order.end(), 0);
     return order;
@@ -127,7 +128,7 @@ class LateSubGroupsTest : public ::testing::Test {
 };
 
 TEST_F(LateSubGroupsTest, NoSubGroupsIsNothing) {
-  OptimizerOffload offload(*device_, optimizer_, master_, options(OffloadDevice::cpu));
+  TestOffload offload(*device_, optimizer_, master_, options(OffloadDevice::cpu));
   std::vector<std::uint16_t> copy = initial_copy_;
   RecordingSink sink(copy);
   PartitionGrads grads(grads_);
@@ -144,7 +145,7 @@ TEST_F(LateSubGroupsTest, NoSubGroupsIsNothing) {
 TEST_F(LateSubGroupsTest, ExpectsEveryRangeThenCommitsThemFirstToLast) {
   for (OffloadDevice where : {OffloadDevice::cpu, OffloadDevice::nvme}) {
     SCOPED_TRACE(to_string(where));
-    OptimizerOffload offload(*device_, optimizer_, master_, options(where));
+    TestOffload offload(*device_, optimizer_, master_, options(where));
     std::vector<std::uint16_t> copy = initial_copy_;
     RecordingSink sink(copy);
     PartitionGrads grads(grads_);
@@ -181,7 +182,7 @@ TEST_F(LateSubGroupsTest, ATiersReaderGathersEachModuleOnceItsSubGroupsAreCommit
     std::memcpy(values.data(), initial_copy_.data(), values.size());
     tier.commit(Range{0, layout_.partition_numel()});
   }
-  OptimizerOffload offload(*device_, optimizer_, master_, options(OffloadDevice::cpu));
+  TestOffload offload(*device_, optimizer_, master_, options(OffloadDevice::cpu));
   PartitionGrads grads(grads_);
   LateSubGroups late(offload);
   late.start(hyper(), StepIo{&grads, ParamCopy::bf16, &tier}, all_sub_groups(offload));
@@ -219,8 +220,8 @@ UserError error_of(Call call) {
 // comes out of settle(), the sink hears it with its fix, the states are inconsistent, and every
 // later call names that first failure, whatever is marked after it.
 TEST_F(LateSubGroupsTest, AFailureOnTheThreadReachesSettleTheSinkAndEveryLaterCall) {
-  OptimizerOffload offload(*device_, optimizer_, master_,
-                           options(OffloadDevice::nvme, aio::FaultPlan(3).fail(9, EIO)));
+  TestOffload offload(*device_, optimizer_, master_,
+                      options(OffloadDevice::nvme, aio::FaultPlan(3).fail(9, EIO)));
   std::vector<std::uint16_t> copy = initial_copy_;
   RecordingSink sink(copy);
   PartitionGrads grads(grads_);
@@ -246,8 +247,8 @@ TEST_F(LateSubGroupsTest, AFailureOnTheThreadReachesSettleTheSinkAndEveryLaterCa
 
 // abandon() waits for the thread and logs its failure instead of throwing it.
 TEST_F(LateSubGroupsTest, AbandonWaitsAndSwallowsTheFailure) {
-  OptimizerOffload offload(*device_, optimizer_, master_,
-                           options(OffloadDevice::nvme, aio::FaultPlan(3).fail(9, EIO)));
+  TestOffload offload(*device_, optimizer_, master_,
+                      options(OffloadDevice::nvme, aio::FaultPlan(3).fail(9, EIO)));
   std::vector<std::uint16_t> copy = initial_copy_;
   RecordingSink sink(copy);
   PartitionGrads grads(grads_);

@@ -16,6 +16,7 @@
 #include "cpu_adam/half.h"
 #include "gpu/open_device.h"
 #include "tests/engine/random_floats.h"
+#include "tests/engine/test_offload.h"
 
 namespace strata::engine::zero {
 namespace {
@@ -74,7 +75,7 @@ void expect_same_as_in_memory(gpu::Device& device, OptimizerType type, std::int6
   const std::vector<float> master = random_floats(n, 1, 1.0f);
   Reference expected{master, std::vector<float>(master.size()), std::vector<float>(master.size()),
                      std::vector<std::uint16_t>(master.size())};
-  OptimizerOffload offload(device, optimizer, master, options);
+  TestOffload offload(device, optimizer, master, options);
   std::vector<std::uint16_t> copy(master.size());
   for (std::int64_t step = 1; step <= 2; ++step) {
     const std::vector<float> grads = random_floats(n, static_cast<std::uint32_t>(step + 10), 0.1f);
@@ -142,7 +143,7 @@ TEST_F(OffloadTest, Bf16StatesStepIsBitwiseTheInMemoryStep) {
       std::vector<std::byte> m(moment_bytes), v(moment_bytes);  // zero in either type
       OptimizerOffloadOptions o = options(where, 6000, true, true);
       o.types = types;
-      OptimizerOffload offload(*device_, optimizer, master, o);
+      TestOffload offload(*device_, optimizer, master, o);
       std::vector<std::uint16_t> expected_copy(count), copy(count);
       for (std::int64_t step = 1; step <= 2; ++step) {
         std::vector<cpu_adam::bf16> grads(count);
@@ -203,7 +204,7 @@ void expect_fault_marks_inconsistent(gpu::Device& device, OptimizerOffloadOption
   const std::int64_t n = 40000;  // 20 sub-groups of 2048: init writes are completions 0..19
   const std::vector<float> master = random_floats(n, 1, 1.0f);
   const std::vector<float> grads = random_floats(n, 2, 0.1f);
-  OptimizerOffload offload(device, optimizer, master, o);
+  TestOffload offload(device, optimizer, master, o);
   std::vector<std::uint16_t> copy(master.size());
   try {
     offload.step(hyper(1), grads, ParamCopy::bf16, copy);
@@ -260,12 +261,12 @@ TEST_F(OffloadTest, ShortTransfersAreRetriedAndTheStepIsExact) {
 TEST_F(OffloadTest, RefusesNoDeviceAndNoBuffers) {
   const Optimizer optimizer(OptimizerConfig{});
   const std::vector<float> master(100);
-  EXPECT_THROW(OptimizerOffload(*device_, optimizer, master,
-                                options(OffloadDevice::none, 2048, false, false)),
-               UserError);
+  EXPECT_THROW(
+      TestOffload(*device_, optimizer, master, options(OffloadDevice::none, 2048, false, false)),
+      UserError);
   OptimizerOffloadOptions o = options(OffloadDevice::nvme, 2048, false, false);
   o.buffer_count = 0;
-  EXPECT_THROW(OptimizerOffload(*device_, optimizer, master, o), UserError);
+  EXPECT_THROW(TestOffload(*device_, optimizer, master, o), UserError);
 }
 
 TEST_F(OffloadTest, SwapFilesAreRemovedAtCleanExit) {
@@ -273,8 +274,8 @@ TEST_F(OffloadTest, SwapFilesAreRemovedAtCleanExit) {
   const std::vector<float> master(5000, 1.0f);
   fs::path directory;
   {
-    OptimizerOffload offload(*device_, optimizer, master,
-                             options(OffloadDevice::nvme, 2048, true, true));
+    TestOffload offload(*device_, optimizer, master,
+                        options(OffloadDevice::nvme, 2048, true, true));
     directory = offload.store()->directory();
     EXPECT_TRUE(fs::exists(offload.store()->swap_file()));
   }

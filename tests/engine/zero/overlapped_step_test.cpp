@@ -26,6 +26,7 @@
 #include "engine/zero/late_sub_groups.h"
 #include "gpu/open_device.h"
 #include "tests/engine/random_floats.h"
+#include "tests/engine/test_offload.h"
 
 namespace strata::engine::zero {
 namespace {
@@ -105,9 +106,9 @@ class Driver {
   Driver(CpuQueue& landings, const FlatLayout& layout, const std::vector<float>& grads)
       : landings_(landings), layout_(layout), grads_(grads), partition_(grads.size(), 0.0f) {}
   // `sink`: where the new parameters go (null: straight into `copy`).
-  OverlapOutcome run(OptimizerOffload& offload, OverlappedStep& step,
-                     const StepHyperparameters& guess, const StepHyperparameters* real,
-                     std::vector<std::uint16_t>& copy, ParamSink* sink = nullptr) {
+  OverlapOutcome run(TestOffload& offload, OverlappedStep& step, const StepHyperparameters& guess,
+                     const StepHyperparameters* real, std::vector<std::uint16_t>& copy,
+                     ParamSink* sink = nullptr) {
     PartitionGrads partition_grads(partition_);
     PartitionMemory memory(std::as_writable_bytes(std::span(copy)), 2);
     const StepIo io{&partition_grads, ParamCopy::bf16, sink ? sink : &memory};
@@ -164,7 +165,7 @@ class OverlappedStepTest : public ::testing::TestWithParam<OffloadDevice> {
     return result;
   }
 
-  Outcome read(OptimizerOffload& offload, const std::vector<std::uint16_t>& copy) const {
+  Outcome read(TestOffload& offload, const std::vector<std::uint16_t>& copy) const {
     const auto n = master_.size();
     Outcome out{std::vector<float>(n), std::vector<float>(n), std::vector<float>(n), copy};
     offload.read_states(out.params, out.exp_avg, out.exp_avg_sq);
@@ -173,7 +174,7 @@ class OverlappedStepTest : public ::testing::TestWithParam<OffloadDevice> {
 
   // The plain step after backward with `real` (none: nothing happens, the step is skipped).
   Outcome plain(const StepHyperparameters* real) {
-    OptimizerOffload offload(*device_, optimizer_, master_, options(0, "plain"));
+    TestOffload offload(*device_, optimizer_, master_, options(0, "plain"));
     std::vector<std::uint16_t> copy = initial_copy_;
     if (real != nullptr) offload.step(*real, grads_, ParamCopy::bf16, copy);
     return read(offload, copy);
@@ -183,7 +184,7 @@ class OverlappedStepTest : public ::testing::TestWithParam<OffloadDevice> {
   // step with `real` leaves.
   OverlapOutcome expect_same_as_plain(const StepHyperparameters& guess,
                                       const StepHyperparameters* real, const std::string& job) {
-    OptimizerOffload offload(*device_, optimizer_, master_, options(3, job));
+    TestOffload offload(*device_, optimizer_, master_, options(3, job));
     OverlappedStep step(landings_, layout_, offload, 3);
     std::vector<std::uint16_t> copy = initial_copy_;
     Driver driver(landings_, layout_, grads_);
@@ -220,7 +221,7 @@ class OverlappedStepTest : public ::testing::TestWithParam<OffloadDevice> {
 };
 
 TEST_P(OverlappedStepTest, KeptSubGroupsAreUndoneToTheBit) {
-  OptimizerOffload offload(*device_, optimizer_, master_, options(3, "undo"));
+  TestOffload offload(*device_, optimizer_, master_, options(3, "undo"));
   std::vector<std::uint16_t> copy = initial_copy_;
   const Outcome before = read(offload, copy);
   const int n = static_cast<int>(offload.sub_groups().size());
@@ -238,7 +239,7 @@ TEST_P(OverlappedStepTest, KeptSubGroupsAreUndoneToTheBit) {
 }
 
 TEST_P(OverlappedStepTest, ReadyFalseStopsAndLeavesTheRestAsTheyWere) {
-  OptimizerOffload offload(*device_, optimizer_, master_, options(3, "stop"));
+  TestOffload offload(*device_, optimizer_, master_, options(3, "stop"));
   std::vector<std::uint16_t> copy = initial_copy_;
   const Outcome before = read(offload, copy);
   const int n = static_cast<int>(offload.sub_groups().size());
@@ -278,7 +279,7 @@ TEST_P(OverlappedStepTest, GuessThatHoldsKeepsTheEarlySteps) {
 // ranges, then steps them first to last on a thread of its own; settle() waits for them, and
 // the step is still the plain one, bit for bit.
 TEST_P(OverlappedStepTest, TheSubGroupsLeftAfterBackwardAreSteppedFirstToLastBesideTheCaller) {
-  OptimizerOffload offload(*device_, optimizer_, master_, options(3, "late"));
+  TestOffload offload(*device_, optimizer_, master_, options(3, "late"));
   OverlappedStep step(landings_, layout_, offload, 3);
   std::vector<std::uint16_t> copy = initial_copy_;
   RecordingSink sink(copy);
@@ -313,7 +314,7 @@ TEST_P(OverlappedStepTest, SkippedStepLeavesEverythingAsItWas) {
 // A step that fails between begin() and finish() (backward threw): abandon() stops the thread
 // where it is and puts back what it stepped; the next step is a normal one.
 TEST_P(OverlappedStepTest, AbandonPutsBackWhatTheThreadStepped) {
-  OptimizerOffload offload(*device_, optimizer_, master_, options(3, "abandon"));
+  TestOffload offload(*device_, optimizer_, master_, options(3, "abandon"));
   OverlappedStep step(landings_, layout_, offload, 3);
   std::vector<std::uint16_t> copy = initial_copy_;
   const Outcome before = read(offload, copy);
@@ -338,7 +339,7 @@ TEST_P(OverlappedStepTest, AnIoErrorOnTheThreadComesOutOfFinish) {
   if (GetParam() != OffloadDevice::nvme) GTEST_SKIP() << "the CPU tier does no I/O";
   OptimizerOffloadOptions o = options(3, "eio");
   o.nvme.faults.fail(8, EIO);  // completions 0..6 write the initial states; 7.. are the step's
-  OptimizerOffload offload(*device_, optimizer_, master_, o);
+  TestOffload offload(*device_, optimizer_, master_, o);
   OverlappedStep step(landings_, layout_, offload, 3);
   std::vector<std::uint16_t> copy = initial_copy_;
   Driver driver(landings_, layout_, grads_);
@@ -365,7 +366,7 @@ TEST_P(OverlappedStepTest, AnIoErrorAfterFinishComesOutOfSettleAndReachesTheSink
   // Completions 0..6 write the initial states, 7..12 are the three early sub-groups' reads and
   // writes, 13.. those of the four left after backward.
   o.nvme.faults.fail(15, EIO);
-  OptimizerOffload offload(*device_, optimizer_, master_, o);
+  TestOffload offload(*device_, optimizer_, master_, o);
   OverlappedStep step(landings_, layout_, offload, 3);
   std::vector<std::uint16_t> copy = initial_copy_;
   RecordingSink sink(copy);
@@ -389,7 +390,7 @@ TEST_P(OverlappedStepTest, AnIoErrorAfterFinishComesOutOfSettleAndReachesTheSink
 // stops at the failed point, finish() rethrows the landing's error, and the optimizer is whole and
 // as it was (the failure was backward's, not the optimizer's).
 TEST_P(OverlappedStepTest, AFailedBackwardLeavesTheOptimizerAsItWas) {
-  OptimizerOffload offload(*device_, optimizer_, master_, options(3, "failed"));
+  TestOffload offload(*device_, optimizer_, master_, options(3, "failed"));
   OverlappedStep step(landings_, layout_, offload, 3);
   std::vector<std::uint16_t> copy = initial_copy_;
   const Outcome before = read(offload, copy);
@@ -412,7 +413,7 @@ TEST_P(OverlappedStepTest, AFailedBackwardLeavesTheOptimizerAsItWas) {
 // stepped once, by the thread as it becomes final until finish() stops it, the rest by the
 // thread finish() leaves, their new parameters going to the sink from those threads.
 TEST_P(OverlappedStepTest, AFixedGuessStepsEverySubGroupOnceOffTheCallersThread) {
-  OptimizerOffload offload(*device_, optimizer_, master_, options(0, "fixed"));
+  TestOffload offload(*device_, optimizer_, master_, options(0, "fixed"));
   OverlappedStep step(landings_, layout_, offload, 0, OverlappedStep::Guess::fixed);
   std::vector<std::uint16_t> copy = initial_copy_;
   Driver driver(landings_, layout_, grads_);
@@ -429,7 +430,7 @@ TEST_P(OverlappedStepTest, AFixedGuessStepsEverySubGroupOnceOffTheCallersThread)
 // sub-group and waits for the next to be final when backward ends, and the other six are named
 // first to last; stepped so, they make the plain step.
 TEST_P(OverlappedStepTest, AFixedGuessStopsWhenBackwardEndsAndLeavesTheRestFirstToLast) {
-  OptimizerOffload offload(*device_, optimizer_, master_, options(0, "fixed-stop"));
+  TestOffload offload(*device_, optimizer_, master_, options(0, "fixed-stop"));
   OverlappedStep step(landings_, layout_, offload, 0, OverlappedStep::Guess::fixed);
   std::vector<std::uint16_t> copy = initial_copy_;
   std::vector<float> partition(grads_.size(), 0.0f);
@@ -464,7 +465,7 @@ TEST_P(OverlappedStepTest, AFixedGuessStopsWhenBackwardEndsAndLeavesTheRestFirst
 // With nothing kept, a backward that fails after the thread stepped the final sub-groups leaves
 // the optimizer half a step on: it is marked inconsistent, and the next step refuses, saying so.
 TEST_P(OverlappedStepTest, AFailedBackwardAfterFixedEarlyStepsMarksTheStatesInconsistent) {
-  OptimizerOffload offload(*device_, optimizer_, master_, options(0, "fixed-failed"));
+  TestOffload offload(*device_, optimizer_, master_, options(0, "fixed-failed"));
   OverlappedStep step(landings_, layout_, offload, 0, OverlappedStep::Guess::fixed);
   std::vector<std::uint16_t> copy = initial_copy_;
   const StepHyperparameters guess = hyper(0.5f);
@@ -494,7 +495,7 @@ TEST_P(OverlappedStepTest, AFailedBackwardAfterFixedEarlyStepsMarksTheStatesInco
 
 // A fixed guess whose thread has stepped nothing when the step fails loses nothing.
 TEST_P(OverlappedStepTest, AbandoningAFixedGuessBeforeAnyStepKeepsTheStatesWhole) {
-  OptimizerOffload offload(*device_, optimizer_, master_, options(0, "fixed-abandon"));
+  TestOffload offload(*device_, optimizer_, master_, options(0, "fixed-abandon"));
   OverlappedStep step(landings_, layout_, offload, 0, OverlappedStep::Guess::fixed);
   std::vector<std::uint16_t> copy = initial_copy_;
   const Outcome before = read(offload, copy);
