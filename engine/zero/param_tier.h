@@ -140,9 +140,10 @@ class ParamTier final : public ParamSink {
 
   const FlatLayout& layout_;
   OffloadDevice device_;
-  std::unique_ptr<ShardStore> store_;
   // The ranges an optimizer's thread commits while the engine's thread gathers modules.
   CommitFence fence_;
+  // After the fence: the store goes first, settling the copies and reads still in flight.
+  std::unique_ptr<ShardStore> store_;
 };
 
 }  // namespace strata::engine::zero
