@@ -182,12 +182,9 @@ void Engine::build_offload_memory() {
   tier_options.pool = pool_.get();
   tier_options.book = book_.get();
   tier_options.store = swap_.get();
-  if (config_.zero.offload_param.device == OffloadDevice::none &&
-      offloaded(config_.zero.offload_optimizer.device)) {
-    // The offloaded optimizer's new parameters go up to the device tier one sub-group at a time.
-    for (const zero::Range& group : zero::make_sub_groups(layout_, config_.zero.sub_group_size))
-      tier_options.upload_staging_elements =
-          std::max(tier_options.upload_staging_elements, group.size());
+  if (offloaded(config_.zero.offload_optimizer.device)) {
+    // The offloaded optimizer's new parameters come to the tier one sub-group at a time.
+    tier_options.committed_ranges = zero::make_sub_groups(layout_, config_.zero.sub_group_size);
     tier_options.upload_staging_pinned = config_.zero.offload_optimizer.pin_memory;
   }
   // Parameters on another disk than the optimizer's get a store of their own there, whose rings

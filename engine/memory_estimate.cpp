@@ -306,6 +306,21 @@ std::int64_t padded_sum(const zero::FlatLayout& layout) {
   return sum;
 }
 
+// The parameter tier as the engine gives it its options (engine_build.cpp, offload_options.cpp).
+zero::ParamTierPlan param_tier_plan(const EstimateInputs& inputs, const Choice& choice,
+                                    const zero::FlatLayout& layout) {
+  zero::ParamTierOptions options;
+  options.device = choice.offload_param;
+  options.element_bytes = inputs.storage_bytes;
+  options.max_in_cpu = inputs.max_in_cpu;
+  options.buffer_count = inputs.param_buffer_count;
+  options.pin_memory = inputs.param_pin_memory;
+  if (choice.optimizer_offloaded())
+    options.committed_ranges = zero::make_sub_groups(layout, inputs.sub_group_size);
+  options.upload_staging_pinned = inputs.optimizer_pin_memory;
+  return zero::ParamTier::plan(options, layout);
+}
+
 // What the device holds for the whole run: build()'s allocations and the model's activations.
 void add_device_resident(RowBuilder& builder, const EstimateInputs& inputs, const Choice& choice,
                          const zero::FlatLayout& layout) {
@@ -316,9 +331,8 @@ void add_device_resident(RowBuilder& builder, const EstimateInputs& inputs, cons
                 fmt::format("the model's activations for a micro-batch of {}{}", inputs.micro_batch,
                             inputs.activation_checkpointing ? ", checkpointed" : ""));
   }
-  if (choice.offload_param == OffloadDevice::none) {
-    builder.add("param_shards", Tier::gpu, storage * part, fmt::format("{} x part", storage));
-  }
+  builder.add("param_shards", Tier::gpu, param_tier_plan(inputs, choice, layout).device_bytes,
+              fmt::format("{} x part", storage));
   if (!choice.optimizer_offloaded()) {
     builder.add("gradient_partition_fp32", Tier::gpu, kFloat * part, "4 x part");
     builder.add("optimizer_states_fp32", Tier::gpu, (1 + inputs.optimizer_moments) * kFloat * part,
@@ -363,74 +377,53 @@ void add_device_step_peak(RowBuilder& builder, const EstimateInputs& inputs, con
               "larger than the bucket, packed)");
 }
 
-// The parameter tier's CPU memory, its NVMe pool and its swap file (engine/zero/param_tier.cpp).
+// The offloaded optimizer hands the tier its new parameters one sub-group at a time; those that
+// touch a module not in CPU memory pass through staging.
+void add_param_staging(RowBuilder& builder, const zero::ParamTierPlan& plan, std::int64_t storage) {
+  if (!plan.staging.reserved()) return;
+  // The device tier alternates two, so that one upload runs while the next is made; they are the
+  // pool's, page-locked as offload_optimizer.pin_memory says, so that each upload is a DMA beside
+  // the optimizer.
+  const bool two = plan.staging.count == 2;
+  builder.add(
+      "param_staging", Tier::cpu, plan.staging.count * round_up(plan.staging.buffer_bytes, kBlock),
+      fmt::format("{}round_up({} x largest sub-group that touches a module not in CPU "
+                  "memory, 4 KiB) (its new parameters on their way to the tier{})",
+                  two ? "2 x " : "", storage, two ? ", one uploading while the next is made" : ""),
+      plan.staging.options.pin_memory);
+}
+
+// The parameter tier's CPU memory, its NVMe pool and its swap file: the tier's own plan
+// (zero::ParamTier::plan).
 void add_param_tier(RowBuilder& builder, const EstimateInputs& inputs, const Choice& choice,
                     const zero::FlatLayout& layout) {
+  const zero::ParamTierPlan plan = param_tier_plan(inputs, choice, layout);
   const std::int64_t storage = inputs.storage_bytes;
-  const std::int64_t part = layout.partition_numel();
   if (choice.offload_param == OffloadDevice::cpu) {
-    builder.add("param_host_partition", Tier::cpu, host_buffer(storage * part),
-                fmt::format("{} x part (the tier)", storage), inputs.param_pin_memory);
+    builder.add("param_host_partition", Tier::cpu, host_buffer(plan.host.buffer_bytes),
+                fmt::format("{} x part (the tier)", storage), plan.host.options.pin_memory);
     return;
   }
+  add_param_staging(builder, plan, storage);
   // With nvme, modules stay in CPU memory, in module order, while their shards total at most
   // max_in_cpu elements; each other module's shard is an extent on NVMe.
-  const std::vector<bool> kept =
-      zero::modules_in_cpu(layout, choice.offload_param, inputs.max_in_cpu);
-  std::vector<bool> on_nvme_module(static_cast<std::size_t>(layout.module_count()),
-                                   choice.offload_param == OffloadDevice::none);
-  std::int64_t in_cpu = 0;
-  std::int64_t on_nvme = 0;
-  std::int64_t largest = 0;
-  if (choice.offload_param == OffloadDevice::nvme) {
-    for (int m = 0; m < layout.module_count(); ++m) {
-      const std::int64_t shard = layout.module(m).shard_numel;
-      if (kept[static_cast<std::size_t>(m)]) {
-        in_cpu += shard;
-        continue;
-      }
-      on_nvme_module[static_cast<std::size_t>(m)] = true;
-      on_nvme += round_up(storage * shard, kBlock);
-      largest = std::max(largest, storage * shard);
-    }
-  }
-  if (choice.optimizer_offloaded()) {
-    // The offloaded optimizer hands the tier its new parameters one sub-group at a time; those
-    // that touch a module not in CPU memory pass through staging.
-    std::int64_t largest_group = 0;
-    for (const zero::Range& group : zero::make_sub_groups(layout, inputs.sub_group_size)) {
-      for (int m : layout.modules_in(group)) {
-        if (on_nvme_module[static_cast<std::size_t>(m)])
-          largest_group = std::max(largest_group, group.size());
-      }
-    }
-    if (largest_group > 0) {
-      // The device tier alternates two, so that one upload runs while the next is made.
-      const bool device = choice.offload_param == OffloadDevice::none;
-      // The device tier's two are the pool's, page-locked as offload_optimizer.pin_memory says,
-      // so that each upload is a DMA beside the optimizer.
-      builder.add("param_staging", Tier::cpu,
-                  (device ? 2 : 1) * round_up(storage * largest_group, kBlock),
-                  fmt::format("{}round_up({} x largest sub-group that touches a module not in CPU "
-                              "memory, 4 KiB) (its new parameters on their way to the tier{})",
-                              device ? "2 x " : "", storage,
-                              device ? ", one uploading while the next is made" : ""),
-                  device && inputs.optimizer_pin_memory);
-    }
-  }
-  if (choice.offload_param != OffloadDevice::nvme) return;
-  if (in_cpu > 0) {
-    builder.add("param_cpu_modules", Tier::cpu, round_up(storage * in_cpu, kBlock),
+  const std::int64_t in_cpu = plan.host.buffer_bytes / storage;
+  if (plan.host.reserved()) {
+    builder.add("param_cpu_modules", Tier::cpu, round_up(plan.host.buffer_bytes, kBlock),
                 fmt::format("round_up({} x {} elements, 4 KiB) (the modules offload_param."
                             "max_in_cpu keeps in CPU memory)",
                             storage, grouped(in_cpu)),
-                inputs.param_pin_memory);
+                plan.host.options.pin_memory);
   }
-  if (on_nvme == 0) return;
+  if (plan.extents.empty()) return;
+  std::int64_t on_nvme = 0;
+  for (const std::int64_t extent : plan.extents)
+    on_nvme += round_up(extent, kBlock);
   builder.add(
-      "param_swap_buffers", Tier::cpu, inputs.param_buffer_count * round_up(largest, kBlock),
+      "param_swap_buffers", Tier::cpu,
+      plan.swap_buffers.count * round_up(plan.swap_buffers.buffer_bytes, kBlock),
       fmt::format("offload_param.buffer_count x round_up({} x largest NVMe shard, 4 KiB)", storage),
-      inputs.param_pin_memory);
+      plan.swap_buffers.options.pin_memory);
   builder.add("param_shards", Tier::nvme, on_nvme,
               fmt::format("sum over NVMe-resident modules of round_up({} x shard(m), 4 KiB) "
                           "(max_in_cpu keeps {} elements in CPU)",

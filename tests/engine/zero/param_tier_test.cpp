@@ -292,5 +292,40 @@ TEST(ParamTier, AFailedWriteMakesEveryLaterCallNameIt) {
   EXPECT_THAT(later.what(), HasSubstr(strerror(ENOSPC)));
 }
 
+// The plan is what the tier holds: where each shard lives, the device partition, the read
+// buffers and the swap file; and the staging the optimizer's ranges pass through (kRange pieces:
+// with m0 and m2 in CPU memory, every range but m0's touches a module on NVMe).
+TEST(ParamTier, ThePlanIsWhatTheTierHolds) {
+  for (const Home& home : kHomes) {
+    SCOPED_TRACE(home.name);
+    TierFixture f(home);
+    ParamTierOptions options;
+    options.device = home.device;
+    options.max_in_cpu = home.max_in_cpu;
+    options.buffer_count = 3;
+    for (std::int64_t begin = 0; begin < f.layout_.partition_numel(); begin += kRange)
+      options.committed_ranges.push_back({begin, begin + kRange});
+    const ParamTierPlan plan = ParamTier::plan(options, f.layout_);
+    std::int64_t extent_bytes = 0;
+    for (int m = 0; m < f.layout_.module_count(); ++m) {
+      const auto index = static_cast<std::size_t>(m);
+      EXPECT_EQ(f.tier_->in_cpu(m), plan.cpu_offset[index] >= 0) << "module " << m;
+      EXPECT_EQ(f.tier_->on_nvme(m), plan.nvme_extent[index] >= 0) << "module " << m;
+      if (plan.nvme_extent[index] >= 0) extent_bytes += f.layout_.module(m).shard_numel * 2;
+    }
+    EXPECT_EQ(plan.device_bytes, home.device == OffloadDevice::none ? 20480 * 2 : 0);
+    EXPECT_EQ(f.tier_->nvme_bytes(), extent_bytes);
+    EXPECT_EQ(plan.swap_buffers.reserved(), f.tier_->swap_shelf() >= 0);
+    if (f.tier_->swap_shelf() >= 0) {
+      EXPECT_EQ(f.pool_->buffer_count(f.tier_->swap_shelf()), plan.swap_buffers.count);
+      EXPECT_EQ(f.pool_->buffer_size_bytes(f.tier_->swap_shelf()), plan.swap_buffers.buffer_bytes);
+    }
+    const bool staged = home.device != OffloadDevice::cpu;
+    EXPECT_EQ(plan.staging.count, staged ? (home.device == OffloadDevice::none ? 2 : 1) : 0);
+    EXPECT_EQ(plan.staging.buffer_bytes, staged ? kRange * 2 : 0);
+    EXPECT_EQ(plan.staging_in_pool, home.device == OffloadDevice::none);
+  }
+}
+
 }  // namespace
 }  // namespace strata::engine::zero
