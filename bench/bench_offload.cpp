@@ -217,14 +217,8 @@ struct Measured {
   }
 };
 
-Measured measure(const OffloadBenchOptions& options, engine::StateTypes types,
-                 const engine::Optimizer& optimizer, gpu::Device& device, std::int64_t n,
-                 std::int64_t sub_group_size) {
-  const bool nvme = options.device == "nvme";
-  const auto count = static_cast<std::size_t>(n);
-  Measured result;
-  result.states = types.all_fp32() ? "fp32" : "bf16";
-  // Gradients of the master's type, 1e-3 (and 0.5 for the master: both exact in bf16).
+// Gradients of the master's type, 1e-3 (and 0.5 for the master: both exact in bf16).
+std::vector<std::byte> filled_gradients(engine::StateTypes types, std::size_t count) {
   std::vector<std::byte> grads(count * static_cast<std::size_t>(types.grad_bytes()));
   for (std::size_t i = 0; i < count; ++i) {
     if (types.bf16_master_and_grads) {
@@ -233,113 +227,136 @@ Measured measure(const OffloadBenchOptions& options, engine::StateTypes types,
       reinterpret_cast<float*>(grads.data())[i] = 1e-3f;
     }
   }
+  return grads;
+}
+
+// The offloaded step, and with NVMe the I/O alone between its steps: fills `result`'s step_s,
+// io_s, extents and counters.
+void measure_offloaded_step(const OffloadBenchOptions& options, engine::StateTypes types,
+                            const engine::Optimizer& optimizer, gpu::Device& device,
+                            std::int64_t sub_group_size, std::span<const std::byte> grads,
+                            std::vector<std::uint16_t>& copy, Measured& result) {
+  const bool nvme = options.device == "nvme";
+  const std::size_t count = copy.size();
   const std::vector<float> master(count, 0.5f);
-  std::vector<std::uint16_t> copy(count);
   StepHyperparameters hyper;
   hyper.lr = 1e-4;
-  {
-    OptimizerOffloadOptions offload_options;
-    offload_options.device = nvme ? OffloadDevice::nvme : OffloadDevice::cpu;
-    offload_options.sub_group_size = sub_group_size;
-    offload_options.pipeline_read = !options.no_pipeline;
-    offload_options.pipeline_write = !options.no_pipeline;
-    offload_options.buffer_count = options.buffer_count;
-    offload_options.pin_memory = !options.no_pin;
-    offload_options.types = types;
-    offload_options.nvme.nvme_path = options.path;
-    offload_options.nvme.job_name = "bench-offload";
-    // The memory the engine would lend the states: a pool, a book and (nvme) a store.
-    engine::memory::PinnedPool pool(device);
-    std::unique_ptr<engine::memory::NvmeStore> store;
-    if (nvme) store = std::make_unique<engine::memory::NvmeStore>(offload_options.nvme);
-    engine::memory::Residency book;
-    offload_options.pool = &pool;
-    offload_options.book = &book;
-    offload_options.store = store.get();
-    engine::zero::OptimizerStates states(optimizer, static_cast<std::int64_t>(count),
-                                         offload_options);
-    OptimizerOffload offload(optimizer, states, offload_options);
-    pool.open();
-    if (store) store->open(pool.pinned_arena());
-    states.open();
-    engine::zero::fill_with_masters(states, master);
-    result.extents = states.plan().extent_bytes;
-    // I/O alone alternates with the step, a pass after each step, both swap files on the disk
-    // at once, so that drift of the disk hits both alike. Run after all the steps instead,
-    // the same passes came out 15-20% slower than the step on the development machine's
-    // virtual disk (64M params: 1.02-1.04 s against 0.89 s; 0.88 s when run before the steps).
-    std::optional<IoAlone> io;
-    if (nvme) io.emplace(device, options, result.extents);
-    engine::zero::PartitionGrads source(grads, types.grad_bytes());
-    engine::zero::PartitionMemory sink(std::as_writable_bytes(std::span(copy)), 2);
-    std::vector<double> seconds;
-    std::vector<double> io_seconds;
-    for (int step = 0; step <= options.steps; ++step) {  // step 0 (and pass 0) warm up
-      hyper.step = step + 1;
-      const auto start = std::chrono::steady_clock::now();
-      offload.step(hyper, engine::zero::StepIo{&source, ParamCopy::bf16, &sink});
-      if (step > 0) seconds.push_back(seconds_since(start));
-      if (io) {
-        const double pass_s = io->pass();
-        if (step > 0) io_seconds.push_back(pass_s);
-      }
+  OptimizerOffloadOptions offload_options;
+  offload_options.device = nvme ? OffloadDevice::nvme : OffloadDevice::cpu;
+  offload_options.sub_group_size = sub_group_size;
+  offload_options.pipeline_read = !options.no_pipeline;
+  offload_options.pipeline_write = !options.no_pipeline;
+  offload_options.buffer_count = options.buffer_count;
+  offload_options.pin_memory = !options.no_pin;
+  offload_options.types = types;
+  offload_options.nvme.nvme_path = options.path;
+  offload_options.nvme.job_name = "bench-offload";
+  // The memory the engine would lend the states: a pool, a book and (nvme) a store.
+  engine::memory::PinnedPool pool(device);
+  std::unique_ptr<engine::memory::NvmeStore> store;
+  if (nvme) store = std::make_unique<engine::memory::NvmeStore>(offload_options.nvme);
+  engine::memory::Residency book;
+  offload_options.pool = &pool;
+  offload_options.book = &book;
+  offload_options.store = store.get();
+  engine::zero::OptimizerStates states(optimizer, static_cast<std::int64_t>(count),
+                                       offload_options);
+  OptimizerOffload offload(optimizer, states, offload_options);
+  pool.open();
+  if (store) store->open(pool.pinned_arena());
+  states.open();
+  engine::zero::fill_with_masters(states, master);
+  result.extents = states.plan().extent_bytes;
+  // I/O alone alternates with the step, a pass after each step, both swap files on the disk
+  // at once, so that drift of the disk hits both alike. Run after all the steps instead,
+  // the same passes came out 15-20% slower than the step on the development machine's
+  // virtual disk (64M params: 1.02-1.04 s against 0.89 s; 0.88 s when run before the steps).
+  std::optional<IoAlone> io;
+  if (nvme) io.emplace(device, options, result.extents);
+  engine::zero::PartitionGrads source(grads, types.grad_bytes());
+  engine::zero::PartitionMemory sink(std::as_writable_bytes(std::span(copy)), 2);
+  std::vector<double> seconds;
+  std::vector<double> io_seconds;
+  for (int step = 0; step <= options.steps; ++step) {  // step 0 (and pass 0) warm up
+    hyper.step = step + 1;
+    const auto start = std::chrono::steady_clock::now();
+    offload.step(hyper, engine::zero::StepIo{&source, ParamCopy::bf16, &sink});
+    if (step > 0) seconds.push_back(seconds_since(start));
+    if (io) {
+      const double pass_s = io->pass();
+      if (step > 0) io_seconds.push_back(pass_s);
     }
-    result.step_s = median(seconds);
-    if (io) result.io_s = median(io_seconds);
-    result.counters = states.counters();
   }
-  {
-    // The optimizer alone: the same arrays in memory, stepped sub-group by sub-group.
-    const std::size_t moment_bytes = count * static_cast<std::size_t>(types.moment_bytes());
-    std::vector<std::byte> params(count * static_cast<std::size_t>(types.master_bytes()));
-    for (std::size_t i = 0; i < count; ++i) {
-      if (types.bf16_master_and_grads) {
-        reinterpret_cast<cpu_adam::bf16*>(params.data())[i] = cpu_adam::to_bf16(0.5f);
-      } else {
-        reinterpret_cast<float*>(params.data())[i] = 0.5f;
-      }
+  result.step_s = median(seconds);
+  if (io) result.io_s = median(io_seconds);
+  result.counters = states.counters();
+}
+
+// The optimizer alone: the same arrays in memory, stepped sub-group by sub-group.
+double measure_adam_alone(const OffloadBenchOptions& options, engine::StateTypes types,
+                          const engine::Optimizer& optimizer, std::int64_t sub_group_size,
+                          std::span<const std::byte> grads, std::vector<std::uint16_t>& copy) {
+  const std::size_t count = copy.size();
+  const auto n = static_cast<std::int64_t>(count);
+  StepHyperparameters hyper;
+  hyper.lr = 1e-4;
+  const std::size_t moment_bytes = count * static_cast<std::size_t>(types.moment_bytes());
+  std::vector<std::byte> params(count * static_cast<std::size_t>(types.master_bytes()));
+  for (std::size_t i = 0; i < count; ++i) {
+    if (types.bf16_master_and_grads) {
+      reinterpret_cast<cpu_adam::bf16*>(params.data())[i] = cpu_adam::to_bf16(0.5f);
+    } else {
+      reinterpret_cast<float*>(params.data())[i] = 0.5f;
     }
-    std::vector<std::byte> exp_avg(moment_bytes), exp_avg_sq(moment_bytes);
-    const auto groups = engine::zero::make_sub_groups(n, sub_group_size);
-    std::vector<double> seconds;
-    for (int step = 0; step <= options.steps; ++step) {
-      hyper.step = step + 1;
-      const auto start = std::chrono::steady_clock::now();
-      for (const auto& range : groups) {
-        auto slice = [&](auto& bytes, std::int64_t element) {
-          return std::span(bytes).subspan(static_cast<std::size_t>(range.begin * element),
-                                          static_cast<std::size_t>(range.size() * element));
-        };
-        const engine::StateArrays arrays{
-            slice(params, types.master_bytes()), std::as_bytes(slice(grads, types.grad_bytes())),
-            slice(exp_avg, types.moment_bytes()), slice(exp_avg_sq, types.moment_bytes())};
-        optimizer.step(hyper, types, arrays, range.size(), ParamCopy::bf16,
-                       std::span(copy).subspan(static_cast<std::size_t>(range.begin),
-                                               static_cast<std::size_t>(range.size())));
-      }
-      if (step > 0) seconds.push_back(seconds_since(start));
-    }
-    result.adam_s = median(seconds);
   }
+  std::vector<std::byte> exp_avg(moment_bytes), exp_avg_sq(moment_bytes);
+  const auto groups = engine::zero::make_sub_groups(n, sub_group_size);
+  std::vector<double> seconds;
+  for (int step = 0; step <= options.steps; ++step) {
+    hyper.step = step + 1;
+    const auto start = std::chrono::steady_clock::now();
+    for (const auto& range : groups) {
+      auto slice = [&](auto& bytes, std::int64_t element) {
+        return std::span(bytes).subspan(static_cast<std::size_t>(range.begin * element),
+                                        static_cast<std::size_t>(range.size() * element));
+      };
+      const engine::StateArrays arrays{
+          slice(params, types.master_bytes()), std::as_bytes(slice(grads, types.grad_bytes())),
+          slice(exp_avg, types.moment_bytes()), slice(exp_avg_sq, types.moment_bytes())};
+      optimizer.step(hyper, types, arrays, range.size(), ParamCopy::bf16,
+                     std::span(copy).subspan(static_cast<std::size_t>(range.begin),
+                                             static_cast<std::size_t>(range.size())));
+    }
+    if (step > 0) seconds.push_back(seconds_since(start));
+  }
+  return median(seconds);
+}
+
+Measured measure(const OffloadBenchOptions& options, engine::StateTypes types,
+                 const engine::Optimizer& optimizer, gpu::Device& device, std::int64_t n,
+                 std::int64_t sub_group_size) {
+  const auto count = static_cast<std::size_t>(n);
+  Measured result;
+  result.states = types.all_fp32() ? "fp32" : "bf16";
+  const std::vector<std::byte> grads = filled_gradients(types, count);
+  std::vector<std::uint16_t> copy(count);
+  measure_offloaded_step(options, types, optimizer, device, sub_group_size, grads, copy, result);
+  result.adam_s = measure_adam_alone(options, types, optimizer, sub_group_size, grads, copy);
   return result;
 }
 
-void run_bench_offload(const OffloadBenchOptions& options) {
-  const std::int64_t n = count_option(options.params, "--params");
-  const std::int64_t sub_group_size = count_option(options.sub_group_size, "--sub-group-size");
-  if (options.device != "cpu" && options.device != "nvme")
-    throw UserError(fmt::format("--device {} is not cpu or nvme", options.device),
-                    "pass --device cpu or --device nvme", 2);
-  const bool nvme = options.device == "nvme";
-  if (nvme && options.path.empty())
-    throw UserError("--device nvme needs --path", "pass --path DIR, a directory on the NVMe drive",
-                    2);
+// The state types --states asks for, fp32 first.
+std::vector<engine::StateTypes> state_types_of(const OffloadBenchOptions& options) {
   std::vector<engine::StateTypes> runs;
   if (options.states == "fp32" || options.states == "both") runs.push_back({});
   if (options.states == "bf16" || options.states == "both") runs.push_back({true, true});
   if (runs.empty())
     throw UserError(fmt::format("--states {} is not fp32, bf16 or both", options.states),
                     "pass --states fp32, --states bf16 or --states both", 2);
+  return runs;
+}
+
+OptimizerConfig optimizer_config_of(const OffloadBenchOptions& options) {
   OptimizerConfig config;
   if (options.optimizer == "adam")
     config.type = OptimizerType::adam;
@@ -348,7 +365,77 @@ void run_bench_offload(const OffloadBenchOptions& options) {
   else
     throw UserError(fmt::format("--optimizer {} is not adam or adamw", options.optimizer),
                     "pass --optimizer adam or --optimizer adamw", 2);
-  const engine::Optimizer optimizer(config);
+  return config;
+}
+
+// The step's target: this close to the slower of the optimizer alone and the I/O alone.
+double target_ratio(const OffloadBenchOptions& options) {
+  return options.device == "nvme" ? 1.10 : 1.05;
+}
+
+nlohmann::json offload_json(const OffloadBenchOptions& options, std::int64_t n,
+                            std::int64_t sub_group_size, int threads, const Measured& m) {
+  const double bound_s = std::max(m.adam_s, m.io_s);
+  const bool nvme = options.device == "nvme";
+  return nlohmann::json{
+      {"params", n},
+      {"device", options.device},
+      {"optimizer", options.optimizer},
+      {"states", m.states},
+      {"sub_group_size", sub_group_size},
+      {"sub_groups", m.extents.size()},
+      {"buffer_count", options.buffer_count},
+      {"pinned", !options.no_pin},
+      {"pipeline", !options.no_pipeline},
+      {"threads", threads},
+      {"steps", options.steps},
+      {"seconds_per_step", m.step_s},
+      {"adam_alone_s", m.adam_s},
+      {"io_alone_s", m.io_s},
+      {"bound_s", bound_s},
+      {"ratio_to_bound", m.step_s / bound_s},
+      {"target_ratio", target_ratio(options)},
+      {"state_bytes", m.moved()},
+      // Per step, from the residency counters (the initial write and
+      // the warm-up step taken out).
+      {"nvme_read_bytes_per_step", m.counters.moved_bytes[2] / (options.steps + 1)},
+      {"nvme_write_bytes_per_step",
+       nvme ? (m.counters.moved_bytes[3] - m.moved()) / (options.steps + 1) : 0}};
+}
+
+void print_measured(const OffloadBenchOptions& options, std::int64_t n, std::int64_t sub_group_size,
+                    int threads, const Measured& m) {
+  const bool nvme = options.device == "nvme";
+  const double bound_s = std::max(m.adam_s, m.io_s);
+  const double ratio = m.step_s / bound_s;
+  fmt::print(
+      "strata bench offload: {} {} params, {} states on {}, sub-groups of {} ({}), "
+      "{} buffers{}, {} thread(s)\n",
+      options.optimizer, base::format_count(static_cast<double>(n)), m.states, options.device,
+      base::format_count(static_cast<double>(sub_group_size)), m.extents.size(),
+      options.buffer_count, options.no_pin ? " (not pinned)" : "", threads);
+  fmt::print("state bytes per step: {} read + {} written\n",
+             base::format_bytes(nvme ? static_cast<double>(m.moved()) : 0.0),
+             base::format_bytes(nvme ? static_cast<double>(m.moved()) : 0.0));
+  fmt::print("{:<18} {:>10.4f} s\n", "seconds_per_step", m.step_s);
+  fmt::print("{:<18} {:>10.4f} s\n", "adam_alone_s", m.adam_s);
+  fmt::print("{:<18} {:>10.4f} s\n", "io_alone_s", m.io_s);
+  fmt::print("{:<18} {:>10.4f} s\n", "bound_s", bound_s);
+  fmt::print("verdict: step = {:.3f}x bound (target <= {:.2f}x): {}\n", ratio,
+             target_ratio(options), ratio <= target_ratio(options) ? "ok" : "ABOVE TARGET");
+}
+
+void run_bench_offload(const OffloadBenchOptions& options) {
+  const std::int64_t n = count_option(options.params, "--params");
+  const std::int64_t sub_group_size = count_option(options.sub_group_size, "--sub-group-size");
+  if (options.device != "cpu" && options.device != "nvme")
+    throw UserError(fmt::format("--device {} is not cpu or nvme", options.device),
+                    "pass --device cpu or --device nvme", 2);
+  if (options.device == "nvme" && options.path.empty())
+    throw UserError("--device nvme needs --path", "pass --path DIR, a directory on the NVMe drive",
+                    2);
+  const std::vector<engine::StateTypes> runs = state_types_of(options);
+  const engine::Optimizer optimizer(optimizer_config_of(options));
   cpu_adam::Workers workers(cpu_adam::WorkersOptions{.threads = options.threads});
   auto device = gpu::create_host_device({});
 
@@ -357,64 +444,21 @@ void run_bench_offload(const OffloadBenchOptions& options) {
     for (const engine::StateTypes& types : runs)
       results.push_back(measure(options, types, optimizer, *device, n, sub_group_size));
   });
-  const double target = nvme ? 1.10 : 1.05;
-  auto as_json = [&](const Measured& m) {
-    const double bound_s = std::max(m.adam_s, m.io_s);
-    return nlohmann::json{
-        {"params", n},
-        {"device", options.device},
-        {"optimizer", options.optimizer},
-        {"states", m.states},
-        {"sub_group_size", sub_group_size},
-        {"sub_groups", m.extents.size()},
-        {"buffer_count", options.buffer_count},
-        {"pinned", !options.no_pin},
-        {"pipeline", !options.no_pipeline},
-        {"threads", workers.thread_count()},
-        {"steps", options.steps},
-        {"seconds_per_step", m.step_s},
-        {"adam_alone_s", m.adam_s},
-        {"io_alone_s", m.io_s},
-        {"bound_s", bound_s},
-        {"ratio_to_bound", m.step_s / bound_s},
-        {"target_ratio", target},
-        {"state_bytes", m.moved()},
-        // Per step, from the residency counters (the initial write and
-        // the warm-up step taken out).
-        {"nvme_read_bytes_per_step", m.counters.moved_bytes[2] / (options.steps + 1)},
-        {"nvme_write_bytes_per_step",
-         nvme ? (m.counters.moved_bytes[3] - m.moved()) / (options.steps + 1) : 0}};
-  };
+  const int threads = workers.thread_count();
   if (options.json) {
     if (results.size() == 1) {
-      fmt::print("{}\n", as_json(results.front()).dump(2));
+      fmt::print("{}\n",
+                 offload_json(options, n, sub_group_size, threads, results.front()).dump(2));
     } else {
       nlohmann::json out;
       for (const Measured& m : results)
-        out[m.states] = as_json(m);
+        out[m.states] = offload_json(options, n, sub_group_size, threads, m);
       fmt::print("{}\n", out.dump(2));
     }
     return;
   }
-  for (const Measured& m : results) {
-    const double bound_s = std::max(m.adam_s, m.io_s);
-    const double ratio = m.step_s / bound_s;
-    fmt::print(
-        "strata bench offload: {} {} params, {} states on {}, sub-groups of {} ({}), "
-        "{} buffers{}, {} thread(s)\n",
-        options.optimizer, base::format_count(static_cast<double>(n)), m.states, options.device,
-        base::format_count(static_cast<double>(sub_group_size)), m.extents.size(),
-        options.buffer_count, options.no_pin ? " (not pinned)" : "", workers.thread_count());
-    fmt::print("state bytes per step: {} read + {} written\n",
-               base::format_bytes(nvme ? static_cast<double>(m.moved()) : 0.0),
-               base::format_bytes(nvme ? static_cast<double>(m.moved()) : 0.0));
-    fmt::print("{:<18} {:>10.4f} s\n", "seconds_per_step", m.step_s);
-    fmt::print("{:<18} {:>10.4f} s\n", "adam_alone_s", m.adam_s);
-    fmt::print("{:<18} {:>10.4f} s\n", "io_alone_s", m.io_s);
-    fmt::print("{:<18} {:>10.4f} s\n", "bound_s", bound_s);
-    fmt::print("verdict: step = {:.3f}x bound (target <= {:.2f}x): {}\n", ratio, target,
-               ratio <= target ? "ok" : "ABOVE TARGET");
-  }
+  for (const Measured& m : results)
+    print_measured(options, n, sub_group_size, threads, m);
   if (results.size() == 2) {
     fmt::print("bf16 states: {:.2f}x the fp32 states' step time, {:.2f}x their bytes\n",
                results[1].step_s / results[0].step_s,
