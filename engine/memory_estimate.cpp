@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstddef>
 
+#include "base/round_up.h"
 #include "base/units.h"
 #include "engine/config/placement.h"
 #include "engine/model.h"
@@ -32,9 +33,7 @@ std::int64_t ceil_div(std::int64_t value, std::int64_t divisor) {
   return (value + divisor - 1) / divisor;
 }
 
-std::int64_t round_up(std::int64_t value, std::int64_t multiple) {
-  return ceil_div(value, multiple) * multiple;
-}
+using base::round_up;
 
 // An aio::AlignedBuffer of `bytes`: at least one block (the engine's std::max(bytes, 4096)).
 std::int64_t host_buffer(std::int64_t bytes) {

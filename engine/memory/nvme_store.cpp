@@ -17,6 +17,7 @@
 #include "base/assert.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "base/round_up.h"
 #include "base/units.h"
 
 namespace strata::engine::memory {
@@ -25,10 +26,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr std::int64_t kBlock = 4096;
-
-std::int64_t round_up(std::int64_t value) {
-  return (value + kBlock - 1) / kBlock * kBlock;
-}
 
 const char* kPathFix =
     "set offload_optimizer.nvme_path (and offload_param.nvme_path) to a writable directory on a "
@@ -190,8 +187,8 @@ int NvmeStore::reserve(std::span<const std::int64_t> partition_bytes) {
   for (std::int64_t bytes : partition_bytes) {
     STRATA_ASSERT(bytes >= 0);
     offsets_.push_back(planned_bytes_);
-    sizes_.push_back(round_up(bytes));
-    planned_bytes_ += round_up(bytes);
+    sizes_.push_back(base::round_up(bytes, kBlock));
+    planned_bytes_ += base::round_up(bytes, kBlock);
   }
   return first;
 }

@@ -12,6 +12,7 @@
 #include "base/assert.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "base/round_up.h"
 #include "base/units.h"
 #include "gpu/pinned_limit.h"
 
@@ -19,10 +20,6 @@ namespace strata::engine::memory {
 namespace {
 
 constexpr std::int64_t kPage = 4096;
-
-std::int64_t round_up(std::int64_t value, std::int64_t to) {
-  return (value + to - 1) / to * to;
-}
 
 // Binds [data, data+bytes) to the NUMA node of the calling thread when the machine has more than
 // one node. Returns the node, or -1 (one node, or hwloc could not tell).
@@ -110,7 +107,7 @@ PinnedPool::Shelf PinnedPool::reserve(std::int64_t buffer_count, std::int64_t bu
                     2);
   ShelfState shelf;
   shelf.buffer_count = buffer_count;
-  shelf.buffer_size_bytes = round_up(buffer_size_bytes, kPage);
+  shelf.buffer_size_bytes = base::round_up(buffer_size_bytes, kPage);
   shelf.pin_memory = options.pin_memory;
   shelf.resident = options.resident;
   shelf.what = std::move(options.what);

@@ -3,16 +3,9 @@
 #include <algorithm>
 
 #include "base/assert.h"
+#include "base/round_up.h"
 
 namespace strata::engine::zero {
-namespace {
-
-std::int64_t round_up(std::int64_t value, std::int64_t multiple) {
-  return (value + multiple - 1) / multiple * multiple;
-}
-
-}  // namespace
-
 FlatLayout::FlatLayout(const std::vector<std::vector<ParamSpec>>& modules, int world_size,
                        std::int64_t shard_alignment_elements)
     : world_size_(world_size) {
@@ -24,7 +17,7 @@ FlatLayout::FlatLayout(const std::vector<std::vector<ParamSpec>>& modules, int w
     for (const ParamSpec& spec : modules[m]) {
       STRATA_ASSERT(spec.numel() > 0);
       STRATA_ASSERT(find(spec.name) == nullptr);
-      offset = round_up(offset, kTensorAlignment);
+      offset = base::round_up(offset, kTensorAlignment);
       tensors_.push_back(
           {spec.name, spec.shape, static_cast<int>(m), offset, spec.numel(), spec.unpadded_rows});
       offset += spec.numel();
@@ -33,8 +26,9 @@ FlatLayout::FlatLayout(const std::vector<std::vector<ParamSpec>>& modules, int w
     ModuleSlice slice;
     slice.numel = offset;
     // An empty module still gets one aligned shard so that every module has a buffer.
-    slice.shard_numel = round_up(std::max<std::int64_t>(1, (offset + world_size - 1) / world_size),
-                                 shard_alignment_elements);
+    slice.shard_numel =
+        base::round_up(std::max<std::int64_t>(1, (offset + world_size - 1) / world_size),
+                       shard_alignment_elements);
     slice.padded_numel = slice.shard_numel * world_size;
     slice.partition_offset = partition_numel_;
     partition_numel_ += slice.shard_numel;

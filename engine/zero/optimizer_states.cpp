@@ -9,6 +9,7 @@
 
 #include "base/assert.h"
 #include "base/log.h"
+#include "base/round_up.h"
 #include "cpu_adam/half.h"
 #include "engine/zero/sub_group_moves.h"
 
@@ -16,10 +17,6 @@ namespace strata::engine::zero {
 namespace {
 
 constexpr std::int64_t kBlock = 4096;
-
-std::int64_t round_up(std::int64_t value) {
-  return (value + kBlock - 1) / kBlock * kBlock;
-}
 
 }  // namespace
 
@@ -46,8 +43,10 @@ OptimizerStatesPlan plan_optimizer_states(const OptimizerOffloadOptions& options
                         ? make_sub_groups(partition_numel, options.sub_group_size)
                         : options.sub_groups;
   for (const Range& range : plan.sub_groups) {
-    plan.master_region_bytes.push_back(round_up(range.size() * options.types.master_bytes()));
-    plan.moment_region_bytes.push_back(round_up(range.size() * options.types.moment_bytes()));
+    plan.master_region_bytes.push_back(
+        base::round_up(range.size() * options.types.master_bytes(), kBlock));
+    plan.moment_region_bytes.push_back(
+        base::round_up(range.size() * options.types.moment_bytes(), kBlock));
     plan.extent_bytes.push_back(plan.master_region_bytes.back() +
                                 moments * plan.moment_region_bytes.back());
     plan.total_extent_bytes += plan.extent_bytes.back();
@@ -65,7 +64,7 @@ OptimizerStatesPlan plan_optimizer_states(const OptimizerOffloadOptions& options
 }
 
 std::int64_t OptimizerStatesPlan::rollback_slot_bytes(std::int64_t param_bytes_per_element) const {
-  return largest_extent_bytes + round_up(largest_sub_group * param_bytes_per_element);
+  return largest_extent_bytes + base::round_up(largest_sub_group * param_bytes_per_element, kBlock);
 }
 
 OptimizerStates::OptimizerStates(const Optimizer& optimizer, std::int64_t partition_numel,

@@ -6,6 +6,7 @@
 
 #include "base/assert.h"
 #include "base/log.h"
+#include "base/round_up.h"
 #include "base/units.h"
 #include "gpu/cuda/backend.h"
 #include "gpu/cuda/cuda_check.h"
@@ -17,10 +18,6 @@ namespace {
 // cudaMalloc's alignment; sizes are rounded up to it so that every block the pool carves starts
 // on a 256-byte boundary.
 constexpr std::int64_t device_alignment_bytes = 256;
-
-std::int64_t round_up(std::int64_t bytes, std::int64_t alignment) {
-  return (bytes + alignment - 1) / alignment * alignment;
-}
 
 }  // namespace
 
@@ -63,7 +60,8 @@ DeviceBuffer CudaMemory::allocate(std::int64_t bytes, std::string_view what) {
   cudaError_t status = cudaSetDevice(device_index_);
   if (status == cudaSuccess) {
     status = cudaMallocFromPoolAsync(
-        &data, static_cast<std::size_t>(round_up(bytes, device_alignment_bytes)), pool_, stream_);
+        &data, static_cast<std::size_t>(base::round_up(bytes, device_alignment_bytes)), pool_,
+        stream_);
   }
   if (status == cudaSuccess) status = cudaStreamSynchronize(stream_);
   if (status == cudaErrorMemoryAllocation) {
@@ -113,7 +111,7 @@ CudaPinnedMemory::~CudaPinnedMemory() = default;
 PinnedBuffer CudaPinnedMemory::allocate(std::int64_t bytes) {
   STRATA_ASSERT(bytes >= 0);
   if (bytes == 0) return PinnedBuffer();
-  std::int64_t locked = round_up(bytes, alignment_bytes);
+  std::int64_t locked = base::round_up(bytes, alignment_bytes);
   void* data = nullptr;
   cudaError_t status =
       cudaHostAlloc(&data, static_cast<std::size_t>(locked), cudaHostAllocPortable);
@@ -138,7 +136,7 @@ void CudaPinnedMemory::release(void* data, std::int64_t bytes) noexcept {
     base::logger("gpu").error("{}: freeing pinned memory: {}", device_name_,
                               describe(status, "cudaFreeHost"));
   }
-  ledger_.remove(round_up(bytes, alignment_bytes));
+  ledger_.remove(base::round_up(bytes, alignment_bytes));
 }
 
 }  // namespace strata::gpu::cuda

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "base/assert.h"
+#include "base/round_up.h"
 #include "base/units.h"
 
 namespace strata::gpu::host {
@@ -16,10 +17,6 @@ namespace {
 
 // cudaMalloc returns 256-byte aligned memory; kernels and vector loads may rely on it.
 constexpr std::int64_t device_alignment_bytes = 256;
-
-std::int64_t round_up(std::int64_t bytes, std::int64_t alignment) {
-  return (bytes + alignment - 1) / alignment * alignment;
-}
 
 }  // namespace
 
@@ -33,7 +30,7 @@ DeviceBuffer HostMemory::allocate(std::int64_t bytes, std::string_view what) {
   STRATA_ASSERT(bytes >= 0);
   if (bytes == 0) return DeviceBuffer();
   ledger_.add(bytes, what);
-  std::int64_t rounded = round_up(bytes, device_alignment_bytes);
+  std::int64_t rounded = base::round_up(bytes, device_alignment_bytes);
   void* data = std::aligned_alloc(device_alignment_bytes, static_cast<std::size_t>(rounded));
   if (data == nullptr) {
     ledger_.remove(bytes);
@@ -60,7 +57,7 @@ void HostMemory::release(void* data, std::int64_t bytes) noexcept {
     }
     // After the erase, so a stream that checks this range now aborts instead of reading poison.
     std::memset(data, device_poison_byte,
-                static_cast<std::size_t>(round_up(bytes, device_alignment_bytes)));
+                static_cast<std::size_t>(base::round_up(bytes, device_alignment_bytes)));
   }
   std::free(data);
   ledger_.remove(bytes);

@@ -8,19 +8,11 @@
 #include <cstring>
 
 #include "base/assert.h"
+#include "base/round_up.h"
 #include "base/units.h"
 #include "gpu/pinned_limit.h"
 
 namespace strata::gpu::host {
-namespace {
-
-std::int64_t round_up_to_pages(std::int64_t bytes) {
-  return (bytes + HostPinnedMemory::alignment_bytes - 1) / HostPinnedMemory::alignment_bytes *
-         HostPinnedMemory::alignment_bytes;
-}
-
-}  // namespace
-
 UserError pinned_lock_error(std::int64_t asked_bytes, int error_number, const PinnedLimit& limit,
                             std::int64_t held_bytes) {
   return pinned_memory_refused(
@@ -38,7 +30,7 @@ HostPinnedMemory::~HostPinnedMemory() = default;
 PinnedBuffer HostPinnedMemory::allocate(std::int64_t bytes) {
   STRATA_ASSERT(bytes >= 0);
   if (bytes == 0) return PinnedBuffer();
-  std::int64_t locked = round_up_to_pages(bytes);
+  std::int64_t locked = base::round_up(bytes, alignment_bytes);
   void* data = std::aligned_alloc(alignment_bytes, static_cast<std::size_t>(locked));
   if (data == nullptr) {
     throw UserError(fmt::format("could not allocate {} of pinned host memory: the machine is out "
@@ -66,7 +58,7 @@ PinnedBuffer HostPinnedMemory::allocate(std::int64_t bytes) {
 }
 
 void HostPinnedMemory::release(void* data, std::int64_t bytes) noexcept {
-  std::int64_t locked = round_up_to_pages(bytes);
+  std::int64_t locked = base::round_up(bytes, alignment_bytes);
   // munlock cannot fail for a range we locked; free unlocks anyway when the pages go back.
   munlock(data, static_cast<std::size_t>(locked));
   std::free(data);
