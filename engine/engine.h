@@ -208,8 +208,8 @@ class Engine {
  private:
   // Construction, in the order the components depend on each other (engine_build.cpp).
   void build();
-  void build_offload_memory();
-  void build_optimizer_step();
+  void build_offload_memory(const std::vector<zero::Range>& sub_groups);
+  void build_optimizer_step(std::vector<zero::Range> sub_groups);
   void build_reducer();
   void build_coordinator();
   void open_offload_memory();

@@ -139,8 +139,11 @@ Engine::~Engine() {
 
 void Engine::build() {
   settle_pinning(config_, model_, runtime_);
-  build_offload_memory();
-  build_optimizer_step();
+  // The optimizer steps the partition in these, offloaded or on the device, and an offloaded
+  // one commits its new parameters to the tier in them.
+  std::vector<zero::Range> sub_groups = zero::make_sub_groups(layout_, config_.zero.sub_group_size);
+  build_offload_memory(sub_groups);
+  build_optimizer_step(std::move(sub_groups));
   build_reducer();
   open_offload_memory();
   build_coordinator();
@@ -164,7 +167,7 @@ void Engine::build() {
 // serves the optimizer's states, the gradients and, on the same nvme_path, the parameters; each
 // client reserves its shelves and extents, then both open once (open_offload_memory). Then the
 // parameter tier, in them.
-void Engine::build_offload_memory() {
+void Engine::build_offload_memory(const std::vector<zero::Range>& sub_groups) {
   const int rank = runtime_.comm.rank();
   const std::int64_t element = gpu::size_bytes(to_data_type(copy_type_));
   zero::ParamTierOptions tier_options = zero::param_tier_options(config_, rank, element);
@@ -184,7 +187,7 @@ void Engine::build_offload_memory() {
   tier_options.store = swap_.get();
   if (offloaded(config_.zero.offload_optimizer.device)) {
     // The offloaded optimizer's new parameters come to the tier one sub-group at a time.
-    tier_options.committed_ranges = zero::make_sub_groups(layout_, config_.zero.sub_group_size);
+    tier_options.committed_ranges = sub_groups;
     tier_options.upload_staging_pinned = config_.zero.offload_optimizer.pin_memory;
   }
   // Parameters on another disk than the optimizer's get a store of their own there, whose rings
@@ -198,9 +201,8 @@ void Engine::build_offload_memory() {
   tier_ = std::make_unique<zero::ParamTier>(runtime_.device, layout_, tier_options);
 }
 
-// The optimizer steps the partition in sub-groups, offloaded or on the device.
-void Engine::build_optimizer_step() {
-  std::vector<zero::Range> sub_groups = zero::make_sub_groups(layout_, config_.zero.sub_group_size);
+// The optimizer on the device or offloaded, stepping `sub_groups`.
+void Engine::build_optimizer_step(std::vector<zero::Range> sub_groups) {
   if (!offloaded(config_.zero.offload_optimizer.device)) {
     optimizer_ = std::make_unique<DeviceOptimizerStep>(runtime_, *optimizer_math_, copy_type_,
                                                        std::move(sub_groups),

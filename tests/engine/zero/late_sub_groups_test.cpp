@@ -28,6 +28,7 @@
 #include "gpu/stream.h"
 #include "tests/engine/random_floats.h"
 #include "tests/engine/test_offload.h"
+#include "tests/engine/zero/error_of.h"
 
 namespace strata::engine::zero {
 namespace {
@@ -202,18 +203,6 @@ TEST_F(LateSubGroupsTest, ATiersReaderGathersEachModuleOnceItsSubGroupsAreCommit
   }
   late.settle();
   EXPECT_LE(tier.commit_waits(), layout_.module_count());
-}
-
-// The UserError that `call` throws (a failed expectation when it throws none).
-template <typename Call>
-UserError error_of(Call call) {
-  try {
-    call();
-  } catch (const UserError& error) {
-    return error;
-  }
-  ADD_FAILURE() << "expected a UserError";
-  return UserError("", "");
 }
 
 // Completions 0..6 write the initial states; 7.. are the step's. A swap-file error on the thread

@@ -25,6 +25,7 @@
 #include "engine/memory/residency.h"
 #include "gpu/open_device.h"
 #include "gpu/stream.h"
+#include "tests/engine/zero/error_of.h"
 
 namespace strata::engine::zero {
 namespace {
@@ -243,18 +244,6 @@ TEST(ParamTier, AForgoneRangeFailsItsReaderWithTheFirstCause) {
   }
   EXPECT_EQ(f.fetched(3), f.expected_shard(3, 0));
   EXPECT_FALSE(f.tier_->inconsistent());  // its shards are as they were
-}
-
-// The UserError that `call` throws (a failed expectation when it throws none).
-template <typename Call>
-UserError error_of(Call call) {
-  try {
-    call();
-  } catch (const UserError& error) {
-    return error;
-  }
-  ADD_FAILURE() << "expected a UserError";
-  return UserError("", "");
 }
 
 // Completions 0-5 are the first writes (kRange pieces: m0; m1's first part; m1's second and m2;
