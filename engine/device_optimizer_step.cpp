@@ -23,11 +23,18 @@ DeviceOptimizerStep::DeviceOptimizerStep(const Runtime& runtime, const Optimizer
       partition_numel_(partition_numel),
       tier_(tier) {
   gpu::Device& device = runtime_.device;
-  master_ = device.allocate(partition_numel * kFloat, "fp32 master parameters");
+  const Plan states = plan(partition_numel, optimizer.state_count());
+  master_ = device.allocate(states.state_bytes, "fp32 master parameters");
+  // Adagrad keeps only exp_avg_sq, Lion only exp_avg.
   if (optimizer.type() != OptimizerType::adagrad)
-    exp_avg_ = device.allocate(partition_numel * kFloat, "optimizer exp_avg");
+    exp_avg_ = device.allocate(states.state_bytes, "optimizer exp_avg");
   if (optimizer.type() != OptimizerType::lion)
-    exp_avg_sq_ = device.allocate(partition_numel * kFloat, "optimizer exp_avg_sq");
+    exp_avg_sq_ = device.allocate(states.state_bytes, "optimizer exp_avg_sq");
+  STRATA_ASSERT(master_.bytes() + exp_avg_.bytes() + exp_avg_sq_.bytes() == states.device_bytes());
+}
+
+DeviceOptimizerStep::Plan DeviceOptimizerStep::plan(std::int64_t partition_numel, int moments) {
+  return {partition_numel * kFloat, 1 + moments};
 }
 
 // One fused optimizer op per sub-group, as the offloaded optimizer steps them, writing the

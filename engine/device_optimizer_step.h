@@ -19,7 +19,17 @@ namespace strata::engine {
 // returns: nothing runs beside backward or the next forward.
 class DeviceOptimizerStep final : public OptimizerStep {
  public:
-  // Allocates the masters and the moments `optimizer` keeps for `partition_numel` elements.
+  // The device memory of the states: the fp32 masters and the optimizer's fp32 moments
+  // (Optimizer::state_count), one partition of each.
+  struct Plan {
+    std::int64_t state_bytes = 0;  // one state of the partition
+    int states = 0;                // the masters and the moments
+    std::int64_t device_bytes() const noexcept { return state_bytes * states; }
+  };
+  static Plan plan(std::int64_t partition_numel, int moments);
+
+  // Allocates the plan: the masters and the moments `optimizer` keeps for `partition_numel`
+  // elements.
   DeviceOptimizerStep(const Runtime& runtime, const Optimizer& optimizer, ParamCopy copy_type,
                       std::vector<zero::Range> sub_groups, std::int64_t partition_numel,
                       zero::ParamTier& tier);

@@ -9,11 +9,13 @@
 #include "base/round_up.h"
 #include "base/units.h"
 #include "engine/config/placement.h"
+#include "engine/device_optimizer_step.h"
 #include "engine/model.h"
 #include "engine/module.h"
 #include "engine/optim/grad_clip.h"
 #include "engine/optimizer.h"
 #include "engine/param_spec.h"
+#include "engine/step_loss.h"
 #include "engine/zero/flat_layout.h"
 #include "engine/zero/gather_policy.h"
 #include "engine/zero/grad_reducer.h"
@@ -298,13 +300,6 @@ std::string module_list(const std::vector<int>& modules) {
   return fmt::format("modules {}", fmt::join(modules, ", "));
 }
 
-std::int64_t padded_sum(const zero::FlatLayout& layout) {
-  std::int64_t sum = 0;
-  for (int m = 0; m < layout.module_count(); ++m)
-    sum += layout.module(m).padded_numel;
-  return sum;
-}
-
 // The parameter tier as the engine gives it its options (engine_build.cpp, offload_options.cpp).
 zero::ParamTierPlan param_tier_plan(const EstimateInputs& inputs, const Choice& choice,
                                     const zero::FlatLayout& layout) {
@@ -320,6 +315,20 @@ zero::ParamTierPlan param_tier_plan(const EstimateInputs& inputs, const Choice& 
   return zero::ParamTier::plan(options, layout);
 }
 
+// The gradient reducer as the engine gives it its options (engine_build.cpp); `largest_read`: the
+// largest sub-group of an optimizer on NVMe.
+zero::GradReducerPlan grad_reducer_plan(const EstimateInputs& inputs, const Choice& choice,
+                                        const zero::FlatLayout& layout,
+                                        std::int64_t largest_read = 0) {
+  zero::GradReducerOptions options;
+  options.stage = choice.stage;
+  options.to_host = choice.optimizer_offloaded();
+  options.to_nvme = choice.offload_optimizer == OffloadDevice::nvme;
+  options.bf16 = inputs.master_bytes == 2;
+  options.largest_read = largest_read;
+  return zero::GradReducer::plan(options, layout);
+}
+
 // What the device holds for the whole run: build()'s allocations and the model's activations.
 void add_device_resident(RowBuilder& builder, const EstimateInputs& inputs, const Choice& choice,
                          const zero::FlatLayout& layout) {
@@ -332,22 +341,22 @@ void add_device_resident(RowBuilder& builder, const EstimateInputs& inputs, cons
   }
   builder.add("param_shards", Tier::gpu, param_tier_plan(inputs, choice, layout).device_bytes,
               fmt::format("{} x part", storage));
+  const zero::GradReducerPlan reducer = grad_reducer_plan(inputs, choice, layout);
   if (!choice.optimizer_offloaded()) {
-    builder.add("gradient_partition_fp32", Tier::gpu, kFloat * part, "4 x part");
-    builder.add("optimizer_states_fp32", Tier::gpu, (1 + inputs.optimizer_moments) * kFloat * part,
-                fmt::format("{} x 4 x part (master{})", 1 + inputs.optimizer_moments,
+    builder.add("gradient_partition_fp32", Tier::gpu, reducer.device_partition_bytes, "4 x part");
+    const DeviceOptimizerStep::Plan states =
+        DeviceOptimizerStep::plan(part, static_cast<int>(inputs.optimizer_moments));
+    builder.add("optimizer_states_fp32", Tier::gpu, states.device_bytes(),
+                fmt::format("{} x 4 x part (master{})", states.states,
                             inputs.optimizer_moments == 2 ? ", exp_avg, exp_avg_sq" : ", 1 state"));
   }
-  if (choice.stage <= 1) {
-    builder.add("gradient_buffers_fp32", Tier::gpu, kFloat * padded_sum(layout),
-                "4 x sum of padded(m) (stages 0-1 keep every module's gradients all step)");
-  }
-  builder.add("losses_and_grad_norm", Tier::gpu, kFloat * inputs.gradient_accumulation_steps + 16,
+  builder.add("gradient_buffers_fp32", Tier::gpu, reducer.full_buffer_bytes,
+              "4 x sum of padded(m) (stages 0-1 keep every module's gradients all step)");
+  builder.add("losses_and_grad_norm", Tier::gpu,
+              StepLoss::buffer_bytes(inputs.gradient_accumulation_steps) + reducer.norm_bytes,
               "4 x gradient_accumulation_steps + 16");
-  if (choice.optimizer_offloaded()) {
-    builder.add("module_grad_norms", Tier::gpu, 8 * layout.module_count(),
-                "8 x modules (each final shard's sum of squares, taken before it goes down)");
-  }
+  builder.add("module_grad_norms", Tier::gpu, reducer.module_norm_bytes,
+              "8 x modules (each final shard's sum of squares, taken before it goes down)");
 }
 
 // The step's highest point, as its parts.
@@ -429,37 +438,36 @@ void add_param_tier(RowBuilder& builder, const EstimateInputs& inputs, const Cho
                           storage, grouped(in_cpu)));
 }
 
-// The gradient partition in host memory (engine/zero/grad_reducer.cpp) beside the offloaded
-// optimizer; `largest_group`: the largest sub-group's elements.
+// The gradients in host memory beside the offloaded optimizer: the reducer's own plan
+// (zero::GradReducer::plan); `largest_group`: the largest sub-group's elements.
 void add_offloaded_gradients(RowBuilder& builder, const EstimateInputs& inputs,
                              const Choice& choice, const zero::FlatLayout& layout,
                              std::int64_t largest_group) {
-  const std::int64_t part = layout.partition_numel();
+  const zero::GradReducerPlan plan = grad_reducer_plan(inputs, choice, layout, largest_group);
   const std::int64_t grad = inputs.master_bytes;  // the gradients have the master's type
   const char* grad_type = grad == 2 ? "bf16" : "fp32";
   // One host buffer holds the partition (or on NVMe the two shard sums) and the staging,
   // page-locked when offload_optimizer.pin_memory asks.
   const bool pinned = inputs.optimizer_pin_memory;
   if (choice.offload_optimizer == OffloadDevice::cpu) {
-    builder.add(fmt::format("gradient_partition_{}", grad_type), Tier::cpu, grad * part,
+    builder.add(fmt::format("gradient_partition_{}", grad_type), Tier::cpu, plan.accumulation_bytes,
                 fmt::format("{} x part", grad), pinned);
   } else {
     builder.add(fmt::format("gradient_accumulation_{}", grad_type), Tier::cpu,
-                2 * grad * zero::grad_piece_elements(layout),
+                plan.accumulation_bytes,
                 fmt::format("2 x {} x piece (the sums of two pieces: one is formed, the other "
                             "written to the gradient swap file behind it)",
                             grad),
                 pinned);
     builder.add(fmt::format("gradient_read_{}", grad_type), Tier::cpu,
-                round_up(grad * largest_group, kBlock),
+                round_up(plan.read_bytes, kBlock),
                 fmt::format("round_up({} x largest sub-group, 4 KiB) (a sub-group's gradients read "
                             "for its step)",
                             grad));
-    builder.add(fmt::format("gradients_{}", grad_type), Tier::nvme, host_buffer(grad * part),
+    builder.add(fmt::format("gradients_{}", grad_type), Tier::nvme, plan.swap_bytes,
                 fmt::format("max({} x part, 4 KiB) (the gradient swap file)", grad));
   }
-  builder.add("gradient_staging_fp32", Tier::cpu,
-              zero::kGradStagingSlots * kFloat * zero::grad_piece_elements(layout),
+  builder.add("gradient_staging_fp32", Tier::cpu, plan.staging_bytes,
               fmt::format("{} x 4 x piece, piece = min(largest shard(m), {}) (the ring a reduced "
                           "shard comes down through, piece by piece, to be added)",
                           zero::kGradStagingSlots, zero::kGradPieceElements),
@@ -644,16 +652,16 @@ EstimateRow estimate_row(const EstimateInputs& inputs, int stage, OffloadDevice 
   // The step's losses (after the int64 of its count of loss tokens) and the gradient norm come
   // down through pinned buffers, a page each, and with the optimizer offloaded the modules' sums
   // of squares through one more.
-  const std::int64_t module_norms =
-      choice.optimizer_offloaded() ? round_up(8 * layout.module_count(), kBlock) : 0;
-  builder.add(
-      "pinned_step_buffers", Tier::cpu,
-      round_up(8 + kFloat * inputs.gradient_accumulation_steps, kBlock) + kBlock + module_norms,
-      choice.optimizer_offloaded()
-          ? "round_up(8 + 4 x gradient_accumulation_steps, 4 KiB) + 4 KiB + round_up(8 x "
-            "modules, 4 KiB)"
-          : "round_up(8 + 4 x gradient_accumulation_steps, 4 KiB) + 4 KiB",
-      true);
+  const zero::GradReducerPlan reducer = grad_reducer_plan(inputs, choice, layout);
+  builder.add("pinned_step_buffers", Tier::cpu,
+              round_up(StepLoss::buffer_bytes(inputs.gradient_accumulation_steps), kBlock) +
+                  round_up(reducer.pinned_norm_bytes, kBlock) +
+                  round_up(reducer.pinned_module_norm_bytes, kBlock),
+              choice.optimizer_offloaded()
+                  ? "round_up(8 + 4 x gradient_accumulation_steps, 4 KiB) + 4 KiB + round_up(8 x "
+                    "modules, 4 KiB)"
+                  : "round_up(8 + 4 x gradient_accumulation_steps, 4 KiB) + 4 KiB",
+              true);
   builder.finish(inputs.gpus_per_node);
   return row;
 }

@@ -19,8 +19,8 @@ StepLoss::StepLoss(const Runtime& runtime, Model& model, const optim::LossScaler
       model_(model),
       loss_scaler_(loss_scaler),
       accumulation_(micro_batches),
-      losses_(runtime.device.allocate(kLossTokenBytes + micro_batches * kFloat, "losses")),
-      losses_host_(runtime.device.allocate_pinned(kLossTokenBytes + micro_batches * kFloat)),
+      losses_(runtime.device.allocate(buffer_bytes(micro_batches), "losses")),
+      losses_host_(runtime.device.allocate_pinned(buffer_bytes(micro_batches))),
       micro_tokens_(static_cast<std::size_t>(micro_batches), 0) {}
 
 StepContext StepLoss::context(std::int64_t micro_batch, bool training) const {

@@ -23,6 +23,11 @@ class StepLoss {
   // micro-batch's mean loss after its forward.
   StepLoss(const Runtime& runtime, Model& model, const optim::LossScaler& loss_scaler,
            std::int64_t micro_batches);
+  // The bytes of its device buffer, and of the page-locked one the losses come down through,
+  // for `micro_batches` micro-batches.
+  static std::int64_t buffer_bytes(std::int64_t micro_batches) {
+    return kLossTokenBytes + micro_batches * static_cast<std::int64_t>(sizeof(float));
+  }
 
   // Counts the unmasked targets of `micro_batches` micro-batches, and sums them over the ranks
   // when there are several: before the first forward, since every rank's backward needs N.

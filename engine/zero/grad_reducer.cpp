@@ -59,6 +59,7 @@ GradReducer::GradReducer(gpu::Device& device, gpu::Ops& ops, gpu::Comm& comm, gp
       memory_(memory),
       names_(std::move(module_names)),
       options_(options),
+      plan_(plan(options, layout)),
       buffers_(static_cast<std::size_t>(layout.module_count())),
       // Room for the pieces of many modules (16 G elements of them at 4 Mi a piece): the engine's
       // thread waits for room only when the CPU is that far behind.
@@ -69,7 +70,7 @@ GradReducer::GradReducer(gpu::Device& device, gpu::Ops& ops, gpu::Comm& comm, gp
   if (options_.to_host) {
     reserve_host_memory();
   } else {
-    device_partition_ = device.allocate(layout.partition_numel() * 4, "gradient partition");
+    device_partition_ = device.allocate(plan_.device_partition_bytes, "gradient partition");
   }
   make_norm_buffers();
   if (keeps_full_buffers()) {
@@ -78,31 +79,26 @@ GradReducer::GradReducer(gpu::Device& device, gpu::Ops& ops, gpu::Comm& comm, gp
   }
 }
 
-// The partition, or with to_nvme two piece sums (one is formed while the other is written); then
-// the staging ring. All whole 4 KiB blocks: pieces are multiples of 2048 elements. Reserved in
-// the pool (and with to_nvme the store) before they open.
+// The plan's host memory: one buffer of the pool, page-locked when pin_memory asks, holds the
+// partition (with to_nvme two piece sums: one is formed while the other is written) and then the
+// staging ring; with to_nvme a second holds what grads(range) reads, and the store the swap file.
+// All whole 4 KiB blocks: pieces are multiples of 2048 elements. Reserved before they open.
 void GradReducer::reserve_host_memory() {
-  const std::int64_t partition = layout_.partition_numel();
-  piece_elements_ = grad_piece_elements(layout_);
-  const std::int64_t accumulated =
-      options_.to_nvme ? kPieceWrites * piece_elements_ * grad_bytes() : partition * grad_bytes();
-  host_bytes_ = accumulated + kGradStagingSlots * piece_elements_ * 4;
-  staging_offset_ = accumulated;
   STRATA_ASSERT(options_.pool != nullptr && !options_.pool->is_open());
   if (options_.to_nvme) {
     STRATA_ASSERT(options_.store != nullptr && !options_.store->is_open());
     STRATA_ASSERT(options_.largest_read > 0);
     store_ = options_.store;
-    const std::int64_t bytes = std::max<std::int64_t>(partition * grad_bytes(), 4096);
-    extent_ = store_->reserve(std::span<const std::int64_t>(&bytes, 1));
+    extent_ = store_->reserve(std::span<const std::int64_t>(&plan_.swap_bytes, 1));
     host_shelf_ = options_.pool->reserve(
-        1, host_bytes_, memory::PinnedPoolOptions{options_.pin_memory, "gradient swap buffer"});
-    read_shelf_ = options_.pool->reserve(1, options_.largest_read * grad_bytes(),
+        1, plan_.host_bytes(),
+        memory::PinnedPoolOptions{options_.pin_memory, "gradient swap buffer"});
+    read_shelf_ = options_.pool->reserve(1, plan_.read_bytes,
                                          memory::PinnedPoolOptions{false, "gradient read buffer"});
   } else {
     STRATA_ASSERT(options_.book != nullptr);
     host_shelf_ = options_.pool->reserve(
-        1, host_bytes_,
+        1, plan_.host_bytes(),
         memory::PinnedPoolOptions{options_.pin_memory, "gradient partition in CPU memory", true});
   }
   reduced_ = device_.create_event();
@@ -118,16 +114,15 @@ void GradReducer::reserve_host_memory() {
 // The gradient norm's way down (global_stats): with to_host the modules' sums taken on the
 // device and the tiles' partials the CPU scans, otherwise the modules' sums as they come down.
 void GradReducer::make_norm_buffers() {
-  stats_ = device_.allocate(sizeof(double), "gradient norm");
-  stats_host_ = device_.allocate_pinned(sizeof(GradNorm));
+  stats_ = device_.allocate(plan_.norm_bytes, "gradient norm");
+  stats_host_ = device_.allocate_pinned(plan_.pinned_norm_bytes);
   const auto modules = static_cast<std::size_t>(layout_.module_count());
   if (!options_.to_host) {
     module_sums_.assign(modules, 0.0);
     return;
   }
-  module_norms_ = device_.allocate(static_cast<std::int64_t>(modules * sizeof(double)),
-                                   "gradient norms of the modules");
-  module_norms_host_ = device_.allocate_pinned(static_cast<std::int64_t>(modules * sizeof(double)));
+  module_norms_ = device_.allocate(plan_.module_norm_bytes, "gradient norms of the modules");
+  module_norms_host_ = device_.allocate_pinned(plan_.pinned_module_norm_bytes);
   normed_on_device_.assign(modules, 0);
   module_first_tile_.push_back(0);
   for (int m = 0; m < layout_.module_count(); ++m)
@@ -203,7 +198,7 @@ void GradReducer::open() {
   STRATA_ASSERT(!host_buffer_ && options_.pool->is_open());
   host_buffer_ = options_.pool->acquire(host_shelf_);
   host_partition_ = host_buffer_.bytes().data();
-  staging_ = reinterpret_cast<float*>(host_partition_ + staging_offset_);
+  staging_ = reinterpret_cast<float*>(host_partition_ + plan_.accumulation_bytes);
   if (store_) {
     read_buffer_ = options_.pool->acquire(read_shelf_);
     return;
@@ -352,14 +347,14 @@ void GradReducer::land(int module, const float* source, bool last_micro) {
   // An fp32 partition in CPU memory takes a step's first contribution as it is: no staging, no
   // add, and a scan only of a final piece the device did not sum.
   const bool straight = first && !store_ && !options_.bf16;
-  for (std::int64_t at = 0; at < slice.shard_numel; at += piece_elements_) {
+  for (std::int64_t at = 0; at < slice.shard_numel; at += plan_.piece_elements) {
     Piece piece;
     piece.module = module;
     piece.first = first;
     piece.last = last_micro;
     piece.normed = normed;
     piece.begin = slice.partition_offset + at;
-    piece.count = std::min(piece_elements_, slice.shard_numel - at);
+    piece.count = std::min(plan_.piece_elements, slice.shard_numel - at);
     void* target = host_partition_ + piece.begin * 4;
     if (!straight) {
       piece.slot = next_slot_;
@@ -434,7 +429,7 @@ void GradReducer::swap_piece(const Piece& piece) {
   const std::int64_t offset = piece.begin * grad_bytes();
   const int slot = next_write_;
   next_write_ = (next_write_ + 1) % kPieceWrites;
-  const std::span<std::byte> sum(host_partition_ + slot * piece_elements_ * grad_bytes(),
+  const std::span<std::byte> sum(host_partition_ + slot * plan_.piece_elements * grad_bytes(),
                                  static_cast<std::size_t>(piece.count * grad_bytes()));
   PieceWrite& write = writes_[static_cast<std::size_t>(slot)];
   try {

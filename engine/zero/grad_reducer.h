@@ -18,6 +18,7 @@
 #include "engine/memory/stream_ordered_memory.h"
 #include "engine/zero/cpu_queue.h"
 #include "engine/zero/flat_layout.h"
+#include "engine/zero/grad_reducer_plan.h"
 #include "engine/zero/step_io.h"
 #include "gpu/comm.h"
 #include "gpu/device.h"
@@ -104,6 +105,9 @@ class GradReducer final : public GradSource {
   ~GradReducer() override;
   GradReducer(const GradReducer&) = delete;
   GradReducer& operator=(const GradReducer&) = delete;
+
+  // The memory a reducer with these options holds for the whole run (grad_reducer_plan.cpp).
+  static GradReducerPlan plan(const GradReducerOptions& options, const FlatLayout& layout);
 
   // to_host, once the pool is open: takes the reducer's buffers from its shelves (and registers
   // the partition in CPU memory in the book). Before the first begin_step.
@@ -202,21 +206,19 @@ class GradReducer final : public GradSource {
   memory::StreamOrderedMemory& memory_;
   std::vector<std::string> names_;
   GradReducerOptions options_;
+  GradReducerPlan plan_;  // what the constructor reserves and allocates
   std::vector<Buffer> buffers_;
   gpu::DeviceBuffer device_partition_;
   // to_host: the partition (or with to_nvme the two piece sums), in the gradient type, and the
   // staging ring (kGradStagingSlots pieces of fp32), in one buffer of the pool that is
   // page-locked when pin_memory.
   std::int64_t grad_bytes() const { return options_.bf16 ? 2 : 4; }
-  float* staging(int slot) const { return staging_ + slot * piece_elements_; }
+  float* staging(int slot) const { return staging_ + slot * plan_.piece_elements; }
   // out[i] = (earlier[i] + staged[i]) in the gradient type (earlier null: 0 + staged[i]).
   void add_staged(const std::byte* earlier, std::byte* out, const float* staged,
                   std::int64_t count) const;
   std::byte* host_partition_ = nullptr;
   float* staging_ = nullptr;
-  std::int64_t piece_elements_ = 0;
-  std::int64_t host_bytes_ = 0;
-  std::int64_t staging_offset_ = 0;  // where the staging starts in that memory
   // The queue and what it owns: the staging slots' and copy events' last jobs, the events, the
   // contributions each module made this step (counted on the engine's thread), and the final
   // pieces' statistics (the queue's, read once it has drained).
