@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "base/by_index.h"
 #include "base/error.h"
 #include "base/units.h"
 #include "gpu/open_device.h"
@@ -74,16 +75,15 @@ CopyTimes copy_times(gpu::Device& device, gpu::Stream& stream, void* target, con
 
 // Median microseconds of a no-op task enqueued on the compute stream and waited for.
 double round_trip_us(gpu::Device& device, int count) {
-  std::vector<double> samples;
-  samples.reserve(static_cast<std::size_t>(count));
+  base::ByIndex<double> samples(count);
   for (int i = 0; i < count; ++i) {
     auto begin = Clock::now();
     device.compute_stream().launch([] {});
     device.compute_stream().synchronize();
-    samples.push_back(std::chrono::duration<double, std::micro>(Clock::now() - begin).count());
+    samples[i] = std::chrono::duration<double, std::micro>(Clock::now() - begin).count();
   }
   std::nth_element(samples.begin(), samples.begin() + count / 2, samples.end());
-  return samples[static_cast<std::size_t>(count / 2)];
+  return samples[count / 2];
 }
 
 void run_h2d_bench(const H2dBenchOptions& options) {

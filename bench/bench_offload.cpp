@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "base/by_index.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "base/units.h"
@@ -87,14 +88,14 @@ constexpr std::int64_t kBlock = 4096;
 class IoSchedule {
  public:
   IoSchedule(engine::memory::NvmeStore& store, engine::memory::PinnedPool& pool,
-             const std::vector<std::int64_t>& extents, bool pipeline_read, bool pipeline_write)
+             const base::ByIndex<std::int64_t>& extents, bool pipeline_read, bool pipeline_write)
       : store_(store), pool_(pool), extents_(extents), pipeline_write_(pipeline_write) {
     const std::int64_t count = pool.buffer_count();
     ahead_ = pipeline_read ? std::max<std::int64_t>(1, count - 1 - (pipeline_write ? 1 : 0)) : 0;
   }
 
   void pass() {
-    const int n = static_cast<int>(extents_.size());
+    const int n = extents_.size();
     next_read_ = 0;
     for (int g = 0; g < n; ++g) {
       if (reads_.empty()) issue_read(buffer(true, true));
@@ -126,7 +127,7 @@ class IoSchedule {
   };
 
   std::span<std::byte> span_of(const engine::memory::PinnedPool::Lease& lease, int g) const {
-    return lease.bytes().first(static_cast<std::size_t>(extents_[static_cast<std::size_t>(g)]));
+    return lease.bytes().first(static_cast<std::size_t>(extents_[g]));
   }
   // As run_step's: a free buffer, else (when `wait_for_write`) the oldest write's once it is
   // done, else (when `must`) the next one given back.
@@ -149,7 +150,7 @@ class IoSchedule {
 
   engine::memory::NvmeStore& store_;
   engine::memory::PinnedPool& pool_;
-  const std::vector<std::int64_t>& extents_;
+  const base::ByIndex<std::int64_t>& extents_;
   bool pipeline_write_;
   std::int64_t ahead_ = 0;
   int next_read_ = 0;
@@ -165,18 +166,18 @@ class IoSchedule {
 class IoAlone {
  public:
   IoAlone(gpu::Device& device, const OffloadBenchOptions& options,
-          const std::vector<std::int64_t>& extents)
+          const base::ByIndex<std::int64_t>& extents)
       : pool_(device, options.buffer_count,
               std::max(*std::max_element(extents.begin(), extents.end()), kBlock),
               {!options.no_pin, "bench io buffers"}),
-        store_(store_options(options, pool_), extents),
+        store_(store_options(options, pool_), extents.items()),
         schedule_(store_, pool_, extents, !options.no_pipeline, !options.no_pipeline) {
     // Fill the extents once so that reads see written, checksummed blocks.
     engine::memory::PinnedPool::Lease lease = pool_.acquire();
     std::memset(lease.bytes().data(), 0, lease.bytes().size());
-    for (int g = 0; g < static_cast<int>(extents.size()); ++g)
-      store_.wait(store_.submit_write(
-          g, lease.bytes().first(static_cast<std::size_t>(extents[static_cast<std::size_t>(g)]))));
+    for (int g = 0; g < extents.size(); ++g)
+      store_.wait(
+          store_.submit_write(g, lease.bytes().first(static_cast<std::size_t>(extents[g]))));
   }
 
   // One step's I/O; seconds.
@@ -207,7 +208,7 @@ struct Measured {
   double step_s = 0;
   double adam_s = 0;
   double io_s = 0;
-  std::vector<std::int64_t> extents;
+  base::ByIndex<std::int64_t> extents;  // bytes by sub-group
   engine::memory::ResidencyCounters counters;
   std::int64_t moved() const {
     std::int64_t bytes = 0;
@@ -266,7 +267,7 @@ void measure_offloaded_step(const OffloadBenchOptions& options, engine::StateTyp
   if (store) store->open(pool.pinned_arena());
   states.open();
   engine::zero::fill_with_masters(states, master);
-  result.extents = states.plan().extent_bytes;
+  result.extents.items() = states.plan().extent_bytes;
   // I/O alone alternates with the step, a pass after each step, both swap files on the disk
   // at once, so that drift of the disk hits both alike. Run after all the steps instead,
   // the same passes came out 15-20% slower than the step on the development machine's

@@ -83,19 +83,22 @@ void run_sequential(aio::Engine& engine, aio::File& file, const RunConfig& confi
                     aio::AlignedBuffer& buffer, std::int64_t window) {
   constexpr int depth = sequential_windows;
   std::array<aio::Ticket, depth> tickets;
+  // Window n's ticket, in the ring of `depth`.
+  auto ticket = [&tickets](std::int64_t n) -> aio::Ticket& {
+    return tickets[static_cast<std::size_t>(n % depth)];
+  };
   std::int64_t issued = 0;
   std::int64_t waited = 0;
   for (std::int64_t offset = 0; offset < config.size_bytes; offset += window) {
-    if (issued - waited == depth) engine.wait(tickets[static_cast<std::size_t>(waited++ % depth)]);
+    if (issued - waited == depth) engine.wait(ticket(waited++));
     std::int64_t length = std::min(window, config.size_bytes - offset);
     auto span = buffer.span().subspan(static_cast<std::size_t>((issued % depth) * window),
                                       static_cast<std::size_t>(length));
-    tickets[static_cast<std::size_t>(issued++ % depth)] =
-        is_read(config.rw) ? engine.submit_read(file, offset, span)
-                           : engine.submit_write(file, offset, span);
+    ticket(issued++) = is_read(config.rw) ? engine.submit_read(file, offset, span)
+                                          : engine.submit_write(file, offset, span);
   }
   while (waited < issued)
-    engine.wait(tickets[static_cast<std::size_t>(waited++ % depth)]);
+    engine.wait(ticket(waited++));
 }
 
 // Random: every block once, in a seeded random order (fio's random map), one ticket per block,
@@ -104,23 +107,24 @@ void run_random(aio::Engine& engine, aio::File& file, const RunConfig& config,
                 aio::AlignedBuffer& buffer, const std::vector<std::int64_t>& order,
                 std::vector<aio::Ticket>& tickets) {
   auto outstanding = static_cast<std::int64_t>(tickets.size());
+  // Block n's ticket (the n-th issued), in the ring of `outstanding`.
+  auto ticket = [&tickets, outstanding](std::int64_t n) -> aio::Ticket& {
+    return tickets[static_cast<std::size_t>(n % outstanding)];
+  };
   std::int64_t slots = buffer.size_bytes() / config.block_size_bytes;
   std::int64_t issued = 0;
   std::int64_t waited = 0;
   for (std::int64_t block : order) {
-    if (issued - waited == outstanding) {
-      engine.wait(tickets[static_cast<std::size_t>(waited++ % outstanding)]);
-    }
+    if (issued - waited == outstanding) engine.wait(ticket(waited++));
     auto span =
         buffer.span().subspan(static_cast<std::size_t>((issued % slots) * config.block_size_bytes),
                               static_cast<std::size_t>(config.block_size_bytes));
     std::int64_t offset = block * config.block_size_bytes;
-    tickets[static_cast<std::size_t>(issued++ % outstanding)] =
-        is_read(config.rw) ? engine.submit_read(file, offset, span)
-                           : engine.submit_write(file, offset, span);
+    ticket(issued++) = is_read(config.rw) ? engine.submit_read(file, offset, span)
+                                          : engine.submit_write(file, offset, span);
   }
   while (waited < issued)
-    engine.wait(tickets[static_cast<std::size_t>(waited++ % outstanding)]);
+    engine.wait(ticket(waited++));
 }
 
 std::string size_label(std::int64_t bytes) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/assert.h"
+#include "base/by_index.h"
 #include "gpu/host/detail/reduce.h"
 
 namespace strata::gpu::host {
@@ -72,11 +73,10 @@ class MpiComm final : public Comm {
     MPI_Comm_set_errhandler(barrier_comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &world_size_);
-    const auto ranks = static_cast<std::size_t>(world_size_);
-    send_counts_.resize(ranks);
-    send_offsets_.resize(ranks);
-    receive_counts_.resize(ranks);
-    receive_offsets_.resize(ranks);
+    send_counts_.resize(world_size_);
+    send_offsets_.resize(world_size_);
+    receive_counts_.resize(world_size_);
+    receive_offsets_.resize(world_size_);
     world_.add_comm();
   }
 
@@ -261,24 +261,22 @@ class MpiComm final : public Comm {
       for (int part = 0; part < world_size_; ++part) {
         const std::int64_t part_begin = length * part / world_size_;
         const std::int64_t part_end = length * (part + 1) / world_size_;
-        send_offsets_[static_cast<std::size_t>(part)] = to_int(part_begin * element_bytes);
-        send_counts_[static_cast<std::size_t>(part)] =
-            to_int((part_end - part_begin) * element_bytes);
+        send_offsets_[part] = to_int(part_begin * element_bytes);
+        send_counts_[part] = to_int((part_end - part_begin) * element_bytes);
       }
-      const int mine_bytes = send_counts_[static_cast<std::size_t>(rank_)];
-      for (std::size_t peer = 0; peer < receive_counts_.size(); ++peer) {
+      const int mine_bytes = send_counts_[rank_];
+      for (int peer = 0; peer < world_size_; ++peer) {
         receive_counts_[peer] = mine_bytes;
-        receive_offsets_[peer] = static_cast<int>(peer) * mine_bytes;
+        receive_offsets_[peer] = peer * mine_bytes;
       }
-      check(
-          MPI_Alltoallv(round, send_counts_.data(), send_offsets_.data(), MPI_BYTE, scratch_.data(),
-                        receive_counts_.data(), receive_offsets_.data(), MPI_BYTE, comm_),
-          "MPI_Alltoallv", rank_);
+      check(MPI_Alltoallv(round, send_counts_.items().data(), send_offsets_.items().data(),
+                          MPI_BYTE, scratch_.data(), receive_counts_.items().data(),
+                          receive_offsets_.items().data(), MPI_BYTE, comm_),
+            "MPI_Alltoallv", rank_);
       detail::reduce_blocks(op.type, op.reduce_op, scratch_.data(), mine_bytes, world_size_,
-                            mine_bytes / element_bytes,
-                            round + send_offsets_[static_cast<std::size_t>(rank_)]);
-      check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, round, send_counts_.data(),
-                           send_offsets_.data(), MPI_BYTE, comm_),
+                            mine_bytes / element_bytes, round + send_offsets_[rank_]);
+      check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, round, send_counts_.items().data(),
+                           send_offsets_.items().data(), MPI_BYTE, comm_),
             "MPI_Allgatherv", rank_);
     }
   }
@@ -317,10 +315,11 @@ class MpiComm final : public Comm {
 
   // Touched only by the collective that holds the turn.
   std::vector<std::byte> scratch_;
-  std::vector<int> send_counts_;
-  std::vector<int> send_offsets_;
-  std::vector<int> receive_counts_;
-  std::vector<int> receive_offsets_;
+  // Bytes and byte offsets by rank, for MPI's v-collectives.
+  base::ByIndex<int> send_counts_;
+  base::ByIndex<int> send_offsets_;
+  base::ByIndex<int> receive_counts_;
+  base::ByIndex<int> receive_offsets_;
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "base/assert.h"
+#include "base/by_index.h"
 #include "base/error.h"
 #include "models/data/byte_tokenizer.h"
 
@@ -181,26 +182,26 @@ void sample_examples(TokenView split, std::span<const std::size_t> starts, std::
                      std::int64_t step, std::int64_t first_sequence, int count, int seq_len,
                      std::span<std::int32_t> inputs, std::span<std::int32_t> targets) {
   STRATA_ASSERT(!starts.empty() && first_sequence >= 0 && count >= 0);
-  std::vector<std::size_t> examples(static_cast<std::size_t>(count));
+  base::ByIndex<std::size_t> examples(count);
   for (int row = 0; row < count; ++row) {
-    examples[static_cast<std::size_t>(row)] =
+    examples[row] =
         static_cast<std::size_t>(sequence_key(seed, step, first_sequence + row) % starts.size());
   }
-  fill_example_rows(split, starts, examples, seq_len, inputs, targets);
+  fill_example_rows(split, starts, examples.items(), seq_len, inputs, targets);
 }
 
 void sequential_examples(TokenView split, std::span<const std::size_t> starts,
                          std::int64_t micro_batch_index, int batch, int seq_len,
                          std::span<std::int32_t> inputs, std::span<std::int32_t> targets) {
   STRATA_ASSERT(!starts.empty() && micro_batch_index >= 0 && batch > 0);
-  std::vector<std::size_t> examples(static_cast<std::size_t>(batch));
+  base::ByIndex<std::size_t> examples(batch);
   for (int row = 0; row < batch; ++row) {
-    examples[static_cast<std::size_t>(row)] = static_cast<std::size_t>(
+    examples[row] = static_cast<std::size_t>(
         (static_cast<std::uint64_t>(micro_batch_index) * static_cast<std::uint64_t>(batch) +
          static_cast<std::uint64_t>(row)) %
         starts.size());
   }
-  fill_example_rows(split, starts, examples, seq_len, inputs, targets);
+  fill_example_rows(split, starts, examples.items(), seq_len, inputs, targets);
 }
 
 std::int64_t window_count(TokenView split, int seq_len) {

@@ -99,7 +99,7 @@ void BpeModel::read_vocabulary(const nlohmann::json& vocabulary, const std::stri
     }
     const auto id = id_json.get<std::int32_t>();
     vocabulary_.insert_or_assign(token, id);
-    if (tokens_by_id_.size() <= static_cast<std::size_t>(id)) tokens_by_id_.resize(id + 1);
+    if (tokens_by_id_.size() <= id) tokens_by_id_.resize(id + 1);
     tokens_by_id_[id] = token;
   }
 }

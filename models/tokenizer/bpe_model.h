@@ -10,6 +10,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "base/by_index.h"
 #include "models/tokenizer/vocabulary_map.h"
 
 namespace strata::models::tokenizer {
@@ -30,7 +31,7 @@ class BpeModel {
 
   std::optional<std::int32_t> token_to_id(std::string_view token) const;
   // The token of each id, "" where the vocabulary has none.
-  const std::vector<std::string>& tokens_by_id() const { return tokens_by_id_; }
+  const base::ByIndex<std::string>& tokens_by_id() const { return tokens_by_id_; }
 
  private:
   struct Merge {
@@ -55,7 +56,7 @@ class BpeModel {
   void merge_all(std::vector<std::int32_t>& symbols) const;
 
   VocabularyMap vocabulary_;
-  std::vector<std::string> tokens_by_id_;
+  base::ByIndex<std::string> tokens_by_id_;
   std::unordered_map<std::uint64_t, Merge> merges_;
   std::optional<std::int32_t> unk_id_;
   bool fuse_unk_ = false;

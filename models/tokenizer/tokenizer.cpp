@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "aio/crc32c.h"
+#include "base/by_index.h"
 #include "base/error.h"
 #include "models/tokenizer/added_tokens.h"
 #include "models/tokenizer/bpe_model.h"
@@ -30,8 +31,8 @@ struct Tokenizer::Impl {
   AddedTokens added;
   PostProcessor post_processor;
   Decoder decoder;
-  std::vector<std::string> tokens_by_id;  // the model's tokens, then the added ones
-  std::vector<bool> special_by_id;
+  base::ByIndex<std::string> tokens_by_id;  // the model's tokens, then the added ones
+  base::ByIndex<bool> special_by_id;
   std::optional<std::int32_t> bos_id;
   std::optional<std::int32_t> eos_id;
   std::optional<std::int32_t> metaspace_id;  // "▁", for Llama without legacy
@@ -116,10 +117,10 @@ void index_tokens(Tokenizer::Impl& impl) {
   impl.tokens_by_id = impl.model.tokens_by_id();
   impl.special_by_id.assign(impl.tokens_by_id.size(), false);
   for (const AddedToken& added : impl.added.tokens()) {
-    const auto id = static_cast<std::size_t>(added.id);
+    const std::int32_t id = added.id;
     if (impl.tokens_by_id.size() <= id) {
       impl.tokens_by_id.resize(id + 1);
-      impl.special_by_id.resize(id + 1, false);
+      impl.special_by_id.resize(id + 1);
     }
     impl.tokens_by_id[id] = added.content;
     impl.special_by_id[id] = added.special;
@@ -228,7 +229,7 @@ std::string Tokenizer::Impl::decode(std::span<const std::int32_t> ids,
   std::vector<std::string> tokens;
   tokens.reserve(ids.size());
   for (const std::int32_t id : ids) {
-    if (id < 0 || static_cast<std::size_t>(id) >= tokens_by_id.size()) continue;
+    if (id < 0 || id >= tokens_by_id.size()) continue;
     if (tokens_by_id[id].empty()) continue;
     if (skip_special_tokens && special_by_id[id]) continue;
     tokens.push_back(tokens_by_id[id]);
@@ -328,8 +329,7 @@ std::optional<std::int32_t> Tokenizer::token_to_id(std::string_view token) const
 }
 
 bool Tokenizer::is_special(std::int32_t id) const {
-  return id >= 0 && static_cast<std::size_t>(id) < impl_->special_by_id.size() &&
-         impl_->special_by_id[static_cast<std::size_t>(id)];
+  return id >= 0 && id < impl_->special_by_id.size() && impl_->special_by_id[id];
 }
 
 std::string Tokenizer::bos_token() const {
