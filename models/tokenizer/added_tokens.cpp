@@ -65,6 +65,11 @@ AddedTokens AddedTokens::from_json(const nlohmann::json& added_tokens, const Nor
     token.rstrip = field_or(entry, "rstrip", false, where);
     token.single_word = field_or(entry, "single_word", false, where);
     token.normalized = field_or(entry, "normalized", !token.special, where);
+    if (token.id < 0) {
+      refuse_field(
+          where, "added_tokens",
+          fmt::format("gives \"{}\" the id {}: token ids start at 0", token.content, token.id));
+    }
     if (token.content.empty() || invalid_utf8_offset(token.content) != std::string_view::npos) {
       refuse_field(where, "added_tokens",
                    fmt::format("holds token {} with empty content", token.id));

@@ -135,5 +135,11 @@ TEST(AddedTokens, RefusesATokenWithoutContent) {
               ::testing::HasSubstr("the added_tokens of tests/tokenizer.json"));
 }
 
+TEST(AddedTokens, RefusesANegativeId) {
+  Json file = with_added({added_token("<x>", -1, false)});
+  EXPECT_THAT(testing::refusal_of(file),
+              ::testing::HasSubstr("gives \"<x>\" the id -1: token ids start at 0"));
+}
+
 }  // namespace
 }  // namespace strata::models::tokenizer
