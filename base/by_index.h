@@ -15,7 +15,10 @@ class ByIndex {
   using Items = std::vector<T>;
 
   ByIndex() = default;
-  explicit ByIndex(int count, const T& value = T()) : items_(to_size(count), value) {}
+  explicit ByIndex(int count) : items_(to_size(count)) {}  // value-initialised, T may be move-only
+  ByIndex(int count, const T& value) : items_(to_size(count), value) {}
+  // Takes over a vector whose position i holds the item of id i.
+  explicit ByIndex(Items items) : items_(std::move(items)) {}
 
   typename Items::reference operator[](int index) { return items_[to_size(index)]; }
   typename Items::const_reference operator[](int index) const { return items_[to_size(index)]; }

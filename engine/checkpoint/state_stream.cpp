@@ -16,6 +16,7 @@
 #include "aio/aligned_buffer.h"
 #include "aio/crc32c.h"
 #include "base/assert.h"
+#include "base/by_index.h"
 #include "base/error.h"
 
 namespace strata::engine::checkpoint {
@@ -50,7 +51,7 @@ class FileStream {
   ~FileStream() {
     for (int c : in_flight_) {
       try {
-        io_.wait(chunks_[static_cast<std::size_t>(c)].ticket);
+        io_.wait(chunks_[c].ticket);
       } catch (const std::exception&) {
         // The stream is abandoned: the error that abandoned it is the one that matters.
       }
@@ -66,7 +67,7 @@ class FileStream {
     while (!out.empty()) {
       while (current_ < 0 || position >= end_of(current_))
         advance();
-      const Chunk& chunk = chunks_[static_cast<std::size_t>(current_)];
+      const Chunk& chunk = chunks_[current_];
       STRATA_ASSERT(position >= chunk.file_offset);  // requests come in flat order
       const auto take = static_cast<std::size_t>(std::min<std::int64_t>(
           static_cast<std::int64_t>(out.size()), end_of(current_) - position));
@@ -94,7 +95,7 @@ class FileStream {
   };
 
   std::int64_t end_of(int chunk) const {
-    const Chunk& c = chunks_[static_cast<std::size_t>(chunk)];
+    const Chunk& c = chunks_[chunk];
     return c.file_offset + c.length;
   }
 
@@ -103,7 +104,7 @@ class FileStream {
     while (!free_.empty() && next_offset_ < size_bytes_) {
       const int c = free_.back();
       free_.pop_back();
-      Chunk& chunk = chunks_[static_cast<std::size_t>(c)];
+      Chunk& chunk = chunks_[c];
       chunk.file_offset = next_offset_;
       chunk.length = std::min(StateStream::kChunkBytes, size_bytes_ - next_offset_);
       const std::int64_t alignment = open_->alignment_bytes();
@@ -145,7 +146,7 @@ class FileStream {
     if (current_ >= 0) free_.push_back(current_);
     current_ = in_flight_.front();
     in_flight_.pop_front();
-    Chunk& chunk = chunks_[static_cast<std::size_t>(current_)];
+    Chunk& chunk = chunks_[current_];
     if (chunk.ticket.valid()) io_.wait(std::exchange(chunk.ticket, aio::Ticket()));
     crc_.update(chunk.buffer.span().first(static_cast<std::size_t>(chunk.length)));
     bytes_read_ += chunk.length;
@@ -159,7 +160,7 @@ class FileStream {
   std::int64_t size_bytes_ = 0;
   std::optional<aio::File> open_;  // optional: aio::File() is not usable outside aio
   int tail_fd_ = -1;
-  std::vector<Chunk> chunks_;
+  base::ByIndex<Chunk> chunks_;
   std::vector<int> free_;
   std::deque<int> in_flight_;  // oldest first
   int current_ = -1;           // the chunk being copied from

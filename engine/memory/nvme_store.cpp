@@ -197,7 +197,7 @@ std::int64_t NvmeStore::planned_bytes(int first, int count) const {
   STRATA_ASSERT(first >= 0 && count >= 0 && first + count <= partition_count());
   std::int64_t bytes = 0;
   for (int i = first; i < first + count; ++i)
-    bytes += sizes_[static_cast<std::size_t>(i)];
+    bytes += sizes_[i];
   return bytes;
 }
 
@@ -313,33 +313,31 @@ NvmeStore::~NvmeStore() {
 void NvmeStore::check_partition(int partition, std::int64_t bytes) const {
   STRATA_ASSERT(is_open());
   STRATA_ASSERT(partition >= 0 && partition < partition_count());
-  STRATA_ASSERT(bytes <= sizes_[static_cast<std::size_t>(partition)]);
+  STRATA_ASSERT(bytes <= sizes_[partition]);
 }
 
 aio::Ticket NvmeStore::submit_write(int partition, std::span<const std::byte> source) {
   check_partition(partition, static_cast<std::int64_t>(source.size()));
-  return engine_->submit_write(*file_, offsets_[static_cast<std::size_t>(partition)], source);
+  return engine_->submit_write(*file_, offsets_[partition], source);
 }
 
 aio::Ticket NvmeStore::submit_write(int partition, std::int64_t offset,
                                     std::span<const std::byte> source) {
   STRATA_ASSERT(offset >= 0 && offset % 4096 == 0 && source.size() % 4096 == 0);
   check_partition(partition, offset + static_cast<std::int64_t>(source.size()));
-  return engine_->submit_write(*file_, offsets_[static_cast<std::size_t>(partition)] + offset,
-                               source);
+  return engine_->submit_write(*file_, offsets_[partition] + offset, source);
 }
 
 aio::Ticket NvmeStore::submit_read(int partition, std::span<std::byte> target) {
   check_partition(partition, static_cast<std::int64_t>(target.size()));
-  return engine_->submit_read(*file_, offsets_[static_cast<std::size_t>(partition)], target);
+  return engine_->submit_read(*file_, offsets_[partition], target);
 }
 
 aio::Ticket NvmeStore::submit_read(int partition, std::int64_t offset,
                                    std::span<std::byte> target) {
   STRATA_ASSERT(offset >= 0 && offset % 4096 == 0 && target.size() % 4096 == 0);
   check_partition(partition, offset + static_cast<std::int64_t>(target.size()));
-  return engine_->submit_read(*file_, offsets_[static_cast<std::size_t>(partition)] + offset,
-                              target);
+  return engine_->submit_read(*file_, offsets_[partition] + offset, target);
 }
 
 void NvmeStore::wait(aio::Ticket ticket) {
@@ -356,12 +354,12 @@ std::int64_t NvmeStore::completions() const {
 
 std::int64_t NvmeStore::extent_bytes(int partition) const {
   STRATA_ASSERT(partition >= 0 && partition < partition_count());
-  return sizes_[static_cast<std::size_t>(partition)];
+  return sizes_[partition];
 }
 
 std::int64_t NvmeStore::extent_offset(int partition) const {
   STRATA_ASSERT(partition >= 0 && partition < partition_count());
-  return offsets_[static_cast<std::size_t>(partition)];
+  return offsets_[partition];
 }
 
 }  // namespace strata::engine::memory

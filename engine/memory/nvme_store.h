@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "aio/engine.h"
+#include "base/by_index.h"
 
 namespace strata::engine::memory {
 
@@ -84,7 +85,7 @@ class NvmeStore {
   // Waits for everything outstanding; throws the first error.
   void wait_all();
 
-  int partition_count() const noexcept { return static_cast<int>(offsets_.size()); }
+  int partition_count() const noexcept { return offsets_.size(); }
   std::int64_t extent_bytes(int partition) const;
   std::int64_t extent_offset(int partition) const;
   // The sum of all extents: the swap file's size.
@@ -111,8 +112,8 @@ class NvmeStore {
   std::filesystem::path lock_path_;
   std::filesystem::path swap_path_;
   int lock_fd_ = -1;
-  std::vector<std::int64_t> offsets_;
-  std::vector<std::int64_t> sizes_;
+  base::ByIndex<std::int64_t> offsets_;
+  base::ByIndex<std::int64_t> sizes_;
   std::int64_t planned_bytes_ = 0;
   std::span<std::byte> registered_;
   std::unique_ptr<aio::Engine> engine_;

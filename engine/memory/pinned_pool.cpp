@@ -88,8 +88,8 @@ PinnedPool::PinnedPool(gpu::Device& device, std::int64_t buffer_count,
 }
 
 PinnedPool::~PinnedPool() {
-  for (std::size_t s = 0; s < shelves_.size(); ++s) {
-    const std::int64_t held = in_use(static_cast<Shelf>(s));
+  for (Shelf s = 0; s < shelves_.size(); ++s) {
+    const std::int64_t held = in_use(s);
     if (held > 0)
       base::logger("engine").error("{}: {} of {} buffers still held at shutdown", shelves_[s].what,
                                    held, shelves_[s].buffer_count);
@@ -112,7 +112,7 @@ PinnedPool::Shelf PinnedPool::reserve(std::int64_t buffer_count, std::int64_t bu
   shelf.resident = options.resident;
   shelf.what = std::move(options.what);
   shelves_.push_back(std::move(shelf));
-  return static_cast<Shelf>(shelves_.size() - 1);
+  return shelves_.size() - 1;
 }
 
 void PinnedPool::open() {
@@ -169,11 +169,11 @@ void PinnedPool::open() {
 
 const PinnedPool::ShelfState& PinnedPool::at(Shelf shelf) const {
   STRATA_ASSERT(shelf >= 0 && shelf < shelf_count());
-  return shelves_[static_cast<std::size_t>(shelf)];
+  return shelves_[shelf];
 }
 
 PinnedPool::Lease PinnedPool::lend(Shelf shelf) {
-  ShelfState& state = shelves_[static_cast<std::size_t>(shelf)];
+  ShelfState& state = shelves_[shelf];
   const int index = state.free.back();
   state.free.pop_back();
   state.peak_in_use = std::max(state.peak_in_use,
@@ -187,7 +187,7 @@ PinnedPool::Lease PinnedPool::acquire(Shelf shelf) {
   STRATA_ASSERT(open_);
   at(shelf);
   std::unique_lock lock(mutex_);
-  const std::vector<int>& free = shelves_[static_cast<std::size_t>(shelf)].free;
+  const std::vector<int>& free = shelves_[shelf].free;
   freed_.wait(lock, [&] { return !free.empty(); });
   return lend(shelf);
 }
@@ -196,7 +196,7 @@ PinnedPool::Lease PinnedPool::try_acquire(Shelf shelf) {
   STRATA_ASSERT(open_);
   at(shelf);
   std::unique_lock lock(mutex_);
-  if (shelves_[static_cast<std::size_t>(shelf)].free.empty()) return {};
+  if (shelves_[shelf].free.empty()) return {};
   return lend(shelf);
 }
 
@@ -235,7 +235,7 @@ std::int64_t PinnedPool::swap_buffer_bytes() const {
 void PinnedPool::give_back(Shelf shelf, int index) noexcept {
   {
     std::lock_guard lock(mutex_);
-    ShelfState& state = shelves_[static_cast<std::size_t>(shelf)];
+    ShelfState& state = shelves_[shelf];
     STRATA_ASSERT(static_cast<std::int64_t>(state.free.size()) < state.buffer_count);
     state.free.push_back(index);
   }

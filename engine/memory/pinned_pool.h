@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "aio/aligned_buffer.h"
+#include "base/by_index.h"
 #include "gpu/device.h"
 
 namespace strata::engine::memory {
@@ -95,7 +96,7 @@ class PinnedPool {
   // A buffer of `shelf` if one is free now, else an empty lease.
   Lease try_acquire(Shelf shelf = 0);
 
-  int shelf_count() const noexcept { return static_cast<int>(shelves_.size()); }
+  int shelf_count() const noexcept { return shelves_.size(); }
   std::int64_t buffer_count(Shelf shelf = 0) const { return at(shelf).buffer_count; }
   // The size of each buffer of `shelf`, a multiple of 4 KiB (at least the size asked for).
   std::int64_t buffer_size_bytes(Shelf shelf = 0) const { return at(shelf).buffer_size_bytes; }
@@ -135,7 +136,7 @@ class PinnedPool {
 
   gpu::Device& device_;
   bool open_ = false;
-  std::vector<ShelfState> shelves_;
+  base::ByIndex<ShelfState> shelves_;
   gpu::PinnedBuffer pinned_;
   aio::AlignedBuffer unpinned_;
   std::span<std::byte> pinned_arena_;

@@ -153,51 +153,49 @@ void Residency::enter(Partition& partition, State state) {
   const auto before = tiers_held(partition.state);
   const auto after = tiers_held(state);
   count_state_change(counters_, before, after, partition.bytes);
-  count_state_change(users_[static_cast<std::size_t>(partition.user)].counters, before, after,
-                     partition.bytes);
+  count_state_change(users_[partition.user].counters, before, after, partition.bytes);
   partition.state = state;
 }
 
 void Residency::count_move(const Partition& partition, Direction direction, std::int64_t bytes) {
   counters_.moved_bytes[static_cast<std::size_t>(direction)] += bytes;
-  users_[static_cast<std::size_t>(partition.user)]
-      .counters.moved_bytes[static_cast<std::size_t>(direction)] += bytes;
+  users_[partition.user].counters.moved_bytes[static_cast<std::size_t>(direction)] += bytes;
 }
 
 Residency::Partition& Residency::at(PartitionId partition) {
-  STRATA_ASSERT(partition >= 0 && partition < static_cast<int>(partitions_.size()));
-  return partitions_[static_cast<std::size_t>(partition)];
+  STRATA_ASSERT(partition >= 0 && partition < partitions_.size());
+  return partitions_[partition];
 }
 
 const Residency::Partition& Residency::at(PartitionId partition) const {
-  STRATA_ASSERT(partition >= 0 && partition < static_cast<int>(partitions_.size()));
-  return partitions_[static_cast<std::size_t>(partition)];
+  STRATA_ASSERT(partition >= 0 && partition < partitions_.size());
+  return partitions_[partition];
 }
 
 User Residency::add_user(std::string what) {
   std::lock_guard lock(mutex_);
   users_.push_back(UserBook{std::move(what), {}});
-  return static_cast<User>(users_.size() - 1);
+  return users_.size() - 1;
 }
 
 const std::string& Residency::user_name(User user) const {
   std::lock_guard lock(mutex_);
-  STRATA_ASSERT(user >= 0 && user < static_cast<int>(users_.size()));
-  return users_[static_cast<std::size_t>(user)].what;
+  STRATA_ASSERT(user >= 0 && user < users_.size());
+  return users_[user].what;
 }
 
 int Residency::user_count() const {
   std::lock_guard lock(mutex_);
-  return static_cast<int>(users_.size());
+  return users_.size();
 }
 
 PartitionId Residency::add(Partition partition, State state) {
   std::lock_guard lock(mutex_);
-  STRATA_ASSERT(partition.user >= 0 && partition.user < static_cast<int>(users_.size()));
+  STRATA_ASSERT(partition.user >= 0 && partition.user < users_.size());
   partition.state = State::lost;  // holds nothing until it enters `state`
   enter(partition, state);
   partitions_.push_back(std::move(partition));
-  return static_cast<PartitionId>(partitions_.size() - 1);
+  return partitions_.size() - 1;
 }
 
 PartitionId Residency::add_in_cpu(User user, std::string name, std::span<std::byte> memory) {
@@ -264,7 +262,7 @@ User Residency::user(PartitionId partition) const {
 
 int Residency::partition_count() const {
   std::lock_guard lock(mutex_);
-  return static_cast<int>(partitions_.size());
+  return partitions_.size();
 }
 
 Residency::CpuView Residency::view(PartitionId partition) {
@@ -456,8 +454,8 @@ ResidencyCounters Residency::counters() const {
 
 ResidencyCounters Residency::counters(User user) const {
   std::lock_guard lock(mutex_);
-  STRATA_ASSERT(user >= 0 && user < static_cast<int>(users_.size()));
-  return users_[static_cast<std::size_t>(user)].counters;
+  STRATA_ASSERT(user >= 0 && user < users_.size());
+  return users_[user].counters;
 }
 
 NvmeStore& Residency::store_of(PartitionId partition) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "aio/engine.h"
+#include "base/by_index.h"
 #include "gpu/device.h"
 
 namespace strata::engine::memory {
@@ -205,12 +206,12 @@ class Residency {
   const Partition& at(PartitionId partition) const;
 
   mutable std::mutex mutex_;
-  std::vector<Partition> partitions_;
+  base::ByIndex<Partition> partitions_;
   struct UserBook {
     std::string what;
     ResidencyCounters counters;
   };
-  std::vector<UserBook> users_;
+  base::ByIndex<UserBook> users_;
   ResidencyCounters counters_;  // every user's
 };
 

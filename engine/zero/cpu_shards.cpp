@@ -64,14 +64,14 @@ std::span<std::byte> CpuShards::in_place(Range range) {
     if (!in_cpu(m)) return {};
   }
   const int first = layout_.modules_in({range.begin, range.begin + 1}).front();
-  const std::int64_t offset = cpu_offset_[static_cast<std::size_t>(first)] +
-                              (range.begin - layout_.module(first).partition_offset);
+  const std::int64_t offset =
+      cpu_offset_[first] + (range.begin - layout_.module(first).partition_offset);
   return shards_.subspan(static_cast<std::size_t>(offset * element_bytes_),
                          static_cast<std::size_t>(range.size() * element_bytes_));
 }
 
 std::span<std::byte> CpuShards::shard(int module) {
-  const std::int64_t offset = cpu_offset_[static_cast<std::size_t>(module)];
+  const std::int64_t offset = cpu_offset_[module];
   STRATA_ASSERT(offset >= 0);
   return shards_.subspan(
       static_cast<std::size_t>(offset * element_bytes_),

@@ -5,6 +5,7 @@
 #include <span>
 #include <vector>
 
+#include "base/by_index.h"
 #include "engine/memory/pinned_pool.h"
 #include "engine/memory/residency.h"
 #include "engine/zero/param_tier_plan.h"
@@ -29,9 +30,7 @@ class CpuShards final : public ShardStore {
   void open() override;
   void fetch(int module, gpu::Stream& stream, void* device_target,
              const gpu::Event* target_free) override;
-  bool in_cpu(int module) const override {
-    return cpu_offset_[static_cast<std::size_t>(module)] >= 0;
-  }
+  bool in_cpu(int module) const override { return cpu_offset_[module] >= 0; }
   std::shared_ptr<gpu::Event> upload_ahead(int module, void* device_target,
                                            const gpu::Event* target_free) override;
   std::span<std::byte> values(Range range) override;
@@ -52,7 +51,7 @@ class CpuShards final : public ShardStore {
   memory::PinnedPool& pool_;
   memory::Residency& book_;
   memory::User user_;
-  std::vector<std::int64_t> cpu_offset_;  // ParamTierPlan::cpu_offset
+  base::ByIndex<std::int64_t> cpu_offset_;  // ParamTierPlan::cpu_offset
   std::int64_t bytes_;
   memory::PinnedPool::Shelf shelf_ = -1;
   memory::PinnedPool::Lease lease_;  // the shelf's one buffer, from open() on

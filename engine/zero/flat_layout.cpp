@@ -39,14 +39,13 @@ FlatLayout::FlatLayout(const std::vector<std::vector<ParamSpec>>& modules, int w
 
 const ModuleSlice& FlatLayout::module(int index) const {
   STRATA_ASSERT(index >= 0 && index < module_count());
-  return modules_[static_cast<std::size_t>(index)];
+  return modules_[index];
 }
 
 std::span<const TensorSlot> FlatLayout::tensors(int module) const {
   STRATA_ASSERT(module >= 0 && module < module_count());
-  auto m = static_cast<std::size_t>(module);
-  return std::span<const TensorSlot>(tensors_).subspan(first_tensor_[m],
-                                                       first_tensor_[m + 1] - first_tensor_[m]);
+  return std::span<const TensorSlot>(tensors_).subspan(
+      first_tensor_[module], first_tensor_[module + 1] - first_tensor_[module]);
 }
 
 const TensorSlot* FlatLayout::find(std::string_view name) const {
@@ -59,7 +58,7 @@ const TensorSlot* FlatLayout::find(std::string_view name) const {
 std::vector<int> FlatLayout::modules_in(Range range) const {
   std::vector<int> found;
   for (int m = 0; m < module_count(); ++m) {
-    const ModuleSlice& slice = modules_[static_cast<std::size_t>(m)];
+    const ModuleSlice& slice = modules_[m];
     std::int64_t begin = slice.partition_offset;
     std::int64_t end = begin + slice.shard_numel;
     if (begin < range.end && range.begin < end) found.push_back(m);

@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/by_index.h"
 #include "engine/param_spec.h"
 
 namespace strata::engine::zero {
@@ -53,7 +54,7 @@ class FlatLayout {
              std::int64_t shard_alignment_elements = kDefaultShardAlignment);
 
   int world_size() const { return world_size_; }
-  int module_count() const { return static_cast<int>(modules_.size()); }
+  int module_count() const { return modules_.size(); }
   const ModuleSlice& module(int index) const;
   std::span<const TensorSlot> tensors(int module) const;
   // Every tensor, in module order then declaration order.
@@ -71,9 +72,10 @@ class FlatLayout {
 
  private:
   int world_size_;
-  std::vector<ModuleSlice> modules_;
+  base::ByIndex<ModuleSlice> modules_;
   std::vector<TensorSlot> tensors_;
-  std::vector<std::size_t> first_tensor_;  // index into tensors_ per module, plus one past the end
+  // Per module its first tensor's index into tensors_, then one past the last tensor's.
+  base::ByIndex<std::size_t> first_tensor_;
   std::int64_t partition_numel_ = 0;
   std::int64_t parameter_count_ = 0;
 };

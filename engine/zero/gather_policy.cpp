@@ -21,7 +21,7 @@ GatherRules gather_rules(int stage, std::int64_t persistence_threshold,
 }
 
 GatherPolicy::GatherPolicy(const FlatLayout& layout, GatherRules rules)
-    : layout_(layout), rules_(rules), entries_(static_cast<std::size_t>(layout.module_count())) {
+    : layout_(layout), rules_(rules), entries_(layout.module_count()) {
   STRATA_ASSERT(rules.max_live_parameters >= 0);
   STRATA_ASSERT(rules.prefetch_bucket_size >= 0);
 }
@@ -139,13 +139,13 @@ std::int64_t GatherPolicy::reuse_distance(int module) const {
 const GatherPolicy::Entry& GatherPolicy::entry(int module) const {
   STRATA_ASSERT(module >= 0);
   STRATA_ASSERT(module < layout_.module_count());
-  return entries_[static_cast<std::size_t>(module)];
+  return entries_[module];
 }
 
 GatherPolicy::Entry& GatherPolicy::entry(int module) {
   STRATA_ASSERT(module >= 0);
   STRATA_ASSERT(module < layout_.module_count());
-  return entries_[static_cast<std::size_t>(module)];
+  return entries_[module];
 }
 
 // Gathered and nobody using it: kept for reuse or persistence, so a candidate to drop.

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "base/assert.h"
+#include "base/by_index.h"
 #include "engine/zero/flat_layout.h"
 
 namespace strata::engine::zero {
@@ -110,7 +111,7 @@ class GatherPolicy {
 
   const FlatLayout& layout_;
   GatherRules rules_;
-  std::vector<Entry> entries_;
+  base::ByIndex<Entry> entries_;
   std::int64_t live_elements_ = 0;
   TraceMode mode_ = TraceMode::record;
   TraceMode training_mode_ = TraceMode::record;

@@ -26,7 +26,7 @@ void LateSubGroups::start(const StepHyperparameters& hyper, const StepIo& io,
     // Said before the thread starts, so that no commit comes before its range is expected.
     if (io_.params != nullptr) {
       for (int g : order)
-        io_.params->expect(offload_.states().sub_groups()[static_cast<std::size_t>(g)]);
+        io_.params->expect(offload_.states().range_of(g));
     }
     thread_ = std::async(std::launch::async, [this, forgo, order = std::move(order)] {
       try {

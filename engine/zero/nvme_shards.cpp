@@ -11,6 +11,22 @@
 #include "base/timeline.h"
 
 namespace strata::engine::zero {
+namespace {
+
+// Releases the held bookkeeping lock for one wait and takes it back when the scope ends, by
+// return or by throw: a helper that waits in one hands the lock back in the state it got it.
+class Unlocked {
+ public:
+  explicit Unlocked(std::unique_lock<std::mutex>& lock) : lock_(lock) { lock_.unlock(); }
+  ~Unlocked() { lock_.lock(); }
+  Unlocked(const Unlocked&) = delete;
+  Unlocked& operator=(const Unlocked&) = delete;
+
+ private:
+  std::unique_lock<std::mutex>& lock_;
+};
+
+}  // namespace
 
 NvmeShards::NvmeShards(gpu::Device& device, const FlatLayout& layout, const ParamTierPlan& plan,
                        const ParamTierOptions& options)
@@ -20,8 +36,8 @@ NvmeShards::NvmeShards(gpu::Device& device, const FlatLayout& layout, const Para
       pool_(*options.pool),
       book_(*options.book),
       kept_(device, layout, plan, options.element_bytes, *options.pool, *options.book),
-      nvme_partition_(static_cast<std::size_t>(layout.module_count()), -1),
-      reads_(static_cast<std::size_t>(layout.module_count())) {
+      nvme_partition_(layout.module_count(), -1),
+      reads_(layout.module_count()) {
   base::logger("engine").debug(
       "parameters: {} elements of this rank's shards kept in CPU memory (offload_param.max_in_cpu "
       "{}), {} modules' shards on NVMe",
@@ -47,7 +63,7 @@ void NvmeShards::reserve_extents(const ParamTierPlan& plan, const ParamTierOptio
   for (int m = 0; m < layout_.module_count(); ++m) {
     const int extent = plan.nvme_extent[static_cast<std::size_t>(m)];
     if (extent < 0) continue;
-    nvme_partition_[static_cast<std::size_t>(m)] =
+    nvme_partition_[m] =
         book_.add_on_nvme(kept_.user(), fmt::format("parameter shard of module {}", m),
                           shard_bytes(m), *store_, first_extent_ + extent);
   }
@@ -89,8 +105,7 @@ UserError NvmeShards::fail(const std::exception& error, const char* doing) {
 
 bool NvmeShards::prefetch(int module) {
   const std::lock_guard lock(mutex_);
-  if (failure_.failed() || !on_nvme(module) || reads_[static_cast<std::size_t>(module)])
-    return true;
+  if (failure_.failed() || !on_nvme(module) || reads_[module]) return true;
   settle_uploads(false);
   if (has_upload(module)) {
     // The shard last fetched is copied again from its buffer; any other one still in a buffer
@@ -102,10 +117,10 @@ bool NvmeShards::prefetch(int module) {
   if (reads_in_flight_ + 1 >= pool_.buffer_count(shelf_)) return false;
   memory::PinnedPool::Lease lease = pool_.try_acquire(shelf_);
   if (!lease) return false;
-  const memory::PartitionId id = nvme_partition_[static_cast<std::size_t>(module)];
+  const memory::PartitionId id = nvme_partition_[module];
   memory::Residency::Move move =
       book_.begin_read(id, lease.bytes().first(static_cast<std::size_t>(shard_bytes(module))));
-  reads_[static_cast<std::size_t>(module)] = Read{std::move(lease), std::move(move)};
+  reads_[module] = Read{std::move(lease), std::move(move)};
   ++reads_in_flight_;
   return true;
 }
@@ -121,7 +136,6 @@ void NvmeShards::fetch(int module, gpu::Stream& stream, void* device_target,
   try {
     fetch_from_nvme(lock, module, stream, device_target, target_free);
   } catch (const aio::IoError& error) {
-    if (!lock.owns_lock()) lock.lock();
     // The read failed: the shard is lost. A copy's failure (or that of the work it waited for)
     // comes out as it is: the shards on NVMe are intact.
     throw fail(error, "reading a parameter shard");
@@ -140,12 +154,12 @@ void NvmeShards::fetch_from_nvme(std::unique_lock<std::mutex>& lock, int module,
   }
   if (again != uploads_.end()) wait_for_copy(lock, again->copied);
   last_fetched_ = module;
-  std::optional<Read>& read = reads_[static_cast<std::size_t>(module)];
+  std::optional<Read>& read = reads_[module];
   if (read) {
     --reads_in_flight_;
   } else {
     memory::PinnedPool::Lease lease = take_buffer(lock);
-    const memory::PartitionId id = nvme_partition_[static_cast<std::size_t>(module)];
+    const memory::PartitionId id = nvme_partition_[module];
     memory::Residency::Move move =
         book_.begin_read(id, lease.bytes().first(static_cast<std::size_t>(shard_bytes(module))));
     read = Read{std::move(lease), std::move(move)};
@@ -156,9 +170,8 @@ void NvmeShards::fetch_from_nvme(std::unique_lock<std::mutex>& lock, int module,
   {
     // Not under the lock: an optimizer's thread commits other modules meanwhile.
     const base::Timeline::Scope waiting("host", "wait", "parameter read");
-    lock.unlock();
+    const Unlocked unlocked(lock);
     view = book_.finish_read(std::move(taken.move));
-    lock.lock();
   }
   std::unique_ptr<gpu::Event> copied = upload_to_device(
       device_, view.bytes().data(), shard_bytes(module), &stream, device_target, target_free);
@@ -192,12 +205,11 @@ void NvmeShards::wait_for_copy(std::unique_lock<std::mutex>& lock,
                                std::shared_ptr<gpu::Event> earlier) {
   {
     const base::Timeline::Scope waiting("host", "wait", "parameter copy");
-    lock.unlock();
+    const Unlocked unlocked(lock);
     try {
       earlier->synchronize();
     } catch (...) {
     }
-    lock.lock();
   }
   settle_uploads(false);  // rethrows that copy's error
 }
@@ -208,22 +220,21 @@ memory::PinnedPool::Lease NvmeShards::take_buffer(std::unique_lock<std::mutex>& 
     if (lease) return lease;
     // The waits below are not under the lock: an optimizer's thread commits meanwhile.
     if (uploads_.empty()) {
-      lock.unlock();
-      lease = pool_.acquire(shelf_);
-      lock.lock();
-      return lease;
+      const Unlocked unlocked(lock);
+      return pool_.acquire(shelf_);
     }
     // Every buffer is being copied from or read into: the oldest copy frees one first. Its entry
     // stays in uploads_ while this waits, so that a commit of its module meanwhile (drop_read)
     // still finds it; settle_uploads gives the buffer back (and rethrows the copy's error). The
     // caller has made last_fetched_ the module it fetches, so no entry here is kept for reuse.
     const std::shared_ptr<gpu::Event> oldest = uploads_.front().copied;
-    lock.unlock();
-    try {
-      oldest->synchronize();
-    } catch (...) {
+    {
+      const Unlocked unlocked(lock);
+      try {
+        oldest->synchronize();
+      } catch (...) {
+      }
     }
-    lock.lock();
     settle_uploads(false);
   }
 }
@@ -259,22 +270,13 @@ std::span<std::byte> NvmeShards::values(Range range) {
   return staging_.take(0, static_cast<std::size_t>(range.size() * element_bytes_));
 }
 
+// Every write started is waited for, so none is still in flight over the staging memory when
+// this throws. The waits are not under the lock (the engine's thread fetches meanwhile), which is
+// taken back only to record a failure.
 std::shared_ptr<gpu::Event> NvmeShards::write(Range range, bool /*expected*/) {
   if (!kept_.in_place(range).empty()) return nullptr;  // values() was the tier's own memory
   std::unique_lock lock(mutex_);
   failure_.check();
-  try {
-    commit_to_nvme(lock, range);
-  } catch (const std::exception& error) {
-    if (!lock.owns_lock()) lock.lock();
-    throw fail(error, "writing the new parameter shards");
-  }
-  return nullptr;
-}
-
-// Every write is waited for, so none is still in flight over the staging memory when this
-// throws; not under the lock (the engine's thread fetches meanwhile).
-void NvmeShards::commit_to_nvme(std::unique_lock<std::mutex>& lock, Range range) {
   std::vector<memory::Residency::Move> writes;
   std::exception_ptr failure;
   try {
@@ -282,7 +284,19 @@ void NvmeShards::commit_to_nvme(std::unique_lock<std::mutex>& lock, Range range)
   } catch (...) {
     failure = std::current_exception();
   }
-  lock.unlock();
+  lock.unlock();  // for the rest of the call, but to record a failure
+  finish_writes(writes, failure);
+  if (!failure) return nullptr;
+  try {
+    std::rethrow_exception(failure);
+  } catch (const std::exception& error) {
+    lock.lock();
+    throw fail(error, "writing the new parameter shards");
+  }
+}
+
+void NvmeShards::finish_writes(std::vector<memory::Residency::Move>& writes,
+                               std::exception_ptr& failure) {
   for (memory::Residency::Move& move : writes) {
     try {
       book_.finish_write(std::move(move));
@@ -290,7 +304,6 @@ void NvmeShards::commit_to_nvme(std::unique_lock<std::mutex>& lock, Range range)
       if (!failure) failure = std::current_exception();
     }
   }
-  if (failure) std::rethrow_exception(failure);
 }
 
 // Each module the range covers gets the covered piece of its shard overwritten: in CPU memory,
@@ -310,8 +323,7 @@ void NvmeShards::write_pieces(Range range, std::vector<memory::Residency::Move>&
       continue;
     }
     drop_read(m);
-    writes.push_back(
-        book_.begin_patch(nvme_partition_[static_cast<std::size_t>(m)], offset, piece));
+    writes.push_back(book_.begin_patch(nvme_partition_[m], offset, piece));
   }
 }
 
@@ -323,7 +335,7 @@ void NvmeShards::drop_read(int module) {
     uploads_.erase(upload);
     finish_upload(std::move(settled));
   }
-  std::optional<Read>& read = reads_[static_cast<std::size_t>(module)];
+  std::optional<Read>& read = reads_[module];
   if (!read) return;
   Read taken = std::move(*read);
   read.reset();

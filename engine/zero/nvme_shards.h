@@ -2,11 +2,13 @@
 
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <vector>
 
+#include "base/by_index.h"
 #include "base/error.h"
 #include "base/failure_latch.h"
 #include "engine/memory/nvme_store.h"
@@ -29,9 +31,9 @@ namespace strata::engine::zero {
 // throws a UserError saying so, and so does every later one.
 //
 // The calls that touch the NVMe bookkeeping hold one lock, which the engine's thread releases
-// while it waits for a read, a copy, a buffer or a write, and which the committing thread does
-// not while it settles the read or copy of a module it overwrites (ParamTier says why that is
-// quick).
+// while it waits for a read, a copy or a buffer, and the committing thread while it waits for its
+// writes, but not while it settles the read or copy of a module it overwrites (ParamTier says why
+// that is quick).
 class NvmeShards final : public ShardStore {
  public:
   // Reserves the shelves, the extents and the book's NVMe partitions. Throws the pool's
@@ -56,9 +58,7 @@ class NvmeShards final : public ShardStore {
   std::shared_ptr<gpu::Event> write(Range range, bool expected) override;
 
   bool inconsistent() const noexcept override { return failure_.failed(); }
-  bool on_nvme(int module) const override {
-    return nvme_partition_[static_cast<std::size_t>(module)] >= 0;
-  }
+  bool on_nvme(int module) const override { return nvme_partition_[module] >= 0; }
   std::int64_t nvme_read_bytes() const override;
   std::int64_t nvme_write_bytes() const override;
   std::int64_t nvme_bytes() const override {
@@ -88,9 +88,11 @@ class NvmeShards final : public ShardStore {
   void reserve_extents(const ParamTierPlan& plan, const ParamTierOptions& options);
   // Records `error` as the tier's failure and returns the UserError to throw.
   UserError fail(const std::exception& error, const char* doing);
-  // The helpers taking `lock` (held on entry) release it while they wait; fetch_from_nvme,
-  // fetch_again and take_buffer return with it held, commit_to_nvme without; any of them may
-  // throw without it.
+  // Locking, one rule: the helpers below but finish_writes are called with mutex_ held (or from
+  // the destructor, which runs alone) and return, or throw, with it held. Those taking `lock`
+  // (mutex_'s) release it only around a wait, in a scope of their own body that takes it back
+  // however it ends; the others never release it. write() releases it in its own body around
+  // finish_writes.
   void fetch_from_nvme(std::unique_lock<std::mutex>& lock, int module, gpu::Stream& stream,
                        void* device_target, const gpu::Event* target_free);
   // The shard last fetched copied again from its buffer.
@@ -108,10 +110,12 @@ class NvmeShards final : public ShardStore {
   // Gives back the pool buffers whose copies have run, but last_fetched_'s (all of them,
   // waiting, with `all`).
   void settle_uploads(bool all);
-  void commit_to_nvme(std::unique_lock<std::mutex>& lock, Range range);  // returns unlocked
   // Writes `range`'s pieces in CPU memory and starts those on NVMe, adding each write to
   // `writes` as it starts (so that a throw leaves none unwaited for).
   void write_pieces(Range range, std::vector<memory::Residency::Move>& writes);
+  // Waits for each of `writes`, keeping the first failure in `failure` (unless one is there);
+  // called without the lock, it touches none of the bookkeeping.
+  void finish_writes(std::vector<memory::Residency::Move>& writes, std::exception_ptr& failure);
 
   gpu::Device& device_;
   const FlatLayout& layout_;
@@ -128,8 +132,8 @@ class NvmeShards final : public ShardStore {
   RangeStaging staging_{1};
   // Per module: its NVMe partition in the book (-1 when it is not on NVMe) and the read in
   // flight.
-  std::vector<memory::PartitionId> nvme_partition_;
-  std::vector<std::optional<Read>> reads_;
+  base::ByIndex<memory::PartitionId> nvme_partition_;
+  base::ByIndex<std::optional<Read>> reads_;
   int reads_in_flight_ = 0;     // engaged entries of reads_
   std::deque<Upload> uploads_;  // oldest first
   // The module last fetched from NVMe: its entry in uploads_ stays after its copy has run, until

@@ -97,7 +97,7 @@ void OptimizerOffload::compute(int sub_group, std::span<std::byte> bytes,
                                const StepHyperparameters& hyper, const StepIo& io,
                                std::span<std::byte> new_params) {
   const base::Timeline::Scope span("optimizer", "sub-group", std::to_string(sub_group));
-  const Range& range = range_of(sub_group);
+  const Range& range = states_.range_of(sub_group);
   const auto size = static_cast<std::size_t>(range.size());
   const OptimizerStates::Regions r = states_.regions(sub_group, bytes);
   const bool copies = io.copy_type != ParamCopy::none && !new_params.empty();
@@ -122,7 +122,7 @@ void OptimizerOffload::compute_into_sink(int sub_group, std::span<std::byte> byt
     compute(sub_group, bytes, hyper, io, {});
     return;
   }
-  const Range& range = range_of(sub_group);
+  const Range& range = states_.range_of(sub_group);
   compute(sub_group, bytes, hyper, io, io.params->values(range));
   io.params->commit(range);
 }
@@ -134,7 +134,7 @@ std::span<std::byte> OptimizerOffload::kept_states(std::size_t slot) {
 
 // Slot `slot`'s new parameters of `sub_group`, waiting for commit_kept.
 std::span<std::byte> OptimizerOffload::kept_new_params(std::size_t slot, int sub_group) {
-  const Range& range = range_of(sub_group);
+  const Range& range = states_.range_of(sub_group);
   return kept_params_.span().subspan(
       slot * static_cast<std::size_t>(kept_param_bytes_),
       static_cast<std::size_t>(range.size() * keep_param_bytes_per_element_));
@@ -152,7 +152,7 @@ std::size_t OptimizerOffload::keep(int sub_group, std::span<const std::byte> byt
 void OptimizerOffload::commit_kept(const StepIo& io) {
   if (io.params != nullptr) {
     for (std::size_t slot = 0; slot < kept_.size(); ++slot) {
-      const Range& range = range_of(kept_[slot]);
+      const Range& range = states_.range_of(kept_[slot]);
       std::span<const std::byte> values = kept_new_params(slot, kept_[slot]);
       std::span<std::byte> target = io.params->values(range);
       memory::copy_in_parallel(target.first(values.size()), values);

@@ -111,9 +111,6 @@ class OptimizerOffload {
   std::size_t keep(int sub_group, std::span<const std::byte> bytes);
   std::span<std::byte> kept_new_params(std::size_t slot, int sub_group);
   std::span<std::byte> kept_states(std::size_t slot);
-  const Range& range_of(int sub_group) const {
-    return states_.sub_groups()[static_cast<std::size_t>(sub_group)];
-  }
 
   const Optimizer& optimizer_;
   OptimizerStates& states_;

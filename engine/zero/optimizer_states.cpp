@@ -221,7 +221,7 @@ aio::AlignedBuffer OptimizerStates::states_scratch() const {
 OptimizerStates::SubGroupStates OptimizerStates::states_of(int sub_group,
                                                            std::span<std::byte> bytes,
                                                            std::span<float> scratch) const {
-  const Range range = plan_.sub_groups[static_cast<std::size_t>(sub_group)];
+  const Range range = range_of(sub_group);
   const auto numel = static_cast<std::size_t>(range.size());
   const Regions r = regions(sub_group, bytes);
   SubGroupStates states{range, {}, {}, {}};

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "aio/aligned_buffer.h"
+#include "base/by_index.h"
 #include "base/error.h"
 #include "base/failure_latch.h"
 #include "engine/config/config.h"
@@ -162,11 +163,12 @@ class OptimizerStates {
 
   std::int64_t partition_numel() const noexcept { return numel_; }
   const std::vector<Range>& sub_groups() const noexcept { return plan_.sub_groups; }
+  const Range& range_of(int sub_group) const {
+    return plan_.sub_groups[static_cast<std::size_t>(sub_group)];
+  }
   const OptimizerStatesPlan& plan() const noexcept { return plan_; }
   const StateTypes& types() const noexcept { return types_; }
-  memory::PartitionId partition(int sub_group) const {
-    return partitions_[static_cast<std::size_t>(sub_group)];
-  }
+  memory::PartitionId partition(int sub_group) const { return partitions_[sub_group]; }
 
   bool inconsistent() const noexcept { return failure_.failed(); }
   // Throws the UserError naming the first failure once inconsistent.
@@ -188,7 +190,7 @@ class OptimizerStates {
   const memory::NvmeStore* store() const noexcept { return store_; }
   // Bytes of the swap file the states take (0 on cpu).
   std::int64_t nvme_bytes() const {
-    return store_ ? store_->planned_bytes(first_extent_, static_cast<int>(partitions_.size())) : 0;
+    return store_ ? store_->planned_bytes(first_extent_, partitions_.size()) : 0;
   }
 
  private:
@@ -213,8 +215,8 @@ class OptimizerStates {
   memory::NvmeStore* store_ = nullptr;  // nvme only
   int first_extent_ = 0;                // the states' extents in store_
   memory::Residency* book_ = nullptr;
-  memory::User user_ = -1;                       // the states' partitions in book_
-  std::vector<memory::PartitionId> partitions_;  // per sub-group
+  memory::User user_ = -1;                         // the states' partitions in book_
+  base::ByIndex<memory::PartitionId> partitions_;  // per sub-group
   // The first error, once inconsistent; LateSubGroups' thread may latch it while the engine's
   // thread asks.
   base::FailureLatch failure_{

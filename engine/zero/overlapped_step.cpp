@@ -69,7 +69,7 @@ void OverlappedStep::module_final(int module, CpuQueue::Ticket landed) {
   std::lock_guard lock(mutex_);
   if (lowest >= final_from_) return;
   for (int g = lowest; g < final_from_; ++g)
-    final_[static_cast<std::size_t>(g)] = landed;
+    final_[g] = landed;
   final_from_ = lowest;
   changed_.notify_all();
 }
@@ -84,7 +84,7 @@ bool OverlappedStep::wait_final(int sub_group) {
   CpuQueue::Ticket landed = 0;
   {
     std::lock_guard lock(mutex_);
-    landed = final_[static_cast<std::size_t>(sub_group)];
+    landed = final_[sub_group];
   }
   try {
     landings_.wait(landed);

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "base/by_index.h"
 #include "engine/optimizer.h"
 #include "engine/zero/cpu_queue.h"
 #include "engine/zero/flat_layout.h"
@@ -96,8 +97,8 @@ class OverlappedStep {
   Guess kind_;
   std::vector<int> first_module_;  // per sub-group: the lowest module it covers
   CpuQueue& landings_;
-  std::vector<CpuQueue::Ticket> final_;  // per sub-group, set by module_final
-  std::vector<int> early_order_;         // the sub-groups the thread may step
+  base::ByIndex<CpuQueue::Ticket> final_;  // per sub-group, set by module_final
+  std::vector<int> early_order_;           // the sub-groups the thread may step
   StepHyperparameters guess_;
   StepIo io_;
 

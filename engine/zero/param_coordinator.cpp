@@ -22,9 +22,9 @@ ParamCoordinator::ParamCoordinator(gpu::Ops& ops, gpu::Comm& comm, gpu::Stream& 
       memory_(memory),
       names_(std::move(module_names)),
       options_(options),
-      gathered_(static_cast<std::size_t>(layout.module_count())),
+      gathered_(layout.module_count()),
       policy_(layout, options) {
-  STRATA_ASSERT(static_cast<int>(names_.size()) == layout.module_count());
+  STRATA_ASSERT(names_.size() == layout.module_count());
   memory_.set_reclaimer([this] { return drop_one_kept(); });
   STRATA_ASSERT(layout.world_size() == 1 || layout.world_size() == comm.world_size());
 }
@@ -52,10 +52,10 @@ std::span<const gpu::Tensor> ParamCoordinator::acquire(int module) {
     base::logger("engine").info(
         "module {} ran out of the recorded order (position {} of {}): prefetching stops for "
         "this step and the order is recorded again on the next",
-        names_[static_cast<std::size_t>(module)], policy_.trace_position(), policy_.trace_length());
+        names_[module], policy_.trace_position(), policy_.trace_length());
   }
   if (!policy_.is_gathered(module)) gather(module, false);
-  Gathered& entry = gathered_[static_cast<std::size_t>(module)];
+  Gathered& entry = gathered_[module];
   if (!entry.ready) make_ready(module);
   policy_.add_user(module);
   try {
@@ -93,14 +93,14 @@ bool ParamCoordinator::drop_one_kept() {
 
 bool ParamCoordinator::gather(int module, bool ahead) {
   const ModuleSlice& slice = layout_.module(module);
-  const std::string& name = names_[static_cast<std::size_t>(module)];
+  const std::string& name = names_[module];
   // The last step's optimizer may still be stepping the sub-groups this shard is in. Waiting
   // here, ahead or not, keeps the memory taken the same as the estimate's walk of the step.
   tier_.wait_committed(module, stream_);
   for (int evict = policy_.next_to_evict(slice.padded_numel); evict >= 0;
        evict = policy_.next_to_evict(slice.padded_numel))
     drop(evict);
-  Gathered& entry = gathered_[static_cast<std::size_t>(module)];
+  Gathered& entry = gathered_[module];
   const int rank = layout_.world_size() > 1 ? comm_.rank() : 0;
   const std::int64_t element = gpu::size_bytes(options_.storage);
   // The module stays in the storage type: the ops compute in it (gpu/ops.h), so nothing is
@@ -133,7 +133,7 @@ bool ParamCoordinator::gather(int module, bool ahead) {
 
 void ParamCoordinator::make_ready(int module) {
   const ModuleSlice& slice = layout_.module(module);
-  Gathered& entry = gathered_[static_cast<std::size_t>(module)];
+  Gathered& entry = gathered_[module];
   if (entry.uploaded) stream_.wait(*std::exchange(entry.uploaded, nullptr));
   // The layout of stages 0-2 may be unsharded (world 1) while the job has several ranks: then
   // every rank holds the whole module and there is nothing to gather.
@@ -153,7 +153,7 @@ void ParamCoordinator::make_ready(int module) {
 }
 
 void ParamCoordinator::drop(int module) {
-  Gathered& entry = gathered_[static_cast<std::size_t>(module)];
+  Gathered& entry = gathered_[module];
   // A copy made ahead may still be writing the memory: the stream waits for it before the
   // memory goes back in its order.
   if (entry.uploaded) stream_.wait(*std::exchange(entry.uploaded, nullptr));

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "base/by_index.h"
 #include "engine/memory/stream_ordered_memory.h"
 #include "engine/module.h"
 #include "engine/zero/flat_layout.h"
@@ -93,9 +94,9 @@ class ParamCoordinator {
   const FlatLayout& layout_;
   ParamTier& tier_;
   memory::StreamOrderedMemory& memory_;
-  std::vector<std::string> names_;
+  base::ByIndex<std::string> names_;
   CoordinatorOptions options_;
-  std::vector<Gathered> gathered_;
+  base::ByIndex<Gathered> gathered_;
   GatherPolicy policy_;
   CoordinatorCounters counters_;
 };

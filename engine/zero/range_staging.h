@@ -1,6 +1,5 @@
 #pragma once
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -8,6 +7,7 @@
 #include <span>
 
 #include "aio/aligned_buffer.h"
+#include "base/by_index.h"
 #include "engine/memory/pinned_pool.h"
 #include "gpu/event.h"
 
@@ -23,7 +23,7 @@ namespace strata::engine::zero {
 // which unpinned_bytes() reads from any thread.
 class RangeStaging {
  public:
-  explicit RangeStaging(int slots) : slots_(slots) {}
+  explicit RangeStaging(int slots) : grown_(slots), leases_(slots), in_flight_(slots) {}
   RangeStaging(const RangeStaging&) = delete;
   RangeStaging& operator=(const RangeStaging&) = delete;
 
@@ -46,11 +46,11 @@ class RangeStaging {
   std::int64_t unpinned_bytes() const;
 
  private:
-  int slots_;
-  std::array<aio::AlignedBuffer, 2> grown_;
-  std::array<memory::PinnedPool::Lease, 2> leases_;
+  // Per slot: its plain buffer, its buffer of the shelf, and its upload in flight.
+  base::ByIndex<aio::AlignedBuffer> grown_;
+  base::ByIndex<memory::PinnedPool::Lease> leases_;
+  base::ByIndex<std::shared_ptr<gpu::Event>> in_flight_;
   memory::PinnedPool::Shelf shelf_ = -1;
-  std::array<std::shared_ptr<gpu::Event>, 2> in_flight_;  // each slot's upload in flight
   mutable std::mutex mutex_;
 };
 
