@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstddef>
 
+#include "base/by_index.h"
 #include "base/round_up.h"
 #include "base/units.h"
 #include "engine/config/placement.h"
@@ -92,14 +93,14 @@ class RowBuilder {
 // own), or, with only P and L known, P cut into modules of L elements that borrow nothing.
 struct ModelModules {
   std::vector<std::vector<ParamSpec>> specs;
-  std::vector<std::vector<int>> lenders;  // per module, the modules it borrows
+  base::ByIndex<std::vector<int>> lenders;  // per module, the modules it borrows
 };
 
 ModelModules model_modules(const EstimateInputs& inputs) {
   ModelModules modules;
   if (inputs.model) {
     modules.specs = inputs.model->modules;
-    modules.lenders = inputs.model->lenders;
+    modules.lenders = base::ByIndex<std::vector<int>>(inputs.model->lenders);
     return modules;
   }
   const std::int64_t module_count = ceil_div(inputs.params, inputs.largest_layer_params);
@@ -109,7 +110,7 @@ ModelModules model_modules(const EstimateInputs& inputs) {
     const std::int64_t numel = std::min(inputs.largest_layer_params, inputs.params - begin);
     modules.specs.push_back({{fmt::format("module.{}", m), {numel}}});
   }
-  modules.lenders.resize(modules.specs.size());
+  modules.lenders.resize(static_cast<int>(modules.specs.size()));
   return modules;
 }
 
@@ -153,7 +154,7 @@ zero::GatherRules gather_rules(const EstimateInputs& inputs, const Choice& choic
 class StepWalk {
  public:
   StepWalk(const EstimateInputs& inputs, const Choice& choice, const zero::FlatLayout& layout,
-           const std::vector<std::vector<int>>& lenders)
+           const base::ByIndex<std::vector<int>>& lenders)
       : inputs_(inputs),
         choice_(choice),
         layout_(layout),
@@ -161,7 +162,7 @@ class StepWalk {
         world_(inputs.world_size()),
         policy_(layout, gather_rules(inputs, choice)),
         in_cpu_(zero::modules_in_cpu(layout, choice.offload_param, inputs.max_in_cpu)),
-        grads_(static_cast<std::size_t>(layout.module_count()), false) {}
+        grads_(layout.module_count(), false) {}
 
   // Two steps: the first records the module trace, the second follows it (and keeps modules that
   // are reused soon); later steps repeat the second.
@@ -184,25 +185,25 @@ class StepWalk {
 
   void forward() {
     for (int m = 0; m < layout_.module_count(); ++m) {
-      for (int lender : lenders_[static_cast<std::size_t>(m)])
+      for (int lender : lenders_[m])
         acquire(lender);
       acquire(m);
       release(m);
-      for (int lender : lenders_[static_cast<std::size_t>(m)])
+      for (int lender : lenders_[m])
         release(lender);
     }
   }
 
   void backward() {
     for (int m = layout_.module_count(); m-- > 0;) {
-      for (int lender : lenders_[static_cast<std::size_t>(m)]) {
+      for (int lender : lenders_[m]) {
         acquire(lender);
         make_grads(lender);
       }
       acquire(m);
       make_grads(m);
       release(m);
-      for (int lender : lenders_[static_cast<std::size_t>(m)])
+      for (int lender : lenders_[m])
         release(lender);
       module_done(m);
     }
@@ -223,7 +224,7 @@ class StepWalk {
     policy_.add_user(m);
     // ParamCoordinator::prefetch_ahead: the NVMe reads take no device memory; the modules in CPU
     // memory next in the trace are gathered now.
-    policy_.gather_ahead([this](int a) { return in_cpu_[static_cast<std::size_t>(a)]; },
+    policy_.gather_ahead([this](int a) { return in_cpu_[a]; },
                          [this](int a) {
                            gather(a);
                            return true;
@@ -246,8 +247,8 @@ class StepWalk {
   }
 
   void make_grads(int m) {
-    if (keeps_full_gradients() || grads_[static_cast<std::size_t>(m)]) return;
-    grads_[static_cast<std::size_t>(m)] = true;
+    if (keeps_full_gradients() || grads_[m]) return;
+    grads_[m] = true;
     live_.gradient_elements += layout_.module(m).padded_numel;
     note();
   }
@@ -264,7 +265,7 @@ class StepWalk {
       live_.shard_elements = 0;
       live_.bucket_elements = 0;
     }
-    grads_[static_cast<std::size_t>(m)] = false;
+    grads_[m] = false;
     live_.gradient_elements -= slice.padded_numel;
   }
 
@@ -276,18 +277,18 @@ class StepWalk {
     peak_.gradient_modules.clear();
     for (int m = 0; m < layout_.module_count(); ++m) {
       if (policy_.is_gathered(m)) peak_.gathered_modules.push_back(m);
-      if (grads_[static_cast<std::size_t>(m)]) peak_.gradient_modules.push_back(m);
+      if (grads_[m]) peak_.gradient_modules.push_back(m);
     }
   }
 
   const EstimateInputs& inputs_;
   const Choice& choice_;
   const zero::FlatLayout& layout_;
-  const std::vector<std::vector<int>>& lenders_;
+  const base::ByIndex<std::vector<int>>& lenders_;
   std::int64_t world_;
   zero::GatherPolicy policy_;
-  std::vector<bool> in_cpu_;  // the modules the parameter tier keeps in CPU memory
-  std::vector<bool> grads_;
+  base::ByIndex<bool> in_cpu_;  // the modules the parameter tier keeps in CPU memory
+  base::ByIndex<bool> grads_;
   StepPeak live_;
   StepPeak peak_;
 };
@@ -362,7 +363,7 @@ void add_device_resident(RowBuilder& builder, const EstimateInputs& inputs, cons
 // The step's highest point, as its parts.
 void add_device_step_peak(RowBuilder& builder, const EstimateInputs& inputs, const Choice& choice,
                           const zero::FlatLayout& layout,
-                          const std::vector<std::vector<int>>& lenders) {
+                          const base::ByIndex<std::vector<int>>& lenders) {
   StepPeak peak = StepWalk(inputs, choice, layout, lenders).run();
   const char* rule =
       choice.stage == 3 ? "gathered at the step's peak" : "stages 0-2 keep every module gathered";

@@ -60,11 +60,11 @@ GradReducer::GradReducer(gpu::Device& device, gpu::Ops& ops, gpu::Comm& comm, gp
       names_(std::move(module_names)),
       options_(options),
       plan_(plan(options, layout)),
-      buffers_(static_cast<std::size_t>(layout.module_count())),
+      buffers_(layout.module_count()),
       // Room for the pieces of many modules (16 G elements of them at 4 Mi a piece): the engine's
       // thread waits for room only when the CPU is that far behind.
       jobs_("gradients", 4096),
-      contributions_(static_cast<std::size_t>(layout.module_count()), 0) {
+      contributions_(layout.module_count(), 0) {
   STRATA_ASSERT(options_.bucket_elements > 0);
   STRATA_ASSERT(options_.to_host || !options_.to_nvme);
   if (options_.to_host) {
@@ -116,7 +116,7 @@ void GradReducer::reserve_host_memory() {
 void GradReducer::make_norm_buffers() {
   stats_ = device_.allocate(plan_.norm_bytes, "gradient norm");
   stats_host_ = device_.allocate_pinned(plan_.pinned_norm_bytes);
-  const auto modules = static_cast<std::size_t>(layout_.module_count());
+  const int modules = layout_.module_count();
   if (!options_.to_host) {
     module_sums_.assign(modules, 0.0);
     return;
@@ -124,11 +124,13 @@ void GradReducer::make_norm_buffers() {
   module_norms_ = device_.allocate(plan_.module_norm_bytes, "gradient norms of the modules");
   module_norms_host_ = device_.allocate_pinned(plan_.pinned_module_norm_bytes);
   normed_on_device_.assign(modules, 0);
-  module_first_tile_.push_back(0);
-  for (int m = 0; m < layout_.module_count(); ++m)
-    module_first_tile_.push_back(module_first_tile_.back() +
-                                 cpu_adam::gradient_tile_count(layout_.module(m).shard_numel));
-  tile_partials_.resize(static_cast<std::size_t>(module_first_tile_.back()));
+  std::int64_t tiles = 0;
+  module_first_tile_.push_back(tiles);
+  for (int m = 0; m < modules; ++m) {
+    tiles += cpu_adam::gradient_tile_count(layout_.module(m).shard_numel);
+    module_first_tile_.push_back(tiles);
+  }
+  tile_partials_.resize(static_cast<std::size_t>(tiles));
 }
 
 GradReducer::~GradReducer() {
@@ -184,9 +186,8 @@ std::span<const std::byte> GradReducer::grads(Range range) {
 
 void GradReducer::make(int module) {
   const ModuleSlice& slice = layout_.module(module);
-  Buffer& buffer = buffers_[static_cast<std::size_t>(module)];
-  buffer.grads = memory_.allocate(stream_, slice.padded_numel * 4,
-                                  names_[static_cast<std::size_t>(module)] + " gradients");
+  Buffer& buffer = buffers_[module];
+  buffer.grads = memory_.allocate(stream_, slice.padded_numel * 4, names_[module] + " gradients");
   stream_.fill_zero(buffer.grads.data(), buffer.grads.bytes());
   buffer.tensors.clear();
   for (const TensorSlot& slot : layout_.tensors(module))
@@ -242,14 +243,14 @@ void GradReducer::begin_step() {
 }
 
 std::span<const gpu::Tensor> GradReducer::grads(int module) {
-  Buffer& buffer = buffers_[static_cast<std::size_t>(module)];
+  Buffer& buffer = buffers_[module];
   if (!buffer.grads) make(module);
   return buffer.tensors;
 }
 
 void GradReducer::module_done(int module, bool last_micro) {
   const ModuleSlice& slice = layout_.module(module);
-  Buffer& buffer = buffers_[static_cast<std::size_t>(module)];
+  Buffer& buffer = buffers_[module];
   STRATA_ASSERT(buffer.grads);
   if (keeps_full_buffers()) {
     if (!last_micro) return;
@@ -268,8 +269,8 @@ void GradReducer::module_done(int module, bool last_micro) {
     buffer.tensors.clear();
     return;
   }
-  gpu::DeviceBuffer shard = memory_.allocate(
-      stream_, slice.shard_numel * 4, names_[static_cast<std::size_t>(module)] + " gradient shard");
+  gpu::DeviceBuffer shard =
+      memory_.allocate(stream_, slice.shard_numel * 4, names_[module] + " gradient shard");
   reduce_scatter(module, shard.as<float>());
   add_to_partition(module, shard.as<float>(), last_micro);
   memory_.release(done_with, std::move(shard));
@@ -280,7 +281,7 @@ void GradReducer::module_done(int module, bool last_micro) {
 void GradReducer::all_reduce(int module) {
   if (comm_.world_size() == 1) return;
   const ModuleSlice& slice = layout_.module(module);
-  float* grads = buffers_[static_cast<std::size_t>(module)].grads.as<float>();
+  float* grads = buffers_[module].grads.as<float>();
   for (std::int64_t at = 0; at < slice.padded_numel; at += options_.bucket_elements) {
     const std::int64_t count = std::min(options_.bucket_elements, slice.padded_numel - at);
     comm_.all_reduce(stream_, grads + at, count, gpu::DataType::float32, gpu::ReduceOp::avg);
@@ -293,7 +294,7 @@ void GradReducer::all_reduce(int module) {
 void GradReducer::reduce_scatter(int module, float* shard) {
   const ModuleSlice& slice = layout_.module(module);
   const int world = comm_.world_size();
-  float* grads = buffers_[static_cast<std::size_t>(module)].grads.as<float>();
+  float* grads = buffers_[module].grads.as<float>();
   const std::int64_t per_rank =
       reduce_chunk_elements(slice.shard_numel, options_.bucket_elements, world);
   if (per_rank >= slice.shard_numel) {
@@ -327,20 +328,20 @@ void GradReducer::add_to_partition(int module, const float* source, bool last_mi
 int GradReducer::next_copy_event() {
   const int e = next_copied_;
   next_copied_ = (next_copied_ + 1) % static_cast<int>(copied_.size());
-  jobs_.wait(copied_job_[static_cast<std::size_t>(e)]);  // its last piece is added
+  jobs_.wait(copied_job_[e]);  // its last piece is added
   return e;
 }
 
 void GradReducer::land(int module, const float* source, bool last_micro) {
   const ModuleSlice& slice = layout_.module(module);
-  int& contributions = contributions_[static_cast<std::size_t>(module)];
+  int& contributions = contributions_[module];
   const bool first = contributions == 0;
   ++contributions;
   // Final as it is, in fp32: its norm on the device (a bf16 partition's is of the rounded values).
   const bool normed = first && last_micro && !options_.bf16;
   if (normed) {
     ops_.sum_squares(stream_, module_norms_.as<double>() + module, source, slice.shard_numel);
-    normed_on_device_[static_cast<std::size_t>(module)] = 1;
+    normed_on_device_[module] = 1;
   }
   stream_.record(*reduced_);
   copy_stream_.wait(*reduced_);
@@ -360,22 +361,22 @@ void GradReducer::land(int module, const float* source, bool last_micro) {
       piece.slot = next_slot_;
       next_slot_ = (next_slot_ + 1) % kGradStagingSlots;
       const base::Timeline::Scope waiting("host", "wait", "gradient staging");
-      jobs_.wait(slot_job_[static_cast<std::size_t>(piece.slot)]);  // the CPU is done with it
+      jobs_.wait(slot_job_[piece.slot]);  // the CPU is done with it
       target = staging(piece.slot);
     }
     piece.copied = next_copy_event();
     copy_stream_.copy(target, source + at, piece.count * 4, gpu::CopyKind::device_to_host);
-    gpu::Event& copied = *copied_[static_cast<std::size_t>(piece.copied)];
+    gpu::Event& copied = *copied_[piece.copied];
     copy_stream_.record(copied);
     const CpuQueue::Ticket job = jobs_.submit([this, piece] { land_piece(piece); });
-    copied_job_[static_cast<std::size_t>(piece.copied)] = job;
-    if (piece.slot >= 0) slot_job_[static_cast<std::size_t>(piece.slot)] = job;
+    copied_job_[piece.copied] = job;
+    if (piece.slot >= 0) slot_job_[piece.slot] = job;
   }
 }
 
 void GradReducer::land_piece(const Piece& piece) {
-  const std::string& name = names_[static_cast<std::size_t>(piece.module)];
-  copied_[static_cast<std::size_t>(piece.copied)]->synchronize();
+  const std::string& name = names_[piece.module];
+  copied_[piece.copied]->synchronize();
   if (store_) {
     const base::Timeline::Scope span("gradients", "swap", name);
     try {
@@ -431,11 +432,11 @@ void GradReducer::swap_piece(const Piece& piece) {
   next_write_ = (next_write_ + 1) % kPieceWrites;
   const std::span<std::byte> sum(host_partition_ + slot * plan_.piece_elements * grad_bytes(),
                                  static_cast<std::size_t>(piece.count * grad_bytes()));
-  PieceWrite& write = writes_[static_cast<std::size_t>(slot)];
+  PieceWrite& write = writes_[slot];
   try {
     finish_writes(write.begin, write.end);  // the buffer's last sum is on disk
   } catch (const aio::IoError& error) {
-    throw swap_failure("the gradients of " + names_[static_cast<std::size_t>(write.module)], error);
+    throw swap_failure("the gradients of " + names_[write.module], error);
   }
   if (!piece.first) {
     finish_writes(piece.begin, piece.begin + piece.count);
@@ -456,16 +457,14 @@ void GradReducer::swap_piece(const Piece& piece) {
 // A final piece's tiles, into the module's partials: the module's sum of squares is then
 // combined from them exactly as scan_gradients sums the whole shard (module_sum_squares).
 void GradReducer::scan_final(const Piece& piece, const std::byte* grads) {
-  const base::Timeline::Scope span("gradients", "scan",
-                                   names_[static_cast<std::size_t>(piece.module)]);
+  const base::Timeline::Scope span("gradients", "scan", names_[piece.module]);
   const std::int64_t in_module = piece.begin - layout_.module(piece.module).partition_offset;
   STRATA_ASSERT(in_module % cpu_adam::kTileElements == 0);
   const std::span<cpu_adam::GradStats> partials =
       std::span(tile_partials_)
-          .subspan(
-              static_cast<std::size_t>(module_first_tile_[static_cast<std::size_t>(piece.module)] +
-                                       in_module / cpu_adam::kTileElements),
-              static_cast<std::size_t>(cpu_adam::gradient_tile_count(piece.count)));
+          .subspan(static_cast<std::size_t>(module_first_tile_[piece.module] +
+                                            in_module / cpu_adam::kTileElements),
+                   static_cast<std::size_t>(cpu_adam::gradient_tile_count(piece.count)));
   const auto n = static_cast<std::size_t>(piece.count);
   if (options_.bf16) {
     cpu_adam::scan_gradient_tiles<cpu_adam::bf16>(
@@ -490,7 +489,7 @@ cpu_adam::GradStats GradReducer::global_stats() {
   // A module no backward reached this step holds no contribution: its gradients are zero. (The
   // engine's backward reaches every module; the swap file has no zeros to spare for one.)
   for (int m = 0; m < layout_.module_count(); ++m) {
-    if (contributions_[static_cast<std::size_t>(m)] > 0) continue;
+    if (contributions_[m] > 0) continue;
     STRATA_ASSERT(!store_);
     const ModuleSlice& slice = layout_.module(m);
     std::memset(host_partition_ + slice.partition_offset * grad_bytes(), 0,
@@ -514,7 +513,7 @@ cpu_adam::GradStats GradReducer::global_stats() {
   double local = 0.0;
   bool has_inf_or_nan = false;
   for (int m = layout_.module_count(); m-- > 0;) {
-    if (normed_on_device_[static_cast<std::size_t>(m)] != 0) {
+    if (normed_on_device_[m] != 0) {
       local += device_norms[m];
       continue;
     }
@@ -535,21 +534,20 @@ double GradReducer::device_sum_squares() {
   for (int m = 0; m < layout_.module_count(); ++m) {
     const ModuleSlice& slice = layout_.module(m);
     ops_.sum_squares(stream_, slot, device_partition() + slice.partition_offset, slice.shard_numel);
-    stream_.copy(&module_sums_[static_cast<std::size_t>(m)], slot, sizeof(double),
-                 gpu::CopyKind::device_to_host);
+    stream_.copy(&module_sums_[m], slot, sizeof(double), gpu::CopyKind::device_to_host);
   }
   stream_.synchronize();
   double local = 0.0;
-  for (auto module = module_sums_.rbegin(); module != module_sums_.rend(); ++module)
-    local += *module;
+  for (int m = module_sums_.size(); m-- > 0;)
+    local += module_sums_[m];
   return local;
 }
 
 std::span<cpu_adam::GradStats> GradReducer::module_tiles(int module) {
-  const auto m = static_cast<std::size_t>(module);
+  const std::int64_t first = module_first_tile_[module];
   return std::span(tile_partials_)
-      .subspan(static_cast<std::size_t>(module_first_tile_[m]),
-               static_cast<std::size_t>(module_first_tile_[m + 1] - module_first_tile_[m]));
+      .subspan(static_cast<std::size_t>(first),
+               static_cast<std::size_t>(module_first_tile_[module + 1] - first));
 }
 
 cpu_adam::GradStats GradReducer::reduce_stats(double local_sum_squares) {

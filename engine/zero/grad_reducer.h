@@ -1,6 +1,5 @@
 #pragma once
 
-#include <array>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
@@ -11,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "base/by_index.h"
 #include "cpu_adam/optimizer.h"
 #include "engine/memory/nvme_store.h"
 #include "engine/memory/pinned_pool.h"
@@ -204,10 +204,10 @@ class GradReducer final : public GradSource {
   gpu::Stream& copy_stream_;  // the device's d2h stream: gradients on their way down
   const FlatLayout& layout_;
   memory::StreamOrderedMemory& memory_;
-  std::vector<std::string> names_;
+  base::ByIndex<std::string> names_;
   GradReducerOptions options_;
   GradReducerPlan plan_;  // what the constructor reserves and allocates
-  std::vector<Buffer> buffers_;
+  base::ByIndex<Buffer> buffers_;
   gpu::DeviceBuffer device_partition_;
   // to_host: the partition (or with to_nvme the two piece sums), in the gradient type, and the
   // staging ring (kGradStagingSlots pieces of fp32), in one buffer of the pool that is
@@ -225,27 +225,27 @@ class GradReducer final : public GradSource {
   CpuQueue jobs_;
   std::unique_ptr<gpu::Event> reduced_;      // on stream_: the shard being landed is complete
   std::unique_ptr<gpu::Event> copies_done_;  // on the copy stream: the last step's copies
-  std::vector<std::unique_ptr<gpu::Event>> copied_;
-  std::vector<CpuQueue::Ticket> copied_job_;
+  base::ByIndex<std::unique_ptr<gpu::Event>> copied_;
+  base::ByIndex<CpuQueue::Ticket> copied_job_;
   int next_copied_ = 0;
-  std::array<CpuQueue::Ticket, kGradStagingSlots> slot_job_{};
+  base::ByIndex<CpuQueue::Ticket> slot_job_{kGradStagingSlots};
   int next_slot_ = 0;
-  std::vector<int> contributions_;
+  base::ByIndex<int> contributions_;
   // to_host: every tile's sum of squares, module by module (module_first_tile_[m] is module m's
   // first, with one more entry at the end), for the modules whose final shard is scanned on the
   // CPU, piece by piece; each piece is one job's, so the jobs write disjoint tiles.
   std::vector<cpu_adam::GradStats> tile_partials_;
-  std::vector<std::int64_t> module_first_tile_;
+  base::ByIndex<std::int64_t> module_first_tile_;
   // Otherwise each module's sum of squares, as it comes down from the device.
-  std::vector<double> module_sums_;
+  base::ByIndex<double> module_sums_;
   // A module's reduced fp32 shard that is final as it is (its first contribution is its last: one
   // micro-batch a step, or stages 0-1) has its sum of squares taken on the device, into its slot
   // of module_norms_, before it goes down: the CPU then only waits for its copy, and leaves its
   // cores and memory to the optimizer. The others are scanned on the CPU (tile_partials_), where
   // their sums are formed.
-  gpu::DeviceBuffer module_norms_;       // double per module
-  gpu::PinnedBuffer module_norms_host_;  // what comes down of it
-  std::vector<char> normed_on_device_;   // per module, this step
+  gpu::DeviceBuffer module_norms_;        // double per module
+  gpu::PinnedBuffer module_norms_host_;   // what comes down of it
+  base::ByIndex<char> normed_on_device_;  // per module, this step
   // to_host: the pool's buffers: the partition (with to_nvme the piece sums) with the staging,
   // and with to_nvme what grads() reads into; to_nvme: the swap file (one extent: the
   // partition).
@@ -265,7 +265,7 @@ class GradReducer final : public GradSource {
     std::int64_t begin = 0;
     std::int64_t end = 0;
   };
-  std::array<PieceWrite, kPieceWrites> writes_;
+  base::ByIndex<PieceWrite> writes_{kPieceWrites};
   int next_write_ = 0;
   std::mutex writes_mutex_;
   std::atomic<std::int64_t> nvme_read_bytes_ = 0;       // read-backs, by the queue's jobs

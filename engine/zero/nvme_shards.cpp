@@ -61,7 +61,7 @@ void NvmeShards::reserve_extents(const ParamTierPlan& plan, const ParamTierOptio
   first_extent_ = store_->reserve(plan.extents);
   extent_count_ = static_cast<int>(plan.extents.size());
   for (int m = 0; m < layout_.module_count(); ++m) {
-    const int extent = plan.nvme_extent[static_cast<std::size_t>(m)];
+    const int extent = plan.nvme_extent[m];
     if (extent < 0) continue;
     nvme_partition_[m] =
         book_.add_on_nvme(kept_.user(), fmt::format("parameter shard of module {}", m),

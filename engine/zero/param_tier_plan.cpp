@@ -4,16 +4,15 @@
 
 namespace strata::engine::zero {
 
-std::vector<bool> modules_in_cpu(const FlatLayout& layout, OffloadDevice device,
-                                 std::int64_t max_in_cpu) {
-  std::vector<bool> kept(static_cast<std::size_t>(layout.module_count()),
-                         device == OffloadDevice::cpu);
+base::ByIndex<bool> modules_in_cpu(const FlatLayout& layout, OffloadDevice device,
+                                   std::int64_t max_in_cpu) {
+  base::ByIndex<bool> kept(layout.module_count(), device == OffloadDevice::cpu);
   if (device != OffloadDevice::nvme) return kept;
   std::int64_t in_cpu = 0;
   for (int m = 0; m < layout.module_count(); ++m) {
     const std::int64_t shard = layout.module(m).shard_numel;
     if (in_cpu + shard > max_in_cpu) continue;
-    kept[static_cast<std::size_t>(m)] = true;
+    kept[m] = true;
     in_cpu += shard;
   }
   return kept;
@@ -24,22 +23,21 @@ namespace {
 // The shards in CPU memory, back to back in module order (the cpu tier's is the partition); the
 // others get an extent each on NVMe.
 void plan_homes(ParamTierPlan& plan, const ParamTierOptions& options, const FlatLayout& layout) {
-  const auto modules = static_cast<std::size_t>(layout.module_count());
+  const int modules = layout.module_count();
   plan.cpu_offset.assign(modules, -1);
   plan.nvme_extent.assign(modules, -1);
   if (options.device == OffloadDevice::none) return;
-  const std::vector<bool> kept = modules_in_cpu(layout, options.device, options.max_in_cpu);
+  const base::ByIndex<bool> kept = modules_in_cpu(layout, options.device, options.max_in_cpu);
   std::int64_t in_cpu = 0;
   std::int64_t largest = 0;
   for (int m = 0; m < layout.module_count(); ++m) {
-    const auto index = static_cast<std::size_t>(m);
     const std::int64_t shard = layout.module(m).shard_numel;
-    if (kept[index]) {
-      plan.cpu_offset[index] = in_cpu;
+    if (kept[m]) {
+      plan.cpu_offset[m] = in_cpu;
       in_cpu += shard;
       continue;
     }
-    plan.nvme_extent[index] = static_cast<int>(plan.extents.size());
+    plan.nvme_extent[m] = static_cast<int>(plan.extents.size());
     plan.extents.push_back(shard * options.element_bytes);
     largest = std::max(largest, shard * options.element_bytes);
   }
@@ -56,9 +54,8 @@ void plan_homes(ParamTierPlan& plan, const ParamTierOptions& options, const Flat
 
 // Whether every module `range` covers is in CPU memory: then values() is the tier's own memory.
 bool written_in_place(const ParamTierPlan& plan, const FlatLayout& layout, Range range) {
-  return std::ranges::all_of(layout.modules_in(range), [&](int m) {
-    return plan.cpu_offset[static_cast<std::size_t>(m)] >= 0;
-  });
+  return std::ranges::all_of(layout.modules_in(range),
+                             [&](int m) { return plan.cpu_offset[m] >= 0; });
 }
 
 void plan_staging(ParamTierPlan& plan, const ParamTierOptions& options, const FlatLayout& layout) {

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/by_index.h"
 #include "engine/config/config.h"
 #include "engine/memory/nvme_store.h"
 #include "engine/memory/pinned_pool.h"
@@ -47,8 +48,8 @@ struct ParamTierOptions {
 // Which modules' shards a parameter tier on `device` keeps in CPU memory: every one for cpu,
 // none for none, and for nvme, in module order, each whose shard still fits with those kept
 // before it in `max_in_cpu` elements (offload_param.max_in_cpu); the rest are on NVMe.
-std::vector<bool> modules_in_cpu(const FlatLayout& layout, OffloadDevice device,
-                                 std::int64_t max_in_cpu);
+base::ByIndex<bool> modules_in_cpu(const FlatLayout& layout, OffloadDevice device,
+                                   std::int64_t max_in_cpu);
 
 // The memory a parameter tier holds, from its options and the layout alone (ParamTier::plan): the
 // tier reserves and allocates by it, and the memory estimate prints it.
@@ -66,12 +67,12 @@ struct ParamTierPlan {
   // cpu, the modules max_in_cpu keeps for nvme. cpu_offset[m]: where module m's shard starts in
   // it (elements), -1 for a module elsewhere.
   Shelf host;
-  std::vector<std::int64_t> cpu_offset;
+  base::ByIndex<std::int64_t> cpu_offset;
   // nvme: each NVMe-resident module's shard, an extent of the store (nvme_extent[m]: module m's
   // index in `extents`, -1 for a module in CPU memory), and the buffers reads land in, each the
   // size of the largest.
   std::vector<std::int64_t> extents;
-  std::vector<int> nvme_extent;
+  base::ByIndex<int> nvme_extent;
   Shelf swap_buffers;
   // The staging buffers values() hands out for ranges not written in place, each the size of the
   // largest committed range that touches a module not in CPU memory: the device tier's two (one

@@ -297,10 +297,9 @@ TEST(ParamTier, ThePlanIsWhatTheTierHolds) {
     const ParamTierPlan plan = ParamTier::plan(options, f.layout_);
     std::int64_t extent_bytes = 0;
     for (int m = 0; m < f.layout_.module_count(); ++m) {
-      const auto index = static_cast<std::size_t>(m);
-      EXPECT_EQ(f.tier_->in_cpu(m), plan.cpu_offset[index] >= 0) << "module " << m;
-      EXPECT_EQ(f.tier_->on_nvme(m), plan.nvme_extent[index] >= 0) << "module " << m;
-      if (plan.nvme_extent[index] >= 0) extent_bytes += f.layout_.module(m).shard_numel * 2;
+      EXPECT_EQ(f.tier_->in_cpu(m), plan.cpu_offset[m] >= 0) << "module " << m;
+      EXPECT_EQ(f.tier_->on_nvme(m), plan.nvme_extent[m] >= 0) << "module " << m;
+      if (plan.nvme_extent[m] >= 0) extent_bytes += f.layout_.module(m).shard_numel * 2;
     }
     EXPECT_EQ(plan.device_bytes, home.device == OffloadDevice::none ? 20480 * 2 : 0);
     EXPECT_EQ(f.tier_->nvme_bytes(), extent_bytes);
