@@ -399,9 +399,12 @@ nlohmann::json offload_json(const OffloadBenchOptions& options, std::int64_t n,
       {"state_bytes", m.moved()},
       // Per step, from the residency counters (the initial write and
       // the warm-up step taken out).
-      {"nvme_read_bytes_per_step", m.counters.moved_bytes[2] / (options.steps + 1)},
+      {"nvme_read_bytes_per_step",
+       m.counters.moved(engine::memory::Direction::nvme_read) / (options.steps + 1)},
       {"nvme_write_bytes_per_step",
-       nvme ? (m.counters.moved_bytes[3] - m.moved()) / (options.steps + 1) : 0}};
+       nvme ? (m.counters.moved(engine::memory::Direction::nvme_write) - m.moved()) /
+                  (options.steps + 1)
+            : 0}};
 }
 
 void print_measured(const OffloadBenchOptions& options, std::int64_t n, std::int64_t sub_group_size,

@@ -28,10 +28,6 @@ std::int64_t overlap_window(const zero::OptimizerOffloadOptions& options, std::i
   return std::min(options.buffer_count, sub_groups);
 }
 
-std::int64_t moved_bytes(const memory::ResidencyCounters& counters, memory::Direction direction) {
-  return counters.moved_bytes[static_cast<std::size_t>(direction)];
-}
-
 }  // namespace
 
 OffloadedOptimizerStep::Options OffloadedOptimizerStep::options_for(
@@ -158,8 +154,8 @@ void OffloadedOptimizerStep::fill_states_later(StatesVisitor fill, std::function
 Traffic OffloadedOptimizerStep::moved() const {
   const memory::ResidencyCounters states = states_->counters();
   Traffic traffic;
-  traffic.nvme_read = moved_bytes(states, memory::Direction::nvme_read);
-  traffic.nvme_write = moved_bytes(states, memory::Direction::nvme_write);
+  traffic.nvme_read = states.moved(memory::Direction::nvme_read);
+  traffic.nvme_write = states.moved(memory::Direction::nvme_write);
   return traffic;
 }
 

@@ -158,8 +158,8 @@ void Residency::enter(Partition& partition, State state) {
 }
 
 void Residency::count_move(const Partition& partition, Direction direction, std::int64_t bytes) {
-  counters_.moved_bytes[static_cast<std::size_t>(direction)] += bytes;
-  users_[partition.user].counters.moved_bytes[static_cast<std::size_t>(direction)] += bytes;
+  counters_.moved(direction) += bytes;
+  users_[partition.user].counters.moved(direction) += bytes;
 }
 
 Residency::Partition& Residency::at(PartitionId partition) {

@@ -45,6 +45,17 @@ struct ResidencyCounters {
   std::array<std::int64_t, kTierCount> resident_bytes{};  // indexed by Tier
   std::array<std::int64_t, kTierCount> peak_resident_bytes{};
   std::array<std::int64_t, kDirectionCount> moved_bytes{};  // indexed by Direction
+
+  std::int64_t resident(Tier tier) const { return resident_bytes[index(tier)]; }
+  std::int64_t peak_resident(Tier tier) const { return peak_resident_bytes[index(tier)]; }
+  std::int64_t moved(Direction direction) const { return moved_bytes[index(direction)]; }
+  std::int64_t& moved(Direction direction) { return moved_bytes[index(direction)]; }
+
+ private:
+  template <class Enum>
+  static std::size_t index(Enum value) {
+    return static_cast<std::size_t>(value);
+  }
 };
 
 using PartitionId = int;

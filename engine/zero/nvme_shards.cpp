@@ -349,13 +349,11 @@ bool NvmeShards::has_upload(int module) const {
 }
 
 std::int64_t NvmeShards::nvme_read_bytes() const {
-  return book_.counters(kept_.user())
-      .moved_bytes[static_cast<std::size_t>(memory::Direction::nvme_read)];
+  return book_.counters(kept_.user()).moved(memory::Direction::nvme_read);
 }
 
 std::int64_t NvmeShards::nvme_write_bytes() const {
-  return book_.counters(kept_.user())
-      .moved_bytes[static_cast<std::size_t>(memory::Direction::nvme_write)];
+  return book_.counters(kept_.user()).moved(memory::Direction::nvme_write);
 }
 
 }  // namespace strata::engine::zero

@@ -23,13 +23,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::size_t at(Tier tier) {
-  return static_cast<std::size_t>(tier);
-}
-std::size_t at(Direction direction) {
-  return static_cast<std::size_t>(direction);
-}
-
 class ResidencyTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -63,20 +56,20 @@ TEST_F(ResidencyTest, StatesAndExactAccountingThroughAMoveCycle) {
   EXPECT_EQ(residency.state(resident), State::in_cpu);
   EXPECT_EQ(residency.state(cold), State::on_nvme);
   ResidencyCounters counters = residency.counters();
-  EXPECT_EQ(counters.resident_bytes[at(Tier::cpu)], 12288 + 8192);
-  EXPECT_EQ(counters.resident_bytes[at(Tier::nvme)], 4096);
+  EXPECT_EQ(counters.resident(Tier::cpu), 12288 + 8192);
+  EXPECT_EQ(counters.resident(Tier::nvme), 4096);
 
   std::memset(staging.data(), 0x5a, 8192);
   Residency::Move write = residency.begin_write(residency.view(swapped));
   EXPECT_EQ(residency.state(swapped), State::writing_back);
-  EXPECT_EQ(residency.counters().resident_bytes[at(Tier::nvme)], 4096 + 8192);  // both tiers
-  EXPECT_EQ(residency.counters().resident_bytes[at(Tier::cpu)], 12288 + 8192);
+  EXPECT_EQ(residency.counters().resident(Tier::nvme), 4096 + 8192);  // both tiers
+  EXPECT_EQ(residency.counters().resident(Tier::cpu), 12288 + 8192);
   residency.finish_write(std::move(write));
   EXPECT_EQ(residency.state(swapped), State::on_nvme);
   counters = residency.counters();
-  EXPECT_EQ(counters.resident_bytes[at(Tier::cpu)], 12288);
-  EXPECT_EQ(counters.resident_bytes[at(Tier::nvme)], 8192 + 4096);
-  EXPECT_EQ(counters.moved_bytes[at(Direction::nvme_write)], 8192);
+  EXPECT_EQ(counters.resident(Tier::cpu), 12288);
+  EXPECT_EQ(counters.resident(Tier::nvme), 8192 + 4096);
+  EXPECT_EQ(counters.moved(Direction::nvme_write), 8192);
 
   aio::AlignedBuffer other(8192);
   Residency::Move read = residency.begin_read(swapped, other.span());
@@ -86,12 +79,12 @@ TEST_F(ResidencyTest, StatesAndExactAccountingThroughAMoveCycle) {
   ASSERT_EQ(view.bytes().size(), 8192u);
   EXPECT_EQ(view.bytes()[8191], std::byte{0x5a});
   counters = residency.counters();
-  EXPECT_EQ(counters.moved_bytes[at(Direction::nvme_read)], 8192);
-  EXPECT_EQ(counters.resident_bytes[at(Tier::cpu)], 12288 + 8192);
-  EXPECT_EQ(counters.peak_resident_bytes[at(Tier::nvme)], 8192 + 4096);
+  EXPECT_EQ(counters.moved(Direction::nvme_read), 8192);
+  EXPECT_EQ(counters.resident(Tier::cpu), 12288 + 8192);
+  EXPECT_EQ(counters.peak_resident(Tier::nvme), 8192 + 4096);
   residency.drop_clean(std::move(view));
   EXPECT_EQ(residency.state(swapped), State::on_nvme);
-  EXPECT_EQ(residency.counters().resident_bytes[at(Tier::gpu)], 0);
+  EXPECT_EQ(residency.counters().resident(Tier::gpu), 0);
 }
 
 // The rank's one book holds every user's partitions, whichever store holds their extents (the
@@ -118,10 +111,10 @@ TEST_F(ResidencyTest, OneBookCountsEachUserApartOverTwoStores) {
   EXPECT_EQ(book.partition_count(), 2);
   EXPECT_EQ(book.user(s0), states);
   EXPECT_EQ(book.user_name(book.user(p0)), "parameter shards");
-  EXPECT_EQ(book.counters(states).moved_bytes[at(Direction::nvme_write)], 8192);
-  EXPECT_EQ(book.counters(params).moved_bytes[at(Direction::nvme_write)], 4096);
-  EXPECT_EQ(book.counters().moved_bytes[at(Direction::nvme_write)], 8192 + 4096);
-  EXPECT_EQ(book.counters(params).resident_bytes[at(Tier::nvme)], 4096);
+  EXPECT_EQ(book.counters(states).moved(Direction::nvme_write), 8192);
+  EXPECT_EQ(book.counters(params).moved(Direction::nvme_write), 4096);
+  EXPECT_EQ(book.counters().moved(Direction::nvme_write), 8192 + 4096);
+  EXPECT_EQ(book.counters(params).resident(Tier::nvme), 4096);
 
   // Each partition comes back from its own store's file.
   aio::AlignedBuffer back(8192);
@@ -131,9 +124,9 @@ TEST_F(ResidencyTest, OneBookCountsEachUserApartOverTwoStores) {
   Residency::CpuView group = book.finish_read(book.begin_read(s0, back.span()));
   EXPECT_EQ(group.bytes()[8191], std::byte{0x11});
   book.drop_clean(std::move(group));
-  EXPECT_EQ(book.counters(states).moved_bytes[at(Direction::nvme_read)], 8192);
-  EXPECT_EQ(book.counters(params).moved_bytes[at(Direction::nvme_read)], 4096);
-  EXPECT_EQ(book.counters().peak_resident_bytes[at(Tier::nvme)], 8192 + 4096);
+  EXPECT_EQ(book.counters(states).moved(Direction::nvme_read), 8192);
+  EXPECT_EQ(book.counters(params).moved(Direction::nvme_read), 4096);
+  EXPECT_EQ(book.counters().peak_resident(Tier::nvme), 8192 + 4096);
 }
 
 TEST_F(ResidencyTest, AFailedReadLeavesThePartitionLostAndNamesTheFile) {
@@ -152,8 +145,8 @@ TEST_F(ResidencyTest, AFailedReadLeavesThePartitionLostAndNamesTheFile) {
     EXPECT_NE(std::string(error.what()).find(store.swap_file().string()), std::string::npos);
   }
   EXPECT_EQ(residency.state(id), State::lost);
-  EXPECT_EQ(residency.counters().resident_bytes[at(Tier::nvme)], 0);
-  EXPECT_EQ(residency.counters().resident_bytes[at(Tier::cpu)], 0);
+  EXPECT_EQ(residency.counters().resident(Tier::nvme), 0);
+  EXPECT_EQ(residency.counters().resident(Tier::cpu), 0);
 }
 
 // Many partitions cycled through a small pool by several threads: the pool never lends more than
@@ -191,7 +184,7 @@ TEST_F(ResidencyTest, StressManyPartitionsThroughASmallPool) {
           PinnedPool::Lease lease = pool.acquire();
           Residency::CpuView view = residency.finish_read(
               residency.begin_read(ids[static_cast<std::size_t>(p)], lease.bytes()));
-          const std::int64_t cpu = residency.counters().resident_bytes[at(Tier::cpu)];
+          const std::int64_t cpu = residency.counters().resident(Tier::cpu);
           std::int64_t seen = peak_cpu.load();
           while (cpu > seen && !peak_cpu.compare_exchange_weak(seen, cpu)) {
           }
@@ -208,10 +201,10 @@ TEST_F(ResidencyTest, StressManyPartitionsThroughASmallPool) {
   EXPECT_LE(pool.peak_in_use(), kBuffers);
   EXPECT_LE(peak_cpu.load(), kBuffers * kMax);
   const ResidencyCounters counters = residency.counters();
-  EXPECT_EQ(counters.resident_bytes[at(Tier::cpu)], 0);
-  EXPECT_EQ(counters.resident_bytes[at(Tier::nvme)], total);
-  EXPECT_EQ(counters.moved_bytes[at(Direction::nvme_read)], kRounds * total);
-  EXPECT_EQ(counters.moved_bytes[at(Direction::nvme_write)], (kRounds + 1) * total);
+  EXPECT_EQ(counters.resident(Tier::cpu), 0);
+  EXPECT_EQ(counters.resident(Tier::nvme), total);
+  EXPECT_EQ(counters.moved(Direction::nvme_read), kRounds * total);
+  EXPECT_EQ(counters.moved(Direction::nvme_write), (kRounds + 1) * total);
   for (PartitionId id : ids)
     EXPECT_EQ(residency.state(id), State::on_nvme);
 }
@@ -230,15 +223,15 @@ TEST(ResidencyGpu, UploadAndDownloadThroughTheDevicesStreams) {
   Residency::Move upload =
       residency.begin_upload(residency.view(id), *device, device->h2d_stream(), on_device.data());
   EXPECT_EQ(residency.state(id), State::uploading);
-  EXPECT_EQ(residency.counters().resident_bytes[at(Tier::gpu)], 8192);
-  EXPECT_EQ(residency.counters().resident_bytes[at(Tier::cpu)], 8192);
+  EXPECT_EQ(residency.counters().resident(Tier::gpu), 8192);
+  EXPECT_EQ(residency.counters().resident(Tier::cpu), 8192);
   Residency::GpuView view = residency.finish_upload(std::move(upload));
   EXPECT_EQ(residency.state(id), State::on_gpu);
   EXPECT_EQ(view.device_memory(), on_device.data());
   ResidencyCounters counters = residency.counters();
-  EXPECT_EQ(counters.resident_bytes[at(Tier::cpu)], 0);
-  EXPECT_EQ(counters.resident_bytes[at(Tier::gpu)], 8192);
-  EXPECT_EQ(counters.moved_bytes[at(Direction::h2d)], 8192);
+  EXPECT_EQ(counters.resident(Tier::cpu), 0);
+  EXPECT_EQ(counters.resident(Tier::gpu), 8192);
+  EXPECT_EQ(counters.moved(Direction::h2d), 8192);
 
   aio::AlignedBuffer back(8192);
   Residency::Move download =
@@ -249,10 +242,10 @@ TEST(ResidencyGpu, UploadAndDownloadThroughTheDevicesStreams) {
   EXPECT_EQ(cpu.bytes().data(), back.data());
   EXPECT_EQ(std::memcmp(back.data(), host.data(), 8192), 0);
   counters = residency.counters();
-  EXPECT_EQ(counters.moved_bytes[at(Direction::d2h)], 8192);
-  EXPECT_EQ(counters.resident_bytes[at(Tier::gpu)], 0);
-  EXPECT_EQ(counters.resident_bytes[at(Tier::cpu)], 8192);
-  EXPECT_EQ(counters.peak_resident_bytes[at(Tier::gpu)], 8192);
+  EXPECT_EQ(counters.moved(Direction::d2h), 8192);
+  EXPECT_EQ(counters.resident(Tier::gpu), 0);
+  EXPECT_EQ(counters.resident(Tier::cpu), 8192);
+  EXPECT_EQ(counters.peak_resident(Tier::gpu), 8192);
   device->synchronize();
 }
 
