@@ -332,7 +332,7 @@ zero::GradReducerPlan grad_reducer_plan(const EstimateInputs& inputs, const Choi
 
 // What the device holds for the whole run: build()'s allocations and the model's activations.
 void add_device_resident(RowBuilder& builder, const EstimateInputs& inputs, const Choice& choice,
-                         const zero::FlatLayout& layout) {
+                         const zero::FlatLayout& layout, const zero::GradReducerPlan& reducer) {
   const std::int64_t part = layout.partition_numel();
   const std::int64_t storage = inputs.storage_bytes;
   if (inputs.activation_bytes) {
@@ -342,7 +342,6 @@ void add_device_resident(RowBuilder& builder, const EstimateInputs& inputs, cons
   }
   builder.add("param_shards", Tier::gpu, param_tier_plan(inputs, choice, layout).device_bytes,
               fmt::format("{} x part", storage));
-  const zero::GradReducerPlan reducer = grad_reducer_plan(inputs, choice, layout);
   if (!choice.optimizer_offloaded()) {
     builder.add("gradient_partition_fp32", Tier::gpu, reducer.device_partition_bytes, "4 x part");
     const DeviceOptimizerStep::Plan states =
@@ -646,14 +645,16 @@ EstimateRow estimate_row(const EstimateInputs& inputs, int stage, OffloadDevice 
                                 stage == 0 ? 1 : static_cast<int>(inputs.world_size()));
   row.partition_numel = layout.partition_numel();
   RowBuilder builder(row);
-  add_device_resident(builder, inputs, choice, layout);
+  // The reducer's device and page-locked terms; its host terms come with the offloaded optimizer,
+  // whose largest sub-group sizes its read buffer.
+  const zero::GradReducerPlan reducer = grad_reducer_plan(inputs, choice, layout);
+  add_device_resident(builder, inputs, choice, layout, reducer);
   add_device_step_peak(builder, inputs, choice, layout, modules.lenders);
   add_param_tier(builder, inputs, choice, layout);
   add_optimizer_offload(builder, inputs, choice, layout);
   // The step's losses (after the int64 of its count of loss tokens) and the gradient norm come
   // down through pinned buffers, a page each, and with the optimizer offloaded the modules' sums
   // of squares through one more.
-  const zero::GradReducerPlan reducer = grad_reducer_plan(inputs, choice, layout);
   builder.add("pinned_step_buffers", Tier::cpu,
               round_up(StepLoss::buffer_bytes(inputs.gradient_accumulation_steps), kBlock) +
                   round_up(reducer.pinned_norm_bytes, kBlock) +
