@@ -1,8 +1,8 @@
 // The backend factories of gpu/: every choice between the host and the CUDA backend is made here,
 // and this is the only file outside gpu/cuda/ that knows whether the build has CUDA. Declared
-// with the interfaces they make: open_device and create_host_device (gpu/open_device.h),
-// choose_comm_backend and create_comm (gpu/comm.h), create_ops (gpu/ops.h), plain_copy
-// (gpu/plain_copy.h).
+// with the interfaces they make: open_device, create_host_device and create_counting_device
+// (gpu/open_device.h), choose_comm_backend and create_comm (gpu/comm.h), create_ops (gpu/ops.h),
+// plain_copy (gpu/plain_copy.h).
 #include <cstring>
 #include <string>
 
@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "gpu/comm.h"
+#include "gpu/counting/counting_device.h"
 #include "gpu/device_query.h"
 #include "gpu/host/host_device.h"
 #include "gpu/host/host_ops.h"
@@ -27,6 +28,10 @@ namespace strata::gpu {
 
 std::unique_ptr<Device> create_host_device(const DeviceOptions& options) {
   return std::make_unique<host::HostDevice>(options);
+}
+
+std::unique_ptr<Device> create_counting_device() {
+  return std::make_unique<counting::CountingDevice>();
 }
 
 std::unique_ptr<Device> open_device(const DeviceOptions& options) {
@@ -69,6 +74,8 @@ CommBackend choose_comm_backend(bool uses_mpi, int world_size, DeviceKind kind) 
 }
 
 std::unique_ptr<Comm> create_comm(World& world, Device& device) {
+  // A plan's ranks are not a World's: its Comm is counting::create_counting_comm.
+  STRATA_ASSERT(device.kind() != DeviceKind::counting);
   switch (choose_comm_backend(world.uses_mpi(), world.world_size(), device.kind())) {
     case CommBackend::mpi:
       return host::create_mpi_comm(world);
@@ -91,7 +98,8 @@ std::unique_ptr<Ops> create_ops(Device& device, OpsOptions options) {
 #else
   static_cast<void>(options);
 #endif
-  STRATA_ASSERT(device.kind() == DeviceKind::host);
+  // The counting device's streams drop the host kernels these ops enqueue: they run nothing.
+  STRATA_ASSERT(device.kind() == DeviceKind::host || device.kind() == DeviceKind::counting);
   return host::create_host_ops();
 }
 
@@ -105,6 +113,7 @@ void plain_copy(Device& device, void* target, const void* source, std::int64_t b
     return;
   }
 #endif
+  if (device.kind() == DeviceKind::counting) return;  // its buffers are address space only
   STRATA_ASSERT(device.kind() == DeviceKind::host);
   (void)kind;  // on the host device every side is host memory
   std::memcpy(target, source, static_cast<std::size_t>(bytes));

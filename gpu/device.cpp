@@ -14,6 +14,8 @@ std::string_view to_string(DeviceKind kind) {
       return "host";
     case DeviceKind::cuda:
       return "cuda";
+    case DeviceKind::counting:
+      return "counting";
   }
   return "unknown";
 }

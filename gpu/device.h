@@ -13,9 +13,10 @@
 
 namespace strata::gpu {
 
-enum class DeviceKind { host, cuda };
+// counting: gpu/counting's device, which runs nothing and counts its memory (plans).
+enum class DeviceKind { host, cuda, counting };
 
-// "host" or "cuda".
+// "host", "cuda" or "counting".
 std::string_view to_string(DeviceKind kind);
 
 // How to open a device (`open_device`, `create_host_device` in gpu/open_device.h).

@@ -15,4 +15,8 @@ std::unique_ptr<Device> open_device(const DeviceOptions& options);
 // `options.memory_budget_bytes`, streams are worker threads.
 std::unique_ptr<Device> create_host_device(const DeviceOptions& options);
 
+// A device that runs nothing and counts its memory, for plans (gpu/counting/counting_device.h);
+// its Comm is gpu::counting::create_counting_comm.
+std::unique_ptr<Device> create_counting_device();
+
 }  // namespace strata::gpu
