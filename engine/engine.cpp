@@ -16,6 +16,7 @@
 #include "cpu_adam/optimizer.h"
 #include "engine/checkpointer.h"
 #include "engine/memory/stream_ordered_memory.h"
+#include "engine/module_pass.h"
 #include "engine/optim/grad_clip.h"
 #include "engine/optim/loss_scaler.h"
 #include "engine/optim/lr_schedule.h"
@@ -32,13 +33,6 @@ namespace strata::engine {
 namespace {
 
 constexpr std::int64_t kFloat = sizeof(float);
-
-// The views of one module call: its own parameters and those it borrows, acquired for the call
-// and released after it.
-struct ModuleCall {
-  TensorViews params;
-  std::vector<TensorViews> borrowed;
-};
 
 }  // namespace
 
@@ -92,43 +86,25 @@ void Engine::load_micro_batch(std::span<const std::int32_t> inputs,
 
 void Engine::run_forward(std::int64_t micro_batch, bool training) {
   StepContext context = loss_->context(micro_batch, training);
-  std::span<Module* const> list = model_.modules();
-  for (std::size_t m = 0; m < list.size(); ++m) {
-    const base::Timeline::Scope span("host", "forward", list[m]->name());
-    std::vector<int> lenders = list[m]->borrowed_modules();
-    ModuleCall call;
-    for (int lender : lenders)
-      call.borrowed.emplace_back(coordinator_->acquire(lender));
-    call.params = TensorViews(coordinator_->acquire(static_cast<int>(m)));
-    list[m]->forward(context, call.params, call.borrowed);
-    coordinator_->release(static_cast<int>(m));
-    for (int lender : lenders)
-      coordinator_->release(lender);
-  }
+  std::span<Module* const> modules = model_.modules();
+  pass_->forward([&](const ModuleCall& call) {
+    modules[call.module]->forward(context, call.params, call.borrowed);
+  });
   loss_->keep(micro_batch);
 }
 
 void Engine::run_backward(std::int64_t micro_batch, bool last_micro) {
   StepContext context = loss_->context(micro_batch, /*training=*/true);
-  std::span<Module* const> list = model_.modules();
-  for (std::size_t m = list.size(); m-- > 0;) {
-    const base::Timeline::Scope span("host", "backward", list[m]->name());
-    std::vector<int> lenders = list[m]->borrowed_modules();
-    ModuleCall call;
-    std::vector<TensorViews> borrowed_grads;
-    for (int lender : lenders) {
-      call.borrowed.emplace_back(coordinator_->acquire(lender));
-      borrowed_grads.emplace_back(reducer_->grads(lender));
-    }
-    call.params = TensorViews(coordinator_->acquire(static_cast<int>(m)));
-    TensorViews grads(reducer_->grads(static_cast<int>(m)));
-    list[m]->backward(context, call.params, call.borrowed, grads, borrowed_grads);
-    coordinator_->release(static_cast<int>(m));
-    for (int lender : lenders)
-      coordinator_->release(lender);
-    reducer_->module_done(static_cast<int>(m), last_micro);
-    if (last_micro) optimizer_->module_final(static_cast<int>(m));
-  }
+  std::span<Module* const> modules = model_.modules();
+  pass_->backward(
+      last_micro,
+      [&](const ModuleCall& call) {
+        modules[call.module]->backward(context, call.params, call.borrowed, call.grads,
+                                       call.borrowed_grads);
+      },
+      [&](int module) {
+        if (last_micro) optimizer_->module_final(module);
+      });
 }
 
 // The step's hyperparameters from the schedule, with the gradients' multiplier `grad_scale`.

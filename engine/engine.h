@@ -42,6 +42,7 @@ class ParamTier;
 namespace strata::engine {
 
 class Checkpointer;
+class ModulePass;
 class OptimizerStep;
 class StepLoss;
 class StepMeter;
@@ -262,6 +263,7 @@ class Engine {
   std::unique_ptr<zero::ParamTier> tier_;
   std::unique_ptr<zero::ParamCoordinator> coordinator_;
   std::unique_ptr<zero::GradReducer> reducer_;
+  std::unique_ptr<ModulePass> pass_;  // the module calls of a micro-batch, over the two above
   std::unique_ptr<OptimizerStep> optimizer_;
   std::unique_ptr<StepLoss> loss_;
   std::unique_ptr<RunRecord> record_;

@@ -22,6 +22,7 @@
 #include "engine/memory/residency.h"
 #include "engine/memory/stream_ordered_memory.h"
 #include "engine/memory_estimate.h"
+#include "engine/module_pass.h"
 #include "engine/offloaded_optimizer_step.h"
 #include "engine/optim/loss_scaler.h"
 #include "engine/optim/lr_schedule.h"
@@ -268,11 +269,14 @@ void Engine::build_coordinator() {
   coordinator_ =
       std::make_unique<zero::ParamCoordinator>(runtime_.ops, runtime_.comm, stream(), layout_,
                                                *tier_, *memory_, module_names(model_), gather);
+  pass_ = std::make_unique<ModulePass>(*coordinator_, *reducer_, module_names(model_),
+                                       declare(model_).lenders);
 }
 
-// The step's buffers come from one reservation made now, sized by the estimate's walk of the
-// step (the same walk `strata estimate` reports and the agreement tests hold to the byte) plus one
-// largest buffer of room against fragmentation: a step then neither allocates device memory nor
+// The step's buffers come from one reservation made now, sized by the step's peak as the estimate
+// counts it (the engine's own coordinator and reducer run on a counting device: the peak `strata
+// estimate` reports and the agreement tests hold to the byte) plus one largest buffer of room
+// against fragmentation: a step then neither allocates device memory nor
 // waits for the device to free some. A budget too tight for that still trains, with the host
 // waiting for released buffers where the budget says so.
 void Engine::reserve_step_memory() {

@@ -5,14 +5,22 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
 
 #include "base/by_index.h"
 #include "base/round_up.h"
 #include "base/units.h"
 #include "engine/config/placement.h"
 #include "engine/device_optimizer_step.h"
+#include "engine/memory/stream_ordered_memory.h"
 #include "engine/model.h"
 #include "engine/module.h"
+#include "engine/module_pass.h"
 #include "engine/optim/grad_clip.h"
 #include "engine/optimizer.h"
 #include "engine/param_spec.h"
@@ -21,7 +29,13 @@
 #include "engine/zero/gather_policy.h"
 #include "engine/zero/grad_reducer.h"
 #include "engine/zero/optimizer_states.h"
+#include "engine/zero/param_coordinator.h"
 #include "engine/zero/param_tier.h"
+#include "engine/zero/step_buffers.h"
+#include "gpu/comm.h"
+#include "gpu/counting/counting_comm.h"
+#include "gpu/open_device.h"
+#include "gpu/ops.h"
 
 namespace strata::engine {
 namespace {
@@ -124,186 +138,18 @@ struct Choice {
 
 // Device memory that comes and goes during a step, at its highest point.
 struct StepPeak {
+  std::int64_t bytes = 0;
   std::int64_t gathered_elements = 0;  // gathered parameters live, in the storage type
   std::vector<int> gathered_modules;
   std::int64_t gradient_elements = 0;  // fp32 module gradient buffers (stages 2-3)
   std::vector<int> gradient_modules;
   std::int64_t shard_elements = 0;   // the reduce-scatter's output shard (W > 1, stages 2-3)
   std::int64_t bucket_elements = 0;  // the packed bucket of a module over reduce_bucket_size
-  std::int64_t bytes(std::int64_t storage_bytes) const {
-    return storage_bytes * gathered_elements +
-           kFloat * (gradient_elements + shard_elements + bucket_elements);
-  }
 };
-
-// The gather rules the engine gives its parameter coordinator for this choice. Prefetched NVMe
-// reads land in the parameter tier's pool buffers, not in device memory; shards in CPU memory are
-// gathered ahead into device memory (the walk follows those).
-zero::GatherRules gather_rules(const EstimateInputs& inputs, const Choice& choice) {
-  return zero::gather_rules(choice.stage, inputs.stage3_param_persistence_threshold,
-                            inputs.stage3_max_reuse_distance, inputs.stage3_prefetch_bucket_size,
-                            inputs.stage3_max_live_parameters);
-}
-
-// Walks the engine's training step module by module (engine.cpp's run_forward/run_backward over
-// engine/zero's ParamCoordinator and GradReducer) and keeps the highest device use of the memory
-// they allocate and release. What is gathered is decided by the coordinator's own GatherPolicy,
-// asked the same questions in the same order. Stream-ordered frees are taken as immediate: the
-// host device frees a released buffer once its stream has run the work before the release, and
-// the budget check waits for that, so the live set is what this walk sees.
-class StepWalk {
- public:
-  StepWalk(const EstimateInputs& inputs, const Choice& choice, const zero::FlatLayout& layout,
-           const base::ByIndex<std::vector<int>>& lenders)
-      : inputs_(inputs),
-        choice_(choice),
-        layout_(layout),
-        lenders_(lenders),
-        world_(inputs.world_size()),
-        policy_(layout, gather_rules(inputs, choice)),
-        in_cpu_(zero::modules_in_cpu(layout, choice.offload_param, inputs.max_in_cpu)),
-        grads_(layout.module_count(), false) {}
-
-  // Two steps: the first records the module trace, the second follows it (and keeps modules that
-  // are reused soon); later steps repeat the second.
-  StepPeak run() {
-    for (int step = 0; step < 2; ++step) {
-      policy_.begin_pass(true);
-      for (std::int64_t micro = 0; micro < inputs_.gradient_accumulation_steps; ++micro) {
-        forward();
-        backward();
-      }
-      policy_.end_step();
-      for (int m = 0; m < layout_.module_count(); ++m)
-        if (policy_.is_gathered(m)) drop(m);  // invalidate() after the step
-    }
-    return peak_;
-  }
-
- private:
-  bool keeps_full_gradients() const { return choice_.stage <= 1; }
-
-  void forward() {
-    for (int m = 0; m < layout_.module_count(); ++m) {
-      for (int lender : lenders_[m])
-        acquire(lender);
-      acquire(m);
-      release(m);
-      for (int lender : lenders_[m])
-        release(lender);
-    }
-  }
-
-  void backward() {
-    for (int m = layout_.module_count(); m-- > 0;) {
-      for (int lender : lenders_[m]) {
-        acquire(lender);
-        make_grads(lender);
-      }
-      acquire(m);
-      make_grads(m);
-      release(m);
-      for (int lender : lenders_[m])
-        release(lender);
-      module_done(m);
-    }
-  }
-
-  // ParamCoordinator::acquire and gather, without the device work. The walk repeats one order,
-  // so it never departs from the trace it recorded.
-  void acquire(int m) {
-    const bool in_order = policy_.note_acquire(m);
-    STRATA_ASSERT(in_order);
-    if (!policy_.is_gathered(m)) {
-      const std::int64_t padded = layout_.module(m).padded_numel;
-      for (int evict = policy_.next_to_evict(padded); evict >= 0;
-           evict = policy_.next_to_evict(padded))
-        drop(evict);
-      gather(m);
-    }
-    policy_.add_user(m);
-    // ParamCoordinator::prefetch_ahead: the NVMe reads take no device memory; the modules in CPU
-    // memory next in the trace are gathered now.
-    policy_.gather_ahead([this](int a) { return in_cpu_[a]; },
-                         [this](int a) {
-                           gather(a);
-                           return true;
-                         });
-  }
-
-  void gather(int m) {
-    policy_.mark_gathered(m);
-    live_.gathered_elements = policy_.live_elements();
-    note();
-  }
-
-  void release(int m) {
-    if (policy_.release(m)) drop(m);
-  }
-
-  void drop(int m) {
-    policy_.mark_dropped(m);
-    live_.gathered_elements = policy_.live_elements();
-  }
-
-  void make_grads(int m) {
-    if (keeps_full_gradients() || grads_[m]) return;
-    grads_[m] = true;
-    live_.gradient_elements += layout_.module(m).padded_numel;
-    note();
-  }
-
-  void module_done(int m) {
-    if (keeps_full_gradients()) return;
-    const zero::ModuleSlice& slice = layout_.module(m);
-    if (world_ > 1) {
-      live_.shard_elements = slice.shard_numel;
-      const std::int64_t per_rank =
-          zero::reduce_chunk_elements(slice.shard_numel, inputs_.reduce_bucket_size, world_);
-      if (per_rank < slice.shard_numel) live_.bucket_elements = per_rank * world_;
-      note();
-      live_.shard_elements = 0;
-      live_.bucket_elements = 0;
-    }
-    grads_[m] = false;
-    live_.gradient_elements -= slice.padded_numel;
-  }
-
-  // A candidate for the peak: the live set now, with the module lists that explain it.
-  void note() {
-    if (live_.bytes(inputs_.storage_bytes) <= peak_.bytes(inputs_.storage_bytes)) return;
-    peak_ = live_;
-    peak_.gathered_modules.clear();
-    peak_.gradient_modules.clear();
-    for (int m = 0; m < layout_.module_count(); ++m) {
-      if (policy_.is_gathered(m)) peak_.gathered_modules.push_back(m);
-      if (grads_[m]) peak_.gradient_modules.push_back(m);
-    }
-  }
-
-  const EstimateInputs& inputs_;
-  const Choice& choice_;
-  const zero::FlatLayout& layout_;
-  const base::ByIndex<std::vector<int>>& lenders_;
-  std::int64_t world_;
-  zero::GatherPolicy policy_;
-  base::ByIndex<bool> in_cpu_;  // the modules the parameter tier keeps in CPU memory
-  base::ByIndex<bool> grads_;
-  StepPeak live_;
-  StepPeak peak_;
-};
-
-// "modules 0-3" / "modules 1, 3" / "module 2": which modules a term holds, for its formula.
-std::string module_list(const std::vector<int>& modules) {
-  if (modules.size() == 1) return fmt::format("module {}", modules.front());
-  bool contiguous = modules.back() - modules.front() + 1 == static_cast<int>(modules.size());
-  if (contiguous) return fmt::format("modules {}-{}", modules.front(), modules.back());
-  return fmt::format("modules {}", fmt::join(modules, ", "));
-}
 
 // The parameter tier as the engine gives it its options (engine_build.cpp, offload_options.cpp).
-zero::ParamTierPlan param_tier_plan(const EstimateInputs& inputs, const Choice& choice,
-                                    const zero::FlatLayout& layout) {
+zero::ParamTierOptions param_tier_options(const EstimateInputs& inputs, const Choice& choice,
+                                          const zero::FlatLayout& layout) {
   zero::ParamTierOptions options;
   options.device = choice.offload_param;
   options.element_bytes = inputs.storage_bytes;
@@ -313,21 +159,147 @@ zero::ParamTierPlan param_tier_plan(const EstimateInputs& inputs, const Choice& 
   if (choice.optimizer_offloaded())
     options.committed_ranges = zero::make_sub_groups(layout, inputs.sub_group_size);
   options.upload_staging_pinned = inputs.optimizer_pin_memory;
-  return zero::ParamTier::plan(options, layout);
+  return options;
+}
+
+zero::ParamTierPlan param_tier_plan(const EstimateInputs& inputs, const Choice& choice,
+                                    const zero::FlatLayout& layout) {
+  return zero::ParamTier::plan(param_tier_options(inputs, choice, layout), layout);
 }
 
 // The gradient reducer as the engine gives it its options (engine_build.cpp); `largest_read`: the
 // largest sub-group of an optimizer on NVMe.
-zero::GradReducerPlan grad_reducer_plan(const EstimateInputs& inputs, const Choice& choice,
-                                        const zero::FlatLayout& layout,
-                                        std::int64_t largest_read = 0) {
+zero::GradReducerOptions grad_reducer_options(const EstimateInputs& inputs, const Choice& choice,
+                                              std::int64_t largest_read = 0) {
   zero::GradReducerOptions options;
   options.stage = choice.stage;
   options.to_host = choice.optimizer_offloaded();
   options.to_nvme = choice.offload_optimizer == OffloadDevice::nvme;
   options.bf16 = inputs.master_bytes == 2;
   options.largest_read = largest_read;
-  return zero::GradReducer::plan(options, layout);
+  options.bucket_elements = inputs.reduce_bucket_size;
+  return options;
+}
+
+zero::GradReducerPlan grad_reducer_plan(const EstimateInputs& inputs, const Choice& choice,
+                                        const zero::FlatLayout& layout,
+                                        std::int64_t largest_read = 0) {
+  return zero::GradReducer::plan(grad_reducer_options(inputs, choice, largest_read), layout);
+}
+
+// The coordinator as the engine gives it its options (engine_build.cpp).
+zero::CoordinatorOptions coordinator_options(const EstimateInputs& inputs, const Choice& choice) {
+  zero::CoordinatorOptions options;
+  static_cast<zero::GatherRules&>(options) = zero::gather_rules(
+      choice.stage, inputs.stage3_param_persistence_threshold, inputs.stage3_max_reuse_distance,
+      inputs.stage3_prefetch_bucket_size, inputs.stage3_max_live_parameters);
+  options.storage = inputs.storage_bytes == 2 ? gpu::DataType::bfloat16 : gpu::DataType::float32;
+  return options;
+}
+
+// Room for every buffer a step can hold at once: each module gathered and its gradients, and
+// the largest shard and bucket. Address space only, on the counting device.
+std::int64_t step_arena_bound(const zero::FlatLayout& layout, std::int64_t storage_bytes) {
+  constexpr std::int64_t kAlign = 256;
+  std::int64_t bytes = 0;
+  std::int64_t largest = 0;
+  for (int m = 0; m < layout.module_count(); ++m) {
+    const std::int64_t padded = layout.module(m).padded_numel;
+    bytes += round_up(storage_bytes * padded, kAlign) + round_up(kFloat * padded, kAlign);
+    largest = std::max(largest, round_up(kFloat * padded, kAlign));
+  }
+  return bytes + 2 * largest;
+}
+
+// The buffers live at the peak, by what they hold (their names, zero/step_buffers.h).
+StepPeak peak_parts(std::span<const memory::StreamOrderedMemory::LiveBuffer> live,
+                    const std::map<std::string, int, std::less<>>& module_index,
+                    std::int64_t storage_bytes) {
+  StepPeak peak;
+  for (const memory::StreamOrderedMemory::LiveBuffer& buffer : live) {
+    const std::optional<zero::NamedStepBuffer> named = zero::parse_step_buffer(buffer.what);
+    STRATA_ASSERT(named.has_value());
+    const int module = module_index.find(named->module)->second;
+    peak.bytes += buffer.bytes;
+    switch (named->kind) {
+      case zero::StepBuffer::gathered_params:
+        peak.gathered_elements += buffer.bytes / storage_bytes;
+        peak.gathered_modules.push_back(module);
+        break;
+      case zero::StepBuffer::gradients:
+        peak.gradient_elements += buffer.bytes / kFloat;
+        peak.gradient_modules.push_back(module);
+        break;
+      case zero::StepBuffer::gradient_shard:
+        peak.shard_elements += buffer.bytes / kFloat;
+        break;
+      case zero::StepBuffer::gradient_bucket:
+        peak.bucket_elements += buffer.bytes / kFloat;
+        break;
+    }
+  }
+  std::ranges::sort(peak.gathered_modules);
+  std::ranges::sort(peak.gradient_modules);
+  return peak;
+}
+
+// The engine's step on a device that runs nothing and counts (gpu/counting): its own parameter
+// coordinator over a tier of the plan alone, its own gradient reducer and the step's module
+// passes, in the step's device memory. Two steps: the first records the module order, the second
+// follows it (and keeps the modules reused soon); later steps repeat the second. The reducer lands
+// its shards on the device: where they go after takes none of the step's memory. The step's peak
+// is that memory's, less what it held before the step (stages 0-1's whole gradient buffers, a
+// term of their own); its parts are the buffers live then.
+StepPeak counted_step_peak(const EstimateInputs& inputs, const Choice& choice,
+                           const zero::FlatLayout& layout,
+                           const base::ByIndex<std::vector<int>>& lenders) {
+  const std::unique_ptr<gpu::Device> device = gpu::create_counting_device();
+  const std::unique_ptr<gpu::Ops> ops = gpu::create_ops(*device, {});
+  const std::unique_ptr<gpu::Comm> comm =
+      gpu::counting::create_counting_comm(static_cast<int>(inputs.world_size()), 0);
+  gpu::Stream& stream = device->compute_stream();
+  std::vector<std::string> names;
+  std::map<std::string, int, std::less<>> module_index;
+  for (int m = 0; m < layout.module_count(); ++m) {
+    names.push_back(fmt::format("module.{}", m));
+    module_index.emplace(names.back(), m);
+  }
+  memory::StreamOrderedMemory memory(*device);
+  memory.reserve(step_arena_bound(layout, inputs.storage_bytes));
+  zero::ParamTier tier(layout, param_tier_options(inputs, choice, layout),
+                       zero::ParamTier::PlanOnly{});
+  zero::ParamCoordinator coordinator(*ops, *comm, stream, layout, tier, memory, names,
+                                     coordinator_options(inputs, choice));
+  zero::GradReducerOptions reduce = grad_reducer_options(inputs, choice);
+  reduce.to_host = reduce.to_nvme = false;
+  zero::GradReducer reducer(*device, *ops, *comm, stream, layout, memory, names, reduce);
+  ModulePass pass(coordinator, reducer, names,
+                  std::vector<std::vector<int>>(lenders.begin(), lenders.end()));
+  const std::int64_t before_the_step = memory.live_bytes();
+  memory.keep_peak_set();
+  memory.reset_peak();
+  const auto no_model = [](const ModuleCall&) {};
+  for (int step = 0; step < 2; ++step) {
+    coordinator.begin_pass(true);
+    reducer.begin_step();
+    for (std::int64_t micro = 0; micro < inputs.gradient_accumulation_steps; ++micro) {
+      pass.forward(no_model);
+      pass.backward(micro + 1 == inputs.gradient_accumulation_steps, no_model);
+    }
+    coordinator.end_step();
+    coordinator.invalidate();
+  }
+  StepPeak peak = peak_parts(memory.peak_set(), module_index, inputs.storage_bytes);
+  STRATA_ASSERT(peak.bytes == memory.peak_bytes() - before_the_step);
+  return peak;
+}
+
+// "modules 0-3" / "modules 1, 3" / "module 2": which modules a term holds, for its formula.
+std::string module_list(const std::vector<int>& modules) {
+  if (modules.size() == 1) return fmt::format("module {}", modules.front());
+  bool contiguous = modules.back() - modules.front() + 1 == static_cast<int>(modules.size());
+  if (contiguous) return fmt::format("modules {}-{}", modules.front(), modules.back());
+  return fmt::format("modules {}", fmt::join(modules, ", "));
 }
 
 // What the device holds for the whole run: build()'s allocations and the model's activations.
@@ -363,7 +335,7 @@ void add_device_resident(RowBuilder& builder, const EstimateInputs& inputs, cons
 void add_device_step_peak(RowBuilder& builder, const EstimateInputs& inputs, const Choice& choice,
                           const zero::FlatLayout& layout,
                           const base::ByIndex<std::vector<int>>& lenders) {
-  StepPeak peak = StepWalk(inputs, choice, layout, lenders).run();
+  const StepPeak peak = counted_step_peak(inputs, choice, layout, lenders);
   const char* rule =
       choice.stage == 3 ? "gathered at the step's peak" : "stages 0-2 keep every module gathered";
   if (!peak.gathered_modules.empty()) {
@@ -676,8 +648,7 @@ StepDeviceMemory step_device_memory(const EstimateInputs& inputs, int stage,
                                 stage == 0 ? 1 : static_cast<int>(inputs.world_size()));
   const Choice choice{stage, offload_param, offload_optimizer};
   StepDeviceMemory step;
-  step.peak_bytes =
-      StepWalk(inputs, choice, layout, modules.lenders).run().bytes(inputs.storage_bytes);
+  step.peak_bytes = counted_step_peak(inputs, choice, layout, modules.lenders).bytes;
   // A module's fp32 gathered parameters and its gradient buffer are the step's largest buffers.
   for (int m = 0; m < layout.module_count(); ++m)
     step.largest_buffer_bytes =

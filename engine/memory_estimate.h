@@ -88,8 +88,8 @@ struct EstimateInputs {
   std::int64_t world_size() const { return gpus_per_node * nodes; }
 };
 
-// The most modules the estimate walks: without --model, P / L above this is refused by the
-// caller (the step is simulated module by module).
+// The most modules the estimate steps through: without --model, P / L above this is refused by
+// the caller (the step is run module by module on a counting device).
 inline constexpr std::int64_t kMaxEstimatedModules = 100'000;
 
 // Fills the inputs from a loaded config (its zero_optimization, offload_*, bf16/fp16, optimizer,
@@ -138,15 +138,14 @@ std::string invalid_choice_reason(int stage, OffloadDevice offload_param,
 
 // One row: what one rank of the engine holds, term by term. The device side is the memory
 // allocated for the whole run (activations, shards, gradient partition, optimizer states) plus
-// the highest point of a training step, found by walking the engine's step module by module (the
-// parameter coordinator's own zero::GatherPolicy deciding what stays gathered, and the gradient
-// reducer's buffers; two steps, the first recording the module trace). Asserts the choice is
-// valid and the inputs positive.
+// the highest point of a training step: the engine's own parameter coordinator and gradient
+// reducer run by its module passes on a device that only counts (gpu/counting), for two steps,
+// the first recording the module trace. Asserts the choice is valid and the inputs positive.
 EstimateRow estimate_row(const EstimateInputs& inputs, int stage, OffloadDevice offload_param,
                          OffloadDevice offload_optimizer);
 
 // The device memory one rank's training step takes and gives back (the step terms of
-// estimate_row, its StepWalk) at the step's highest point, and the largest single buffer the step
+// estimate_row, from the same counted step) at the step's highest point, and the largest single buffer the step
 // allocates: what the engine reserves for its step before the first one.
 struct StepDeviceMemory {
   std::int64_t peak_bytes = 0;

@@ -108,7 +108,8 @@ void choose_sizes(const EstimateOptions& options, EstimatePlan& plan, std::int64
                     "the embedding), at most the model's total",
                     exit_bad_usage);
   }
-  // The step is walked module by module, the model cut into modules of L parameters.
+  // The step is run module by module on a counting device, the model cut into modules of L
+  // parameters.
   if ((params + largest_layer - 1) / largest_layer > engine::kMaxEstimatedModules) {
     throw UserError(
         fmt::format("--largest-layer {} cuts --params {} into more than {} modules",

@@ -45,14 +45,51 @@ void StreamOrderedMemory::reserve(std::int64_t bytes) {
 gpu::DeviceBuffer StreamOrderedMemory::allocate(gpu::Stream& stream, std::int64_t bytes,
                                                 std::string_view what,
                                                 std::shared_ptr<gpu::Event>* released_at) {
-  return take(stream, bytes, what, released_at, false);
+  const std::int64_t peak_before = peak_;
+  gpu::DeviceBuffer buffer = take(stream, bytes, what, released_at, false);
+  note_taken(buffer.data(), buffer.bytes(), what, peak_ > peak_before);
+  return buffer;
 }
 
 gpu::DeviceBuffer StreamOrderedMemory::try_allocate(gpu::Stream& stream, std::int64_t bytes,
                                                     std::string_view what,
                                                     std::shared_ptr<gpu::Event>* released_at) {
   STRATA_ASSERT(bytes > 0);
-  return take(stream, bytes, what, released_at, true);
+  const std::int64_t peak_before = peak_;
+  gpu::DeviceBuffer buffer = take(stream, bytes, what, released_at, true);
+  note_taken(buffer.data(), buffer.bytes(), what, peak_ > peak_before);
+  return buffer;
+}
+
+void StreamOrderedMemory::reset_peak() {
+  peak_ = live_bytes();
+  taken_at_peak_ = taken_.size();
+}
+
+void StreamOrderedMemory::note_taken(const void* data, std::int64_t bytes, std::string_view what,
+                                     bool new_peak) {
+  if (!keeps_peak_set_ || data == nullptr) return;
+  taken_.push_back(Taken{data, bytes, std::string(what)});
+  if (new_peak) taken_at_peak_ = taken_.size();
+}
+
+std::vector<StreamOrderedMemory::LiveBuffer> StreamOrderedMemory::peak_set() const {
+  std::map<const void*, std::size_t> live;  // data -> its entry in taken_
+  for (std::size_t i = 0; i < taken_at_peak_; ++i) {
+    if (taken_[i].bytes > 0) {
+      live[taken_[i].data] = i;
+    } else {
+      live.erase(taken_[i].data);
+    }
+  }
+  std::vector<std::size_t> order;
+  for (const auto& [data, entry] : live)
+    order.push_back(entry);
+  std::ranges::sort(order);
+  std::vector<LiveBuffer> set;
+  for (std::size_t entry : order)
+    set.push_back(LiveBuffer{taken_[entry].what, taken_[entry].bytes});
+  return set;
 }
 
 gpu::DeviceBuffer StreamOrderedMemory::take(gpu::Stream& stream, std::int64_t bytes,
@@ -307,6 +344,7 @@ void StreamOrderedMemory::ArenaOwner::release(void* data, std::int64_t bytes) no
 
 void StreamOrderedMemory::release(gpu::Stream& stream, gpu::DeviceBuffer buffer) {
   if (!buffer) return;
+  note_taken(buffer.data(), 0, {}, false);
   std::shared_ptr<gpu::Event> done = device_.create_event();
   stream.record(*done);
   const std::int64_t offset = arena_offset(buffer.data());

@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -19,7 +20,7 @@ namespace strata::engine::memory {
 // event).
 //
 // The engine reserves the step's memory up front (`reserve`): one device allocation, the arena,
-// sized to the step's highest live set as the estimate walks it plus one largest buffer against
+// sized to the step's highest live set as the estimate counts it plus one largest buffer against
 // fragmentation. An allocation is then carved from the arena's free ranges (the smallest that
 // fits) and a release puts its range back, merged with its free neighbours, carrying the event
 // its stream records: the host neither allocates device memory nor waits for the device inside a
@@ -44,8 +45,8 @@ namespace strata::engine::memory {
 // The memory in use is counted in stream order: the bytes of the buffers not released
 // (`live_bytes`), whatever the host holds for releases the device has not reached yet and however
 // much the arena reserves. That is what a stream-ordered pool on a GPU holds, the live set the
-// step's walk predicts (`strata estimate` checks its peak to the byte), and the same at a roomy
-// budget as at a tight one.
+// estimate counts by running the step on a counting device in this same memory (`strata
+// estimate` reports its peak to the byte), and the same at a roomy budget as at a tight one.
 //
 // Not thread-safe: the engine's thread drives it.
 class StreamOrderedMemory {
@@ -90,7 +91,19 @@ class StreamOrderedMemory {
   // still held for their streams; and its highest value since reset_peak().
   std::int64_t live_bytes() const;
   std::int64_t peak_bytes() const noexcept { return peak_; }
-  void reset_peak() { peak_ = live_bytes(); }
+  void reset_peak();
+
+  // From now on, keeps what each buffer taken is for, so that peak_set() can say which of them
+  // were live at the peak: the memory estimate's parts of the step's peak. Off in the engine (it
+  // keeps a record of every allocation and release).
+  void keep_peak_set() { keeps_peak_set_ = true; }
+  struct LiveBuffer {
+    std::string what;  // as allocate() was told
+    std::int64_t bytes = 0;
+  };
+  // The buffers taken since keep_peak_set() that were live when the peak was first reached, in
+  // the order they were taken.
+  std::vector<LiveBuffer> peak_set() const;
   // Allocations that had to wait for the device (the budget refused fresh memory while released
   // buffers were held), for tests and the metrics.
   std::int64_t waits() const noexcept { return waits_; }
@@ -136,6 +149,14 @@ class StreamOrderedMemory {
   void merge_all();
   std::int64_t arena_offset(const void* data) const;
   void note_peak() { peak_ = std::max(peak_, live_bytes()); }
+  // With keep_peak_set(): a buffer taken (bytes > 0; `new_peak` when taking it raised the peak)
+  // or released (bytes 0).
+  struct Taken {
+    const void* data = nullptr;
+    std::int64_t bytes = 0;
+    std::string what;
+  };
+  void note_taken(const void* data, std::int64_t bytes, std::string_view what, bool new_peak);
 
   gpu::Device& device_;
   gpu::DeviceBuffer arena_;
@@ -149,6 +170,9 @@ class StreamOrderedMemory {
   std::int64_t waits_ = 0;
   std::int64_t fresh_ = 0;
   std::function<bool()> reclaim_;
+  bool keeps_peak_set_ = false;
+  std::vector<Taken> taken_;
+  std::size_t taken_at_peak_ = 0;  // the entries of taken_ up to the peak
 };
 
 }  // namespace strata::engine::memory

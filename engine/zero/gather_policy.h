@@ -25,15 +25,14 @@ struct GatherRules {
 };
 
 // The rules zero_optimization gives at `stage` with its stage3_* values: the engine's parameter
-// coordinator and the memory estimate's walk of a step take them from here.
+// coordinator takes them from here, in the engine and in the memory estimate's counted step.
 GatherRules gather_rules(int stage, std::int64_t persistence_threshold,
                          std::int64_t max_reuse_distance, std::int64_t prefetch_bucket_size,
                          std::int64_t max_live_parameters);
 
 // Which gathered modules to keep, drop and prefetch: the rules of docs/architecture.md ("One
 // training step", 1) in one place. The parameter coordinator asks it while it gathers and drops
-// device memory; the memory estimate's walk of a step asks it to replay the same decisions and
-// adds up their bytes, so the two cannot disagree on what is live.
+// device memory.
 //
 // It holds the module order recorded on the first training step (the trace), the position in
 // it, and which modules are gathered with how many users; it holds no buffers and does no device

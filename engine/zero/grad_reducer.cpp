@@ -15,6 +15,7 @@
 #include "base/assert.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "engine/zero/step_buffers.h"
 #include "base/timeline.h"
 #include "cpu_adam/half.h"
 #include "gpu/stream.h"
@@ -187,7 +188,8 @@ std::span<const std::byte> GradReducer::grads(Range range) {
 void GradReducer::make(int module) {
   const ModuleSlice& slice = layout_.module(module);
   Buffer& buffer = buffers_[module];
-  buffer.grads = memory_.allocate(stream_, slice.padded_numel * 4, names_[module] + " gradients");
+  buffer.grads = memory_.allocate(stream_, slice.padded_numel * 4,
+                                  step_buffer_name(StepBuffer::gradients, names_[module]));
   stream_.fill_zero(buffer.grads.data(), buffer.grads.bytes());
   buffer.tensors.clear();
   for (const TensorSlot& slot : layout_.tensors(module))
@@ -269,8 +271,8 @@ void GradReducer::module_done(int module, bool last_micro) {
     buffer.tensors.clear();
     return;
   }
-  gpu::DeviceBuffer shard =
-      memory_.allocate(stream_, slice.shard_numel * 4, names_[module] + " gradient shard");
+  gpu::DeviceBuffer shard = memory_.allocate(
+      stream_, slice.shard_numel * 4, step_buffer_name(StepBuffer::gradient_shard, names_[module]));
   reduce_scatter(module, shard.as<float>());
   add_to_partition(module, shard.as<float>(), last_micro);
   memory_.release(done_with, std::move(shard));
@@ -302,7 +304,9 @@ void GradReducer::reduce_scatter(int module, float* shard) {
                          gpu::ReduceOp::avg);
     return;
   }
-  gpu::DeviceBuffer bucket = memory_.allocate(stream_, per_rank * world * 4, "gradient bucket");
+  gpu::DeviceBuffer bucket =
+      memory_.allocate(stream_, per_rank * world * 4,
+                       step_buffer_name(StepBuffer::gradient_bucket, names_[module]));
   for (std::int64_t at = 0; at < slice.shard_numel; at += per_rank) {
     const std::int64_t count = std::min(per_rank, slice.shard_numel - at);
     for (int r = 0; r < world; ++r) {

@@ -5,6 +5,7 @@
 
 #include "base/assert.h"
 #include "base/log.h"
+#include "engine/zero/step_buffers.h"
 #include "gpu/stream.h"
 
 namespace strata::engine::zero {
@@ -95,7 +96,8 @@ bool ParamCoordinator::gather(int module, bool ahead) {
   const ModuleSlice& slice = layout_.module(module);
   const std::string& name = names_[module];
   // The last step's optimizer may still be stepping the sub-groups this shard is in. Waiting
-  // here, ahead or not, keeps the memory taken the same as the estimate's walk of the step.
+  // here, ahead or not, keeps the memory taken the same as in the estimate's counted step, where
+  // nothing is stepping.
   tier_.wait_committed(module, stream_);
   for (int evict = policy_.next_to_evict(slice.padded_numel); evict >= 0;
        evict = policy_.next_to_evict(slice.padded_numel))
@@ -108,9 +110,9 @@ bool ParamCoordinator::gather(int module, bool ahead) {
   // memory's earlier use on this stream, when it is reused.
   std::shared_ptr<gpu::Event> params_released;
   const std::int64_t bytes = slice.padded_numel * element;
-  entry.params =
-      ahead ? memory_.try_allocate(stream_, bytes, name + " gathered parameters", &params_released)
-            : memory_.allocate(stream_, bytes, name + " gathered parameters", &params_released);
+  const std::string what = step_buffer_name(StepBuffer::gathered_params, name);
+  entry.params = ahead ? memory_.try_allocate(stream_, bytes, what, &params_released)
+                       : memory_.allocate(stream_, bytes, what, &params_released);
   if (!entry.params) return false;
   std::byte* own = entry.params.as<std::byte>() + rank * slice.shard_numel * element;
   try {
@@ -164,8 +166,11 @@ void ParamCoordinator::drop(int module) {
 }
 
 void ParamCoordinator::prefetch_ahead() {
-  policy_.prefetch_ahead([this](int module) { return tier_.on_nvme(module); },
-                         [this](int module) { return tier_.prefetch(module); });
+  // Only a tier on NVMe reads ahead; asking the others would scan the trace for nothing.
+  if (tier_.device() == OffloadDevice::nvme) {
+    policy_.prefetch_ahead([this](int module) { return tier_.on_nvme(module); },
+                           [this](int module) { return tier_.prefetch(module); });
+  }
   policy_.gather_ahead([this](int module) { return tier_.in_cpu(module); },
                        [this](int module) { return gather(module, true); });
 }

@@ -40,8 +40,9 @@ struct CoordinatorCounters {
 // copy stream (the compute stream waits only for the copy's event, when the module is acquired),
 // and shards on NVMe are read into the tier's buffers. A step whose order departs from the trace
 // stops prefetching, and the next step records anew. What to keep, drop and prefetch is the
-// GatherPolicy's decision (the memory estimate's walk asks the same policy); the coordinator does
-// the device work and holds the memory.
+// GatherPolicy's decision; the coordinator does the device work and holds the memory. The memory
+// estimate runs this class itself, on a counting device over a tier of the plan alone, for the
+// step's device peak (engine/memory_estimate.cpp).
 //
 // All device work goes on `stream` in order; not thread-safe.
 class ParamCoordinator {

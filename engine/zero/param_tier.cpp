@@ -4,6 +4,7 @@
 #include "engine/zero/cpu_shards.h"
 #include "engine/zero/device_shards.h"
 #include "engine/zero/nvme_shards.h"
+#include "engine/zero/planned_shards.h"
 
 namespace strata::engine::zero {
 namespace {
@@ -27,6 +28,11 @@ std::unique_ptr<ShardStore> make_store(gpu::Device& device, const FlatLayout& la
 
 ParamTier::ParamTier(gpu::Device& device, const FlatLayout& layout, const ParamTierOptions& options)
     : layout_(layout), device_(options.device), store_(make_store(device, layout, options)) {}
+
+ParamTier::ParamTier(const FlatLayout& layout, const ParamTierOptions& options, PlanOnly)
+    : layout_(layout),
+      device_(options.device),
+      store_(std::make_unique<PlannedShards>(plan(options, layout))) {}
 
 ParamTier::~ParamTier() = default;
 

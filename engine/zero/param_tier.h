@@ -52,6 +52,11 @@ class ParamTier final : public ParamSink {
   // Throws the pool's UserError for a shelf it refuses, and one naming offload_param.buffer_size
   // when a module's shard does not fit one buffer.
   ParamTier(gpu::Device& device, const FlatLayout& layout, const ParamTierOptions& options);
+  // A tier of the plan alone (PlannedShards): it says where each shard would be and holds none,
+  // for a step run on a counting device (the memory estimate). Its pool, book and store are not
+  // used.
+  struct PlanOnly {};
+  ParamTier(const FlatLayout& layout, const ParamTierOptions& options, PlanOnly);
   ~ParamTier() override;
   ParamTier(const ParamTier&) = delete;
   ParamTier& operator=(const ParamTier&) = delete;

@@ -1,5 +1,5 @@
 // The memory estimate: strata's terms on hand-computed cases (the engine's buffers, and the step's
-// peak walked module by module), the GPT shape arithmetic, DeepSpeed's
+// peak counted module by module), the GPT shape arithmetic, DeepSpeed's
 // estimator formulas (values worked by hand with Python's float arithmetic), and the verdicts.
 #include <gtest/gtest.h>
 

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <future>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "base/error.h"
@@ -361,6 +362,34 @@ TEST(StreamOrderedMemory, WhatTheArenaCannotPlaceTakesFreshMemory) {
   memory.release(stream, std::move(b));
   memory.release(stream, std::move(d));
   memory.drain();
+}
+
+// What was live when the peak was first reached, named as allocate() was told, on a device that
+// only counts.
+TEST(StreamOrderedMemory, KeepsTheBuffersLiveAtItsPeak) {
+  std::unique_ptr<gpu::Device> device = gpu::create_counting_device();
+  gpu::Stream& stream = device->compute_stream();
+  StreamOrderedMemory memory(*device);
+  gpu::DeviceBuffer before = memory.allocate(stream, 1000, "before the step");
+  memory.keep_peak_set();
+  memory.reset_peak();
+  gpu::DeviceBuffer a = memory.allocate(stream, 100, "a");
+  gpu::DeviceBuffer b = memory.allocate(stream, 200, "b");
+  memory.release(stream, std::move(a));
+  gpu::DeviceBuffer c = memory.allocate(stream, 100, "c");  // back to the peak, not past it
+  auto names = [&] {
+    std::vector<std::string> out;
+    for (const StreamOrderedMemory::LiveBuffer& buffer : memory.peak_set())
+      out.push_back(buffer.what + ":" + std::to_string(buffer.bytes));
+    return out;
+  };
+  EXPECT_EQ(memory.peak_bytes(), 1300);
+  EXPECT_EQ(names(), (std::vector<std::string>{"a:100", "b:200"}));
+  gpu::DeviceBuffer d = memory.allocate(stream, 50, "d");
+  EXPECT_EQ(memory.peak_bytes(), 1350);
+  EXPECT_EQ(names(), (std::vector<std::string>{"b:200", "c:100", "d:50"}));
+  for (gpu::DeviceBuffer* buffer : {&before, &b, &c, &d})
+    memory.release(stream, std::move(*buffer));
 }
 
 }  // namespace

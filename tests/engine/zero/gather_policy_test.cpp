@@ -1,7 +1,7 @@
 // The gather policy on its own: what it keeps after a release (persistence, reuse distance along
 // the trace), what it evicts under max_live_parameters and in which order, what the reclaimer
 // drops first, what it prefetches, and how a departure from the trace is handled. The parameter
-// coordinator and the memory estimate's walk both ask it these questions.
+// coordinator asks it these questions, in the engine and in the memory estimate's counted step.
 #include "engine/zero/gather_policy.h"
 
 #include <gtest/gtest.h>

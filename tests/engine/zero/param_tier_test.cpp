@@ -88,6 +88,7 @@ class TierFixture {
       options.store = store_.get();
     }
     tier_ = std::make_unique<ParamTier>(*device_, layout_, options);
+    options_ = options;
     if (!pool_) return;
     pool_->open();
     if (store_) store_->open(pool_->pinned_arena());
@@ -143,6 +144,7 @@ class TierFixture {
   std::unique_ptr<memory::PinnedPool> pool_;
   std::unique_ptr<memory::NvmeStore> store_;
   std::unique_ptr<ParamTier> tier_;
+  ParamTierOptions options_;  // the tier's
 };
 
 // Forward then backward order (the last module of forward is the first of backward, fetched
@@ -160,6 +162,28 @@ TEST(ParamTier, ShardsWrittenComeBackToTheByteOnEveryHome) {
       }
     }
     EXPECT_FALSE(f.tier_->inconsistent());
+  }
+}
+
+// A tier of the plan alone (the memory estimate's) places every shard where the real tier of the
+// same options does, and holds none: nothing to fetch from the device, no read to start.
+TEST(ParamTier, APlannedTierPlacesShardsWhereTheRealOneDoes) {
+  for (const Home& home : kHomes) {
+    SCOPED_TRACE(home.name);
+    TierFixture f(home);
+    ParamTier planned(f.layout_, f.options_, ParamTier::PlanOnly{});
+    EXPECT_EQ(planned.device(), home.device);
+    for (int m = 0; m < f.layout_.module_count(); ++m) {
+      EXPECT_EQ(planned.in_cpu(m), f.tier_->in_cpu(m)) << "module " << m;
+      EXPECT_EQ(planned.on_nvme(m), f.tier_->on_nvme(m)) << "module " << m;
+      EXPECT_EQ(planned.device_shard(m), nullptr);
+      EXPECT_TRUE(planned.prefetch(m));
+      if (planned.in_cpu(m)) {
+        EXPECT_EQ(planned.upload_ahead(m, nullptr), nullptr);
+      }
+    }
+    EXPECT_EQ(planned.nvme_bytes(), 0);
+    EXPECT_EQ(planned.nvme_read_bytes(), 0);
   }
 }
 
