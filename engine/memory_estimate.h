@@ -145,8 +145,8 @@ EstimateRow estimate_row(const EstimateInputs& inputs, int stage, OffloadDevice 
                          OffloadDevice offload_optimizer);
 
 // The device memory one rank's training step takes and gives back (the step terms of
-// estimate_row, from the same counted step) at the step's highest point, and the largest single buffer the step
-// allocates: what the engine reserves for its step before the first one.
+// estimate_row, from the same counted step) at the step's highest point, and the largest single
+// buffer the step allocates: what the engine reserves for its step before the first one.
 struct StepDeviceMemory {
   std::int64_t peak_bytes = 0;
   std::int64_t largest_buffer_bytes = 0;

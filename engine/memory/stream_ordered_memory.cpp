@@ -339,6 +339,7 @@ void StreamOrderedMemory::ArenaOwner::release(void* data, std::int64_t bytes) no
   const std::int64_t offset = memory_.arena_offset(data);
   STRATA_ASSERT(offset >= 0);
   memory_.arena_live_bytes_ -= bytes;
+  memory_.note_taken(data, 0, {}, false);
   memory_.free_range(offset, aligned(bytes), {});
 }
 

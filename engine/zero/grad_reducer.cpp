@@ -15,9 +15,9 @@
 #include "base/assert.h"
 #include "base/error.h"
 #include "base/log.h"
-#include "engine/zero/step_buffers.h"
 #include "base/timeline.h"
 #include "cpu_adam/half.h"
+#include "engine/zero/step_buffers.h"
 #include "gpu/stream.h"
 
 namespace strata::engine::zero {
@@ -304,9 +304,8 @@ void GradReducer::reduce_scatter(int module, float* shard) {
                          gpu::ReduceOp::avg);
     return;
   }
-  gpu::DeviceBuffer bucket =
-      memory_.allocate(stream_, per_rank * world * 4,
-                       step_buffer_name(StepBuffer::gradient_bucket, names_[module]));
+  gpu::DeviceBuffer bucket = memory_.allocate(
+      stream_, per_rank * world * 4, step_buffer_name(StepBuffer::gradient_bucket, names_[module]));
   for (std::int64_t at = 0; at < slice.shard_numel; at += per_rank) {
     const std::int64_t count = std::min(per_rank, slice.shard_numel - at);
     for (int r = 0; r < world; ++r) {

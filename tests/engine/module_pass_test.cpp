@@ -25,10 +25,10 @@ namespace {
 
 // An embedding, a block of two tensors, and a head that borrows the embedding (tied weights).
 TEST(ModulePass, CallsTheModulesInTheStepsOrderWithWhatEachHolds) {
-  const zero::FlatLayout layout(
-      {{ParamSpec{"wte", {64, 8}}}, {ParamSpec{"w", {8, 8}}, ParamSpec{"b", {8}}},
-       {ParamSpec{"norm", {8}}}},
-      1);
+  const zero::FlatLayout layout({{ParamSpec{"wte", {64, 8}}},
+                                 {ParamSpec{"w", {8, 8}}, ParamSpec{"b", {8}}},
+                                 {ParamSpec{"norm", {8}}}},
+                                1);
   const std::vector<std::string> names{"embedding", "block", "head"};
   std::unique_ptr<gpu::Device> device = gpu::create_counting_device();
   std::unique_ptr<gpu::Ops> ops = gpu::create_ops(*device, {});
