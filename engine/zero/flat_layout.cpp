@@ -16,7 +16,8 @@ FlatLayout::FlatLayout(const std::vector<std::vector<ParamSpec>>& modules, int w
     std::int64_t offset = 0;
     for (const ParamSpec& spec : modules[m]) {
       STRATA_ASSERT(spec.numel() > 0);
-      STRATA_ASSERT(find(spec.name) == nullptr);
+      const bool first_of_its_name = by_name_.emplace(spec.name, tensors_.size()).second;
+      STRATA_ASSERT(first_of_its_name);
       offset = base::round_up(offset, kTensorAlignment);
       tensors_.push_back(
           {spec.name, spec.shape, static_cast<int>(m), offset, spec.numel(), spec.unpadded_rows});
@@ -49,10 +50,8 @@ std::span<const TensorSlot> FlatLayout::tensors(int module) const {
 }
 
 const TensorSlot* FlatLayout::find(std::string_view name) const {
-  for (const TensorSlot& slot : tensors_) {
-    if (slot.name == name) return &slot;
-  }
-  return nullptr;
+  const auto found = by_name_.find(std::string(name));
+  return found == by_name_.end() ? nullptr : &tensors_[found->second];
 }
 
 std::vector<int> FlatLayout::modules_in(Range range) const {

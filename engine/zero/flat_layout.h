@@ -4,6 +4,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "base/by_index.h"
@@ -76,6 +77,7 @@ class FlatLayout {
   std::vector<TensorSlot> tensors_;
   // Per module its first tensor's index into tensors_, then one past the last tensor's.
   base::ByIndex<std::size_t> first_tensor_;
+  std::unordered_map<std::string, std::size_t> by_name_;  // tensor name -> index into tensors_
   std::int64_t partition_numel_ = 0;
   std::int64_t parameter_count_ = 0;
 };

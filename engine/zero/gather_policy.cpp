@@ -1,5 +1,6 @@
 #include "engine/zero/gather_policy.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "base/assert.h"
@@ -21,7 +22,10 @@ GatherRules gather_rules(int stage, std::int64_t persistence_threshold,
 }
 
 GatherPolicy::GatherPolicy(const FlatLayout& layout, GatherRules rules)
-    : layout_(layout), rules_(rules), entries_(layout.module_count()) {
+    : layout_(layout),
+      rules_(rules),
+      entries_(layout.module_count()),
+      uses_(layout.module_count()) {
   STRATA_ASSERT(rules.max_live_parameters >= 0);
   STRATA_ASSERT(rules.prefetch_bucket_size >= 0);
 }
@@ -29,7 +33,12 @@ GatherPolicy::GatherPolicy(const FlatLayout& layout, GatherRules rules)
 void GatherPolicy::begin_pass(bool training) {
   cursor_ = 0;
   mode_ = training ? training_mode_ : TraceMode::off;
-  if (mode_ == TraceMode::record) trace_.clear();
+  if (mode_ == TraceMode::record) {
+    trace_.clear();
+    trace_elements_.assign(1, 0);
+    for (std::vector<std::size_t>& uses : uses_)
+      uses.clear();
+  }
 }
 
 bool GatherPolicy::end_step() {
@@ -47,7 +56,9 @@ bool GatherPolicy::note_acquire(int module) {
   STRATA_ASSERT(module >= 0);
   STRATA_ASSERT(module < layout_.module_count());
   if (mode_ == TraceMode::record) {
+    uses_[module].push_back(trace_.size());
     trace_.push_back(module);
+    trace_elements_.push_back(trace_elements_.back() + padded(module));
     return true;
   }
   if (mode_ != TraceMode::follow) return true;
@@ -128,12 +139,10 @@ bool GatherPolicy::persistent(int module) const {
 }
 
 std::int64_t GatherPolicy::reuse_distance(int module) const {
-  std::int64_t distance = 0;
-  for (std::size_t i = cursor_; i < trace_.size(); ++i) {
-    if (trace_[i] == module) return distance;
-    distance += padded(trace_[i]);
-  }
-  return -1;
+  const std::vector<std::size_t>& uses = uses_[module];
+  const auto next_use = std::ranges::lower_bound(uses, cursor_);
+  if (next_use == uses.end()) return -1;
+  return trace_elements_[*next_use] - trace_elements_[cursor_];
 }
 
 const GatherPolicy::Entry& GatherPolicy::entry(int module) const {

@@ -116,6 +116,11 @@ class GatherPolicy {
   TraceMode training_mode_ = TraceMode::record;
   std::vector<int> trace_;
   std::size_t cursor_ = 0;
+  // The trace indexed, as it is recorded: trace_elements_[i] is the padded elements of
+  // trace_[0, i), and uses_[m] the positions of module m in it, so that a reuse distance is one
+  // search and one difference rather than a walk along the trace.
+  std::vector<std::int64_t> trace_elements_{0};
+  base::ByIndex<std::vector<std::size_t>> uses_;
 };
 
 template <class ReadsFromNvme, class Prefetch>
