@@ -48,31 +48,33 @@ TEST(CountingDeviceDeathTest, ABufferIsNotMemory) {
   EXPECT_DEATH(static_cast<void>(*first), "");
 }
 
+// In a child process: limits the address space to what the process maps now (its first page
+// count in statm) and 256 MiB more, then asks the counting device for a terabyte. Exits 3 with the
+// error's cause and fix on stderr when it is a UserError.
+[[noreturn]] void allocate_past_an_address_space_limit() {
+  std::unique_ptr<Device> device = create_counting_device();
+  std::ifstream statm("/proc/self/statm");
+  std::int64_t pages = 0;
+  statm >> pages;
+  const auto limit = static_cast<rlim_t>(pages * sysconf(_SC_PAGESIZE) + (256 << 20));
+  const rlimit address_space{limit, limit};
+  if (setrlimit(RLIMIT_AS, &address_space) != 0) std::exit(2);
+  try {
+    static_cast<void>(device->allocate(kTiB, "a terabyte of parameters"));
+  } catch (const UserError& error) {
+    std::fprintf(stderr, "%s | %s\n", error.what(), error.fix().c_str());
+    std::exit(3);
+  }
+  std::exit(0);
+}
+
 // Address space is what a plan spends: a process limited below the plan's buffers (ulimit -v) is
 // told so, with the fix.
 TEST(CountingDeviceDeathTest, AnAddressSpaceLimitIsAUserError) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_EXIT(
-      {
-        std::unique_ptr<Device> device = create_counting_device();
-        // The limit: what the process maps now (its first page count in statm) and 256 MiB more.
-        std::ifstream statm("/proc/self/statm");
-        std::int64_t pages = 0;
-        statm >> pages;
-        const rlim_t limit = static_cast<rlim_t>(pages * sysconf(_SC_PAGESIZE) + (256 << 20));
-        const rlimit address_space{limit, limit};
-        if (setrlimit(RLIMIT_AS, &address_space) != 0) std::exit(2);
-        try {
-          static_cast<void>(device->allocate(kTiB, "a terabyte of parameters"));
-        } catch (const UserError& error) {
-          std::fprintf(stderr, "%s | %s\n", error.what(), error.fix().c_str());
-          std::exit(3);
-        }
-        std::exit(0);
-      },
-      ::testing::ExitedWithCode(3),
-      "could not reserve 1099511627776 bytes of address space for a terabyte of parameters.*"
-      "ulimit -v");
+  EXPECT_EXIT(allocate_past_an_address_space_limit(), ::testing::ExitedWithCode(3),
+              "could not reserve 1099511627776 bytes of address space for a terabyte of "
+              "parameters.*ulimit -v");
 }
 
 TEST(CountingDevice, StreamsRunNothingAndEventsAreComplete) {
