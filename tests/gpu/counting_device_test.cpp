@@ -52,20 +52,23 @@ TEST(CountingDeviceDeathTest, ABufferIsNotMemory) {
 // count in statm) and 256 MiB more, then asks the counting device for a terabyte. Exits 3 with the
 // error's cause and fix on stderr when it is a UserError.
 [[noreturn]] void allocate_past_an_address_space_limit() {
-  std::unique_ptr<Device> device = create_counting_device();
-  std::ifstream statm("/proc/self/statm");
-  std::int64_t pages = 0;
-  statm >> pages;
-  const auto limit = static_cast<rlim_t>(pages * sysconf(_SC_PAGESIZE) + (256 << 20));
-  const rlimit address_space{limit, limit};
-  if (setrlimit(RLIMIT_AS, &address_space) != 0) std::exit(2);
-  try {
-    static_cast<void>(device->allocate(kTiB, "a terabyte of parameters"));
-  } catch (const UserError& error) {
-    std::fprintf(stderr, "%s | %s\n", error.what(), error.fix().c_str());
-    std::exit(3);
+  int status = 0;
+  {  // the device is gone before exit(), so that a leak check at exit finds nothing
+    std::unique_ptr<Device> device = create_counting_device();
+    std::ifstream statm("/proc/self/statm");
+    std::int64_t pages = 0;
+    statm >> pages;
+    const auto limit = static_cast<rlim_t>(pages * sysconf(_SC_PAGESIZE) + (256 << 20));
+    const rlimit address_space{limit, limit};
+    if (setrlimit(RLIMIT_AS, &address_space) != 0) std::exit(2);
+    try {
+      static_cast<void>(device->allocate(kTiB, "a terabyte of parameters"));
+    } catch (const UserError& error) {
+      std::fprintf(stderr, "%s | %s\n", error.what(), error.fix().c_str());
+      status = 3;
+    }
   }
-  std::exit(0);
+  std::exit(status);
 }
 
 // Address space is what a plan spends: a process limited below the plan's buffers (ulimit -v) is
