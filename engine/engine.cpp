@@ -203,6 +203,32 @@ EvalStats Engine::evaluate_batch(std::span<const std::int32_t> inputs,
   return stats;
 }
 
+std::vector<float> Engine::logits_at(std::span<const std::int32_t> inputs,
+                                     std::span<const std::int64_t> rows) {
+  record_->check_usable();
+  settle_step();
+  STRATA_ASSERT(std::ssize(inputs) == model_.tokens_per_micro_batch());
+  // No target is in the loss: only the logits are wanted.
+  const std::vector<std::int32_t> targets(inputs.size(), -1);
+  loss_->count(targets, 1);
+  coordinator_->begin_pass(false);
+  load_micro_batch(inputs, targets, 0);
+  run_forward(0, /*training=*/false);
+  const std::int64_t vocab = model_.vocab();
+  const std::int64_t bytes = std::ssize(rows) * vocab * kFloat;
+  if (logits_.bytes() < bytes) logits_ = runtime_.device.allocate(bytes, "logits for generation");
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    STRATA_ASSERT(rows[i] >= 0 && rows[i] < model_.tokens_per_micro_batch());
+    const gpu::ConstTensor row = model_.logits_at(rows[i]);
+    runtime_.ops.cast_to_float(stream(), logits_.as<float>() + static_cast<std::int64_t>(i) * vocab,
+                               row.data, row.type, vocab);
+  }
+  std::vector<float> out(rows.size() * static_cast<std::size_t>(vocab));
+  stream().copy(out.data(), logits_.data(), bytes, gpu::CopyKind::device_to_host);
+  stream().synchronize();
+  return out;
+}
+
 void Engine::plan_checkpoint(const std::filesystem::path& dir, const std::string& tag) {
   record_->check_usable();
   checkpoints_->plan(dir, tag);

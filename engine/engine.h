@@ -165,6 +165,12 @@ class Engine {
   // The same with the counts that weigh it against other batches (strata eval).
   EvalStats evaluate_batch(std::span<const std::int32_t> inputs,
                            std::span<const std::int32_t> targets);
+  // One forward over one micro-batch of `inputs` (tokens_per_micro_batch() tokens; no loss, no
+  // update) and the logits at each of `rows` (token indices into the micro-batch) widened to fp32:
+  // rows.size() x the model's vocab() values. The model is causal, so a row's logits depend only
+  // on the tokens up to it in its sequence. Collective when there are several ranks.
+  std::vector<float> logits_at(std::span<const std::int32_t> inputs,
+                               std::span<const std::int64_t> rows);
 
   // Saves everything the run needs to continue into `dir`/`tag` (docs/checkpoints.md):
   // collective, every rank calls it with the same arguments. The checkpoint appears whole or not
@@ -269,6 +275,7 @@ class Engine {
   std::unique_ptr<RunRecord> record_;
   std::unique_ptr<StepMeter> meter_;
   std::unique_ptr<Checkpointer> checkpoints_;
+  gpu::DeviceBuffer logits_;  // logits_at's fp32 rows on the device, grown as asked
 };
 
 }  // namespace strata::engine

@@ -55,6 +55,11 @@ class Model {
                           std::span<const std::int32_t> targets) = 0;
   // Device pointer to the mean loss of the last forward (one float).
   virtual const float* loss() const = 0;
+  // The last forward's logits at token `row` of the micro-batch (row < tokens_per_micro_batch()):
+  // vocab() values in the compute type, in device memory the next forward or backward rewrites.
+  virtual gpu::ConstTensor logits_at(std::int64_t row) const = 0;
+  // The tokens the logits score (the real ones, not the columns padded for the kernels).
+  virtual std::int64_t vocab() const = 0;
 
   virtual std::int64_t tokens_per_micro_batch() const = 0;
   // Training FLOPs per token (forward + backward), for throughput and MFU.

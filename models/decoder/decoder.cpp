@@ -48,4 +48,11 @@ const float* Decoder::loss() const {
   return activations_->loss;
 }
 
+gpu::ConstTensor Decoder::logits_at(std::int64_t row) const {
+  STRATA_ASSERT(activations_ && row >= 0 && row < spec_.rows());
+  // A training forward may have written the loss's gradient over them (models/classifier.h).
+  STRATA_ASSERT(!activations_->logits_hold_gradient);
+  return activations_->logits.at(row * spec_.padded_vocab());
+}
+
 }  // namespace strata::models

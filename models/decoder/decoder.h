@@ -29,6 +29,8 @@ class Decoder : public engine::Model {
   void load_batch(gpu::Stream& stream, std::span<const std::int32_t> inputs,
                   std::span<const std::int32_t> targets) override;
   const float* loss() const override;
+  gpu::ConstTensor logits_at(std::int64_t row) const override;
+  std::int64_t vocab() const override { return spec_.vocab; }
   std::int64_t tokens_per_micro_batch() const override { return spec_.rows(); }
   double flops_per_token() const override { return spec_.flops_per_token; }
   const engine::WeightSource* pretrained_weights() const override { return pretrained_.get(); }
