@@ -55,6 +55,14 @@ std::vector<std::string> module_names(Model& model) {
   return names;
 }
 
+// Per module, the modules it borrows (ModulePass).
+std::vector<std::vector<int>> module_lenders(Model& model) {
+  std::vector<std::vector<int>> lenders;
+  for (Module* module : model.modules())
+    lenders.push_back(module->borrowed_modules());
+  return lenders;
+}
+
 EstimateInputs estimate_inputs(const Config& config, Model& model, const Runtime& runtime) {
   EstimateInputs inputs = estimate_inputs_from_config(config, 0, 0, runtime.comm.world_size(), 1);
   set_model(inputs, declare(model));
@@ -270,15 +278,15 @@ void Engine::build_coordinator() {
       std::make_unique<zero::ParamCoordinator>(runtime_.ops, runtime_.comm, stream(), layout_,
                                                *tier_, *memory_, module_names(model_), gather);
   pass_ = std::make_unique<ModulePass>(*coordinator_, *reducer_, module_names(model_),
-                                       declare(model_).lenders);
+                                       module_lenders(model_));
 }
 
 // The step's buffers come from one reservation made now, sized by the step's peak as the estimate
 // counts it (the engine's own coordinator and reducer run on a counting device: the peak `strata
 // estimate` reports and the agreement tests hold to the byte) plus one largest buffer of room
-// against fragmentation: a step then neither allocates device memory nor
-// waits for the device to free some. A budget too tight for that still trains, with the host
-// waiting for released buffers where the budget says so.
+// against fragmentation: a step then neither allocates device memory nor waits for the device to
+// free some. A budget too tight for that still trains, with the host waiting for released
+// buffers where the budget says so.
 void Engine::reserve_step_memory() {
   const StepDeviceMemory step = step_device_memory(
       estimate_inputs(config_, model_, runtime_), static_cast<int>(config_.zero.stage),

@@ -45,20 +45,14 @@ void StreamOrderedMemory::reserve(std::int64_t bytes) {
 gpu::DeviceBuffer StreamOrderedMemory::allocate(gpu::Stream& stream, std::int64_t bytes,
                                                 std::string_view what,
                                                 std::shared_ptr<gpu::Event>* released_at) {
-  const std::int64_t peak_before = peak_;
-  gpu::DeviceBuffer buffer = take(stream, bytes, what, released_at, false);
-  note_taken(buffer.data(), buffer.bytes(), what, peak_ > peak_before);
-  return buffer;
+  return take(stream, bytes, what, released_at, false);
 }
 
 gpu::DeviceBuffer StreamOrderedMemory::try_allocate(gpu::Stream& stream, std::int64_t bytes,
                                                     std::string_view what,
                                                     std::shared_ptr<gpu::Event>* released_at) {
   STRATA_ASSERT(bytes > 0);
-  const std::int64_t peak_before = peak_;
-  gpu::DeviceBuffer buffer = take(stream, bytes, what, released_at, true);
-  note_taken(buffer.data(), buffer.bytes(), what, peak_ > peak_before);
-  return buffer;
+  return take(stream, bytes, what, released_at, true);
 }
 
 void StreamOrderedMemory::reset_peak() {
@@ -95,6 +89,16 @@ std::vector<StreamOrderedMemory::LiveBuffer> StreamOrderedMemory::peak_set() con
 gpu::DeviceBuffer StreamOrderedMemory::take(gpu::Stream& stream, std::int64_t bytes,
                                             std::string_view what,
                                             std::shared_ptr<gpu::Event>* released_at, bool quiet) {
+  const std::int64_t peak_before = peak_;
+  gpu::DeviceBuffer buffer = find_room(stream, bytes, what, released_at, quiet);
+  note_taken(buffer.data(), buffer.bytes(), what, peak_ > peak_before);
+  return buffer;
+}
+
+gpu::DeviceBuffer StreamOrderedMemory::find_room(gpu::Stream& stream, std::int64_t bytes,
+                                                 std::string_view what,
+                                                 std::shared_ptr<gpu::Event>* released_at,
+                                                 bool quiet) {
   if (released_at != nullptr) released_at->reset();
   if (bytes == 0) return {};  // as Device::allocate: an empty buffer, nothing carved
   bool waited = false;

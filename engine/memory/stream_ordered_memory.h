@@ -138,8 +138,11 @@ class StreamOrderedMemory {
 
   // Which releases a range may still have pending to be taken (smallest_fit).
   enum class Guard { none, own, any };
+  // allocate() and try_allocate() (`quiet`): find_room, and the buffer noted for peak_set().
   gpu::DeviceBuffer take(gpu::Stream& stream, std::int64_t bytes, std::string_view what,
                          std::shared_ptr<gpu::Event>* released_at, bool quiet);
+  gpu::DeviceBuffer find_room(gpu::Stream& stream, std::int64_t bytes, std::string_view what,
+                              std::shared_ptr<gpu::Event>* released_at, bool quiet);
   gpu::DeviceBuffer carve(gpu::Stream& stream, std::int64_t bytes,
                           std::shared_ptr<gpu::Event>* released_at, bool unguarded_first);
   void free_range(std::int64_t offset, std::int64_t bytes, std::vector<Release> releases);

@@ -50,7 +50,7 @@ std::span<const TensorSlot> FlatLayout::tensors(int module) const {
 }
 
 const TensorSlot* FlatLayout::find(std::string_view name) const {
-  const auto found = by_name_.find(std::string(name));
+  const auto found = by_name_.find(name);
   return found == by_name_.end() ? nullptr : &tensors_[found->second];
 }
 

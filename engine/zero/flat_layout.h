@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -77,7 +78,14 @@ class FlatLayout {
   std::vector<TensorSlot> tensors_;
   // Per module its first tensor's index into tensors_, then one past the last tensor's.
   base::ByIndex<std::size_t> first_tensor_;
-  std::unordered_map<std::string, std::size_t> by_name_;  // tensor name -> index into tensors_
+  // Tensor name -> index into tensors_, looked up by string_view (a transparent hash).
+  struct NameHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view name) const noexcept {
+      return std::hash<std::string_view>{}(name);
+    }
+  };
+  std::unordered_map<std::string, std::size_t, NameHash, std::equal_to<>> by_name_;
   std::int64_t partition_numel_ = 0;
   std::int64_t parameter_count_ = 0;
 };

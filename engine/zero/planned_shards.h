@@ -24,9 +24,8 @@ class PlannedShards final : public ShardStore {
 
   void fetch(int /*module*/, gpu::Stream& /*stream*/, void* /*device_target*/,
              const gpu::Event* /*target_free*/) override {}
+  // upload_ahead is ShardStore's: nothing is copied, so there is no event to wait for.
   bool in_cpu(int module) const override { return cpu_offset_[module] >= 0; }
-  std::shared_ptr<gpu::Event> upload_ahead(int module, void* device_target,
-                                           const gpu::Event* target_free) override;
   bool on_nvme(int module) const override { return nvme_extent_[module] >= 0; }
   std::span<std::byte> values(Range range) override;
   std::shared_ptr<gpu::Event> write(Range range, bool expected) override;
