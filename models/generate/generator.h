@@ -2,12 +2,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "models/generate/sampling.h"
 #include "models/generate/stop_conditions.h"
+#include "models/generate/token_text.h"
 
 namespace strata::engine {
 class Engine;
@@ -22,20 +24,32 @@ struct GenerationRequest {
   std::uint64_t seed = 0;
   std::int64_t max_new_tokens = 0;  // > 0
   std::vector<std::int32_t> eos_ids;
-  std::vector<std::string> stop_strings;  // matched against the text `TextSoFar` gives
+  std::vector<std::string> stop_strings;  // matched against the generated text
 };
 
 // A generation's new tokens (the one that stopped it included: an end id is kept, as
-// transformers keeps it) and why it stopped.
+// transformers keeps it), its text as shown (up to a stop string, which is not shown), and why it
+// stopped.
 struct Generation {
   std::vector<std::int32_t> ids;
+  std::string text;
   StopReason reason = StopReason::max_new_tokens;
 };
 
-// Called with each new token: returns all the generated text so far, that token's included
-// (whole characters), which the stop strings are matched against. Without stop strings it may
-// return anything.
-using TextSoFar = std::function<std::string_view(std::int32_t id)>;
+// A batch's generations, in the requests' order, and its time: `prefill_s` until every sequence
+// had its first new token, `decode_s` for the rest.
+struct Generated {
+  std::vector<Generation> sequences;
+  double prefill_s = 0;
+  double decode_s = 0;
+
+  // New tokens after each sequence's first, per second of decode_s (0 when there were none).
+  double decode_tokens_per_s() const;
+};
+
+// Called as text may be shown: sequence `index` of the batch has `text` more to show. The text
+// is whole characters, and never a stop string or an end of the text that may still become one.
+using OnText = std::function<void(std::size_t index, std::string_view text)>;
 
 // The micro-batch `engine` runs: `rows` sequences of `seq_len` tokens.
 struct EngineShape {
@@ -43,13 +57,20 @@ struct EngineShape {
   std::int64_t seq_len = 0;
 };
 
-// Generates from `engine`'s model by one forward over the whole sequence for each new token (no
-// cache): the sequence sits at the start of the micro-batch's first row, the rest of the
-// micro-batch holds token 0, and the next token comes from the logits at the sequence's last
-// position (the model is causal: what follows does not change them). Throws UserError, before
-// any forward, when the prompt is empty or the prompt and max_new_tokens together need more
-// positions than the model runs with, naming both numbers.
-Generation generate_without_cache(engine::Engine& engine, EngineShape shape,
-                                  const GenerationRequest& request, const TextSoFar& text);
+// Throws UserError, naming both numbers and the fix, when a prompt of `prompt_tokens` and
+// `max_new_tokens` new tokens need more than the `positions` the model runs with, or the prompt
+// is empty.
+void check_fits(std::int64_t prompt_tokens, std::int64_t max_new_tokens, std::int64_t positions);
+
+// Generates for each request from `engine`'s model by one forward over the whole sequences for
+// each new token (no cache). Sequence i sits at the start of the micro-batch's row i (so at most
+// shape.rows requests), the rest of the micro-batch holds token 0, and its next token comes from
+// the logits at its last position: the model is causal, so what follows does not change them.
+// Each sequence draws from its own generator seeded with its request's seed, so a prompt gives
+// the same text alone or in a batch. Throws UserError before any forward for a request that does
+// not fit (check_fits), or that has stop strings and no text to match them in.
+Generated generate_without_cache(engine::Engine& engine, EngineShape shape,
+                                 std::span<const GenerationRequest> requests, IdsToText text,
+                                 const OnText& on_text = {});
 
 }  // namespace strata::models::generate

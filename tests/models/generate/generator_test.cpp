@@ -2,6 +2,7 @@
 // from every placement of the weights, the stop conditions, and the context's limit.
 #include "models/generate/generator.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -37,27 +38,23 @@ GenerationRequest request(std::int64_t max_new_tokens) {
   return asked;
 }
 
-// Each token's text is "x": enough for the stop strings.
-struct Xs {
-  std::string text;
-  TextSoFar callback() {
-    return [this](std::int32_t) -> std::string_view { return text += "x"; };
-  }
-};
+// The tiny GPT's ids are below 64: as bytes, ASCII text.
+constexpr IdsToText kBytes{.tokenizer = nullptr, .bytes = true};
 
 Generation generate(const std::string& zero, const GenerationRequest& asked) {
   testing::HostEngine run(tiny_config(zero), 1);
-  Xs text;
-  return generate_without_cache(run.engine, {1, kSeqLen}, asked, text.callback());
+  return generate_without_cache(run.engine, {1, kSeqLen}, std::span(&asked, 1), kBytes)
+      .sequences.at(0);
 }
 
 // Each greedy token is the first largest logit at the sequence's end, and tokens after a
 // position do not change its logits, to the bit.
 TEST(GenerateWithoutCache, GreedyIsTheArgmaxOfAFullForwardAtTheSequencesEnd) {
   testing::HostEngine run(tiny_config(kOnTheDevice), 1);
-  Xs text;
+  const GenerationRequest asked = request(6);
   const Generation greedy =
-      generate_without_cache(run.engine, {1, kSeqLen}, request(6), text.callback());
+      generate_without_cache(run.engine, {1, kSeqLen}, std::span(&asked, 1), kBytes)
+          .sequences.at(0);
   ASSERT_EQ(greedy.ids.size(), 6u);
   EXPECT_EQ(greedy.reason, StopReason::max_new_tokens);
   std::vector<std::int32_t> sequence = request(6).prompt;
@@ -113,20 +110,49 @@ TEST(GenerateWithoutCache, StopsAtAnEndIdAStopStringOrTheBudget) {
   EXPECT_EQ(ended.reason, StopReason::eos);
   const auto first = std::ranges::find(greedy.ids, greedy.ids.back());
   EXPECT_EQ(ended.ids, std::vector<std::int32_t>(greedy.ids.begin(), first + 1));
+  // A stop string made of the third and fourth tokens' bytes ends the generation where it first
+  // appears, and the text shown stops before it.
   asked = request(5);
-  asked.stop_strings = {"xxx"};
+  const std::string text(greedy.ids.begin(), greedy.ids.end());
+  asked.stop_strings = {text.substr(2, 2)};
+  const std::size_t at = text.find(asked.stop_strings[0]);
   const Generation stopped = generate(kOnTheDevice, asked);
   EXPECT_EQ(stopped.reason, StopReason::stop_string);
-  EXPECT_EQ(stopped.ids.size(), 3u);
+  EXPECT_EQ(stopped.ids.size(), at + 2);
+  EXPECT_EQ(stopped.text, text.substr(0, at));
+}
+
+// A batch's sequences are each what they are alone, each its own text shown piece by piece.
+TEST(GenerateWithoutCache, ABatchGivesEachPromptWhatItGivesAlone) {
+  std::vector<GenerationRequest> asked = {request(6), request(4), request(5)};
+  asked[1].prompt = {1, 2, 3, 4, 5, 6, 7};
+  asked[2].sampling = {.sample = true, .temperature = 1.5};
+  asked[2].seed = 9;
+  testing::HostEngine run(tiny_config(kOnTheDevice), 3);
+  std::vector<std::string> shown(asked.size());
+  const Generated batch = generate_without_cache(
+      run.engine, {3, kSeqLen}, asked, kBytes,
+      [&](std::size_t index, std::string_view text) { shown.at(index) += text; });
+  ASSERT_EQ(batch.sequences.size(), 3u);
+  for (std::size_t i = 0; i < asked.size(); ++i) {
+    const Generation alone = generate(kOnTheDevice, asked[i]);
+    EXPECT_EQ(batch.sequences[i].ids, alone.ids) << "prompt " << i;
+    EXPECT_EQ(batch.sequences[i].text, alone.text);
+    EXPECT_EQ(shown[i], alone.text);
+    EXPECT_EQ(std::ssize(alone.ids), asked[i].max_new_tokens);
+  }
+  EXPECT_GT(batch.decode_tokens_per_s(), 0.0);
 }
 
 TEST(GenerateWithoutCache, APromptAndItsNewTokensPastTheContextAreRefusedFirst) {
   testing::HostEngine run(tiny_config(kOnTheDevice), 1);
-  Xs text;
+  std::string shown;
+  const OnText show = [&](std::size_t, std::string_view text) { shown += text; };
   GenerationRequest asked = request(5);
   asked.prompt.assign(14, 3);
   try {
-    static_cast<void>(generate_without_cache(run.engine, {1, kSeqLen}, asked, text.callback()));
+    static_cast<void>(
+        generate_without_cache(run.engine, {1, kSeqLen}, std::span(&asked, 1), kBytes, show));
     FAIL() << "generated past the context";
   } catch (const UserError& error) {
     EXPECT_STREQ(error.what(),
@@ -134,9 +160,24 @@ TEST(GenerateWithoutCache, APromptAndItsNewTokensPastTheContextAreRefusedFirst) 
                  "this model runs with");
     EXPECT_EQ(error.fix(), "shorten the prompt or ask for at most 2 new tokens");
   }
-  EXPECT_TRUE(text.text.empty());  // nothing was generated
+  EXPECT_TRUE(shown.empty());  // nothing was generated
   asked.prompt.clear();
-  EXPECT_THROW(generate_without_cache(run.engine, {1, kSeqLen}, asked, text.callback()), UserError);
+  EXPECT_THROW(generate_without_cache(run.engine, {1, kSeqLen}, std::span(&asked, 1), kBytes),
+               UserError);
+}
+
+TEST(GenerateWithoutCache, StopStringsWithoutTextAreRefused) {
+  testing::HostEngine run(tiny_config(kOnTheDevice), 1);
+  GenerationRequest asked = request(5);
+  asked.stop_strings = {"."};
+  try {
+    static_cast<void>(
+        generate_without_cache(run.engine, {1, kSeqLen}, std::span(&asked, 1), IdsToText{}));
+    FAIL() << "stop strings matched against no text";
+  } catch (const UserError& error) {
+    EXPECT_THAT(error.what(), ::testing::HasSubstr("no tokenizer"));
+    EXPECT_THAT(error.fix(), ::testing::HasSubstr("tokenizer.json"));
+  }
 }
 
 }  // namespace
