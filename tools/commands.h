@@ -21,5 +21,6 @@ void add_bench_command(CLI::App& app, CommandContext& context);
 void add_io_bench_command(CLI::App& app, CommandContext& context);
 void add_io_tune_command(CLI::App& app, CommandContext& context);
 void add_tokenize_command(CLI::App& app, CommandContext& context);
+void add_generate_command(CLI::App& app, CommandContext& context);
 
 }  // namespace strata::tools

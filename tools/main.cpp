@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   tools::add_io_bench_command(app, context);
   tools::add_io_tune_command(app, context);
   tools::add_tokenize_command(app, context);
+  tools::add_generate_command(app, context);
 
   try {
     app.parse(argc, argv);

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "base/error.h"
@@ -14,12 +15,26 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kFix =
-    "correct the value, or remove the key to take transformers' default (the file is the "
-    "folder's generation_config.json)";
-
 [[noreturn]] void refuse(const std::filesystem::path& path, const std::string& what) {
-  throw UserError(fmt::format("{}: {}", path.string(), what), kFix, 2);
+  throw UserError(fmt::format("{}: {}", path.string(), what),
+                  fmt::format("correct the value, or remove the key to take transformers' default "
+                              "(the file is the folder's {})",
+                              path.filename().string()),
+                  2);
+}
+
+// `path` read as a JSON object.
+json read_object(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) refuse(path, "cannot be read");
+  json config;
+  try {
+    config = json::parse(in);
+  } catch (const json::exception& error) {
+    refuse(path, fmt::format("not JSON ({})", error.what()));
+  }
+  if (!config.is_object()) refuse(path, "not a JSON object");
+  return config;
 }
 
 // The number at `key`, or nullptr when absent or null.
@@ -78,23 +93,30 @@ void read_sampling(const json& config, const std::filesystem::path& path, Sampli
   }
 }
 
+std::optional<std::int64_t> max_new_tokens(const json& config, const std::filesystem::path& path) {
+  const json* value = number_at(config, path, "max_new_tokens");
+  if (value == nullptr) return std::nullopt;
+  if (!value->is_number_integer() || value->get<std::int64_t>() < 1)
+    refuse(path, fmt::format("\"max_new_tokens\" is {}, not a count of tokens (1 or more)",
+                             value->dump()));
+  return value->get<std::int64_t>();
+}
+
 }  // namespace
 
 GenerationDefaults read_generation_config(const std::filesystem::path& folder) {
   GenerationDefaults defaults;
   const std::filesystem::path path = folder / "generation_config.json";
-  if (!std::filesystem::exists(path)) return defaults;
-  std::ifstream in(path);
-  if (!in) refuse(path, "cannot be read");
-  json config;
-  try {
-    config = json::parse(in);
-  } catch (const json::exception& error) {
-    refuse(path, fmt::format("not JSON ({})", error.what()));
+  if (!std::filesystem::exists(path)) {
+    // transformers makes the generation config from the model's (from_model_config).
+    const std::filesystem::path model = folder / "config.json";
+    if (std::filesystem::exists(model)) defaults.eos_token_ids = eos_ids(read_object(model), model);
+    return defaults;
   }
-  if (!config.is_object()) refuse(path, "not a JSON object");
+  const json config = read_object(path);
   read_sampling(config, path, defaults.sampling);
   defaults.eos_token_ids = eos_ids(config, path);
+  defaults.max_new_tokens = max_new_tokens(config, path);
   return defaults;
 }
 

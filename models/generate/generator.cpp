@@ -27,7 +27,7 @@ void check_request(const GenerationRequest& request, std::int64_t positions, Ids
     throw UserError(
         "stop strings are matched against the generated text, and this model has no tokenizer "
         "to make text (no tokenizer.json beside its config.json)",
-        "drop the stop strings, or put the model's tokenizer.json in its folder");
+        "drop the stop strings, or put the model's tokenizer.json in its folder", 2);
   }
 }
 
@@ -82,7 +82,7 @@ double Generated::decode_tokens_per_s() const {
 
 void check_fits(std::int64_t prompt_tokens, std::int64_t max_new_tokens, std::int64_t positions) {
   if (prompt_tokens == 0) {
-    throw UserError("the prompt has no tokens", "give a prompt of at least one token");
+    throw UserError("the prompt has no tokens", "give a prompt of at least one token", 2);
   }
   if (prompt_tokens + max_new_tokens > positions) {
     throw UserError(
@@ -90,7 +90,8 @@ void check_fits(std::int64_t prompt_tokens, std::int64_t max_new_tokens, std::in
                     "{} this model runs with",
                     prompt_tokens, max_new_tokens, prompt_tokens + max_new_tokens, positions),
         fmt::format("shorten the prompt or ask for at most {} new tokens",
-                    std::max<std::int64_t>(0, positions - prompt_tokens)));
+                    std::max<std::int64_t>(0, positions - prompt_tokens)),
+        2);
   }
 }
 

@@ -47,6 +47,16 @@ TEST(GenerationConfig, WithoutTheFileGenerationIsGreedy) {
   EXPECT_FALSE(defaults.sampling.sample);
   EXPECT_EQ(defaults.sampling.top_k, 50);  // transformers' default, once sampling is asked for
   EXPECT_TRUE(defaults.eos_token_ids.empty());
+  EXPECT_FALSE(defaults.max_new_tokens);
+}
+
+// Without generation_config.json, the end token is config.json's, as from_model_config takes it.
+TEST(GenerationConfig, WithoutTheFileTheEndTokensAreTheModelConfigs) {
+  const Folder folder("");
+  std::ofstream(folder.path() / "config.json") << R"({"model_type": "llama", "eos_token_id": 2})";
+  const GenerationDefaults defaults = read_generation_config(folder.path());
+  EXPECT_FALSE(defaults.sampling.sample);
+  EXPECT_EQ(defaults.eos_token_ids, (std::vector<std::int32_t>{2}));
 }
 
 // As Llama 3.1 Instruct ships it: sampling, two end tokens.
@@ -70,6 +80,8 @@ TEST(GenerationConfig, ReadsOneEndToken) {
       Folder(R"({"bos_token_id": 50256, "eos_token_id": 50256, "min_p": null})").path());
   EXPECT_FALSE(defaults.sampling.sample);
   EXPECT_EQ(defaults.eos_token_ids, (std::vector<std::int32_t>{50256}));
+  EXPECT_FALSE(defaults.max_new_tokens);
+  EXPECT_EQ(read_generation_config(Folder(R"({"max_new_tokens": 40})").path()).max_new_tokens, 40);
 }
 
 TEST(GenerationConfig, RefusesWhatTransformersWouldRefuse) {
@@ -82,6 +94,7 @@ TEST(GenerationConfig, RefusesWhatTransformersWouldRefuse) {
   EXPECT_NE(refusal(R"({"eos_token_id": "</s>"})").find("\"eos_token_id\" holds \"</s>\""),
             std::string::npos);
   EXPECT_NE(refusal(R"({"do_sample": "yes"})").find("\"do_sample\" is \"yes\""), std::string::npos);
+  EXPECT_NE(refusal(R"({"max_new_tokens": 0})").find("\"max_new_tokens\" is 0"), std::string::npos);
   EXPECT_NE(refusal("{not json").find("not JSON"), std::string::npos);
 }
 
