@@ -9,5 +9,6 @@ cmake --build --preset release --target strata
 
 # The built-in demo (configs/demo.json): a GPT under ZeRO-3 with its parameters and optimizer
 # states swapped to NVMe under ./strata-demo/ (removed at exit), on the bundled corpus. Extra
-# arguments go to `strata train` (e.g. --steps 100 --metrics m.jsonl).
-./build/release/tools/strata train --out strata-out "$@"
+# arguments go to `strata train` (e.g. --steps 100 --metrics m.jsonl). A greedy sample from the
+# model is printed every 100 steps and at the end.
+./build/release/tools/strata train --out strata-out --sample-every 100 "$@"

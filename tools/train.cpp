@@ -27,6 +27,7 @@
 #include "tools/train_batches.h"
 #include "tools/train_checkpoints.h"
 #include "tools/train_output.h"
+#include "tools/train_sample.h"
 #include "tools/train_setup.h"
 #include "tools/train_stop.h"
 
@@ -50,6 +51,7 @@ struct TrainOptions {
   // --timeline F.png: the spans of step `timeline_step` (rank 0's).
   std::string timeline_path;
   std::int64_t timeline_step = 2;
+  SampleOptions sample;
 };
 
 // What to run, every check `strata config check` makes done (tools/run_setup.h): the config with
@@ -126,6 +128,7 @@ struct Run {
   gpu::Device& device;
   StepBatches& batches;
   const RunSaves& saves;
+  const TrainSamples& samples;
   const StopSignals& signals;
   std::int64_t first_step;
   std::int64_t last_step;
@@ -168,7 +171,8 @@ engine::StepStats timed_step(Run& run, std::int64_t step, RunOutcome& outcome) {
   return stats;
 }
 
-// The steps, as llm.c's loop reads: the batch, the step, the validation, the line, the save.
+// The steps, as llm.c's loop reads: the batch, the step, the validation, the sample, the line,
+// the save.
 RunOutcome train_steps(Run& run, RunOutcome outcome, TrainProgress& progress,
                        MetricsWriter& metrics) {
   outcome.stopped_by = run.signals.requested(run.comm, run.device);
@@ -183,11 +187,14 @@ RunOutcome train_steps(Run& run, RunOutcome outcome, TrainProgress& progress,
       validation = run.engine.evaluate(run.batches.inputs(), run.batches.targets());
       outcome.last_validation = validation;
     }
+    std::optional<TrainSample> sample;
+    if (run.samples.due(step, run.last_step)) sample = run.samples.take(run.engine);
     const double tokens_per_s = static_cast<double>(stats.tokens) / std::max(stats.seconds, 1e-9);
     outcome.step_seconds += stats.seconds;
     outcome.tokens_trained += stats.tokens;
     progress.update(stats, tokens_per_s, validation);
-    metrics.write(stats, tokens_per_s, validation);
+    if (sample) progress.show(fmt::format("sample at step {}: {}", step, sample->line()));
+    metrics.write(stats, tokens_per_s, validation, sample);
     outcome.curve.push_back({step, stats.loss, validation});
     outcome.stopped_by = run.signals.requested(run.comm, run.device);
     if (run.saves.due(step) || (run.saves.enabled() && outcome.stopped_by != 0))
@@ -276,6 +283,7 @@ int train_on(gpu::World& world, const TrainOptions& options) {
   const std::int64_t last_step = config.strata.train_steps;
   if (leader) print_config_messages(setup.loaded, !options.config_path.empty(), options.verbose);
   if (leader) make_timeline_folder(options.timeline_path);
+  const TrainSamples samples(options.sample, config, plan, data);
   if (resume_point &&
       !check_resume(*resume_point, *models::build_model(plan), last_step, options, leader))
     return 0;
@@ -317,8 +325,8 @@ int train_on(gpu::World& world, const TrainOptions& options) {
                       config.strata.data.order == engine::DataOrder::sequential,
                       config.strata.seed);
   const RunSaves saves(config.checkpoint, last_step, leader);
-  Run run{options, engine,  *comm,           *device,   batches,
-          saves,   signals, done_before + 1, last_step, leader};
+  Run run{options, engine,  *comm,           *device,   batches, saves,
+          samples, signals, done_before + 1, last_step, leader};
   MetricsWriter metrics(leader ? options.metrics_path : "", /*append=*/done_before > 0);
   TrainProgress progress(run.first_step, last_step, config.steps_per_print, leader);
   RunOutcome outcome;
@@ -386,6 +394,18 @@ void add_train_command(CLI::App& app, CommandContext& context) {
   command
       ->add_option("--timeline-step", options->timeline_step,
                    "The step --timeline draws (the first ones also record the module order)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  command
+      ->add_option("--sample-every", options->sample.every,
+                   "Print a greedy sample from the model every N steps and at the last (also in "
+                   "--metrics)")
+      ->check(CLI::PositiveNumber);
+  command->add_option("--sample-prompt", options->sample.prompt,
+                      "The sample's prompt (default: the validation split's first tokens)");
+  command
+      ->add_option("--sample-tokens", options->sample.tokens,
+                   "New tokens per sample, as far as the sequence allows")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   command->callback([options, &context] { context.exit_status = run_training(*options); });

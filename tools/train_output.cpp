@@ -88,6 +88,13 @@ void TrainProgress::update(const engine::StepStats& stats, double tokens_per_s,
   }
 }
 
+void TrainProgress::show(std::string_view text) {
+  if (!enabled_) return;
+  if (terminal_) fmt::print("\r\033[K");
+  fmt::print("{}\n", text);
+  std::fflush(stdout);
+}
+
 void TrainProgress::finish() {
   if (enabled_ && terminal_) fmt::print("\n");
 }
@@ -108,7 +115,7 @@ MetricsWriter::MetricsWriter(const std::filesystem::path& path, bool append) {
 }
 
 void MetricsWriter::write(const engine::StepStats& stats, double tokens_per_s,
-                          double validation_loss) {
+                          double validation_loss, const std::optional<TrainSample>& sample) {
   if (!out_.is_open()) return;
   nlohmann::json line = {
       {"step", stats.step},
@@ -135,6 +142,7 @@ void MetricsWriter::write(const engine::StepStats& stats, double tokens_per_s,
       {"device_allocations", stats.device_allocations},
   };
   if (validation_loss >= 0) line["val_loss"] = validation_loss;
+  if (sample) line["sample"] = {{"prompt", sample->prompt}, {"text", sample->continuation}};
   out_ << line.dump() << '\n';
   out_.flush();
 }

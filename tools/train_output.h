@@ -4,11 +4,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "engine/engine.h"
+#include "tools/train_sample.h"
 
 namespace strata::tools {
 
@@ -31,6 +33,9 @@ class TrainProgress {
   TrainProgress(std::int64_t first_step, std::int64_t last_step, std::int64_t print_every,
                 bool enabled);
   void update(const engine::StepStats& stats, double tokens_per_s, double validation_loss);
+  // `text` on lines of its own below the kept lines (a live line it replaces is drawn again at
+  // the next step).
+  void show(std::string_view text);
   void finish();
 
   // The steps between kept lines: steps_per_print, or 5% of the run when that is fewer.
@@ -56,7 +61,9 @@ class MetricsWriter {
  public:
   // "" writes nothing.
   explicit MetricsWriter(const std::filesystem::path& path, bool append = false);
-  void write(const engine::StepStats& stats, double tokens_per_s, double validation_loss);
+  // `sample`: the step's --sample-every sample, if it made one ({"prompt", "text"}).
+  void write(const engine::StepStats& stats, double tokens_per_s, double validation_loss,
+             const std::optional<TrainSample>& sample = std::nullopt);
 
  private:
   std::ofstream out_;

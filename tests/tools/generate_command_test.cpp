@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -207,6 +208,41 @@ TEST(GenerateCommand, TextStreamsThroughTheTokenizerAndChatRendersTheTemplate) {
   EXPECT_EQ(
       answer["prompt_tokens"],
       tokenizer.encode("<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n", false).size());
+}
+
+// --sample-every: a sample at every Nth step and at the last, in the output and the metrics,
+// the same text strata generate makes from the checkpoint of that step.
+TEST(GenerateCommand, TrainingSamplesAreWhatGenerateMakesFromThatStep) {
+  const TempDir dir;
+  const std::filesystem::path config = dir.write("train.json", tiny_config(R"({"stage": 0})"));
+  const std::filesystem::path metrics = dir.path() / "metrics.jsonl";
+  const RunResult trained = run_strata(
+      {"train", "--config", config.string(), "--steps", "5", "--sample-every", "2",
+       "--sample-prompt", "ab", "--sample-tokens", "6", "--metrics", metrics.string(), "--save-dir",
+       (dir.path() / "ckpt").string(), "--out", (dir.path() / "out").string()});
+  ASSERT_EQ(trained.exit_status, 0) << trained.err;
+  std::vector<std::int64_t> sampled_steps;
+  json last;
+  std::ifstream lines(metrics);
+  for (std::string line; std::getline(lines, line);) {
+    const json step = json::parse(line);
+    if (!step.contains("sample")) continue;
+    sampled_steps.push_back(step["step"].get<std::int64_t>());
+    last = step["sample"];
+  }
+  EXPECT_EQ(sampled_steps, (std::vector<std::int64_t>{2, 4, 5}));
+  const json made = generated(
+      {"--checkpoint", (dir.path() / "ckpt").string(), "--prompt", "ab", "--max-new-tokens", "6"});
+  EXPECT_EQ(last["prompt"], "ab");
+  EXPECT_EQ(last["text"], made["text"]);
+  EXPECT_THAT(trained.out, HasSubstr("sample at step 5: \"ab\" -> " + made["text"].dump()));
+
+  const RunResult too_long =
+      run_strata({"train", "--config", config.string(), "--sample-every", "1", "--sample-prompt",
+                  std::string(16, 'a'), "--out", (dir.path() / "out").string()});
+  EXPECT_EQ(too_long.exit_status, 2);
+  EXPECT_THAT(too_long.err, HasSubstr("leave no room for a new token"));
+  EXPECT_THAT(too_long.err, HasSubstr("fix: give a prompt of fewer than 16 tokens"));
 }
 
 struct Refusal {
