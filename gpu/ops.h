@@ -56,15 +56,26 @@ struct OpsPathCounts {
   std::int64_t matmul_unfused = 0;   // bias or GELU wanted, added by a kernel after the product
 };
 
+// The positions of one block of decode_attention's split on CUDA, and the scratch its partial sums
+// take: for each sequence, query head and block, a maximum, a sum and head_dim accumulated values.
+inline constexpr std::int64_t kDecodeSplit = 256;
+inline std::int64_t decode_attention_scratch(std::int64_t batch, std::int64_t heads,
+                                             std::int64_t head_dim, std::int64_t max_seq) {
+  return batch * heads * ((max_seq + kDecodeSplit - 1) / kDecodeSplit) * (head_dim + 2);
+}
+
 class Ops {
  public:
   virtual ~Ops() = default;
   Ops(const Ops&) = delete;
   Ops& operator=(const Ops&) = delete;
 
+  // Token t of sequence b is at position start[b] + t (`start`: `batch` int32 of device memory,
+  // where a decode step's sequences stand; nullptr: every sequence starts at 0, as in training);
+  // wpe, when not null, holds every position's row.
   virtual void embedding_forward(Stream& stream, Tensor out, const std::int32_t* tokens,
-                                 ConstTensor wte, ConstTensor wpe, std::int64_t batch,
-                                 std::int64_t seq_len, std::int64_t channels,
+                                 ConstTensor wte, ConstTensor wpe, const std::int32_t* start,
+                                 std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
                                  std::int64_t vocab) = 0;
   virtual void embedding_backward(Stream& stream, float* dwte, float* dwpe, ConstTensor dout,
                                   const std::int32_t* tokens, std::int64_t batch,
@@ -119,6 +130,31 @@ class Ops {
                                   std::int64_t seq_len, std::int64_t heads, std::int64_t kv_heads,
                                   std::int64_t head_dim) = 0;
 
+  // Decoding with a KV cache. A layer's cache holds the keys and the values of `batch` sequences,
+  // k_cache and v_cache each [batch, kv_heads, max_seq, head_dim] in the compute type: a kv head's
+  // positions lie back to back, and the query heads that share it read it in place (k and v are
+  // never repeated per query head).
+  //
+  // kv_cache_write: the k and v of `tokens` positions per sequence, read from qkv's rows
+  // (batch x tokens rows in attention_forward's layout), go to positions [start[b], start[b] +
+  // tokens) of sequence b (`start`: `batch` int32 of device memory).
+  virtual void kv_cache_write(Stream& stream, Tensor k_cache, Tensor v_cache, ConstTensor qkv,
+                              const std::int32_t* start, std::int64_t batch, std::int64_t tokens,
+                              std::int64_t heads, std::int64_t kv_heads, std::int64_t head_dim,
+                              std::int64_t max_seq) = 0;
+  // decode_attention: each sequence's one new query (row b of qkv, attention_forward's layout)
+  // attends over positions [0, length[b]) of its cache, its own k and v written there first.
+  // out is (batch, heads x head_dim), attention_forward's row for that position up to rounding:
+  // the keys in its blocks of 64 under the same online softmax on the host; on CUDA split along
+  // the cache into
+  // blocks of kDecodeSplit positions (flash-decoding: a batch of one still fills the GPU) whose
+  // partial sums a second pass combines in `scratch`, decode_attention_scratch floats of device
+  // memory.
+  virtual void decode_attention(Stream& stream, Tensor out, ConstTensor qkv, ConstTensor k_cache,
+                                ConstTensor v_cache, const std::int32_t* length, float* scratch,
+                                std::int64_t batch, std::int64_t heads, std::int64_t kv_heads,
+                                std::int64_t head_dim, std::int64_t max_seq) = 0;
+
   virtual void gelu_forward(Stream& stream, Tensor out, ConstTensor inp, std::int64_t n) = 0;
   virtual void gelu_backward(Stream& stream, Tensor dinp, ConstTensor inp, ConstTensor dout,
                              std::int64_t n) = 0;
@@ -164,9 +200,10 @@ class Ops {
   virtual void rms_norm_backward(Stream& stream, Tensor dinp, float* dweight, ConstTensor dout,
                                  ConstTensor inp, ConstTensor weight, const float* rstd,
                                  std::int64_t rows, std::int64_t channels) = 0;
-  virtual void rope_forward(Stream& stream, Tensor x, const float* inv_freq, std::int64_t batch,
-                            std::int64_t seq_len, std::int64_t heads, std::int64_t head_dim,
-                            std::int64_t row_stride) = 0;
+  // rope_forward's `start` places each sequence's tokens as embedding_forward's does.
+  virtual void rope_forward(Stream& stream, Tensor x, const float* inv_freq,
+                            const std::int32_t* start, std::int64_t batch, std::int64_t seq_len,
+                            std::int64_t heads, std::int64_t head_dim, std::int64_t row_stride) = 0;
   virtual void rope_backward(Stream& stream, Tensor dx, const float* inv_freq, std::int64_t batch,
                              std::int64_t seq_len, std::int64_t heads, std::int64_t head_dim,
                              std::int64_t row_stride) = 0;

@@ -20,6 +20,7 @@
 #include "gpu/cuda/kernels/attention.h"
 #include "gpu/cuda/kernels/cast.h"
 #include "gpu/cuda/kernels/cross_entropy.h"
+#include "gpu/cuda/kernels/decode.h"
 #include "gpu/cuda/kernels/elementwise.h"
 #include "gpu/cuda/kernels/embedding.h"
 #include "gpu/cuda/kernels/gelu.h"
@@ -70,10 +71,11 @@ class CudaOps final : public Ops {
   }
 
   void embedding_forward(Stream& s, Tensor out, const std::int32_t* tokens, ConstTensor wte,
-                         ConstTensor wpe, i64 b, i64 t, i64 c, i64 v) override {
+                         ConstTensor wpe, const std::int32_t* start, i64 b, i64 t, i64 c,
+                         i64 v) override {
     run(common_type({out, wte, wpe}), "embedding_forward", [&](auto e) {
-      return kernels::embedding_forward(on(s), as(e, out), tokens, as(e, wte), as(e, wpe), b, t, c,
-                                        v);
+      return kernels::embedding_forward(on(s), as(e, out), tokens, as(e, wte), as(e, wpe), start, b,
+                                        t, c, v);
     });
   }
   void embedding_backward(Stream& s, float* dwte, float* dwpe, ConstTensor dout,
@@ -233,11 +235,30 @@ class CudaOps final : public Ops {
                                         as(e, weight), rstd, rows, c);
     });
   }
-  void rope_forward(Stream& s, Tensor x, const float* inv_freq, i64 b, i64 t, i64 heads,
-                    i64 head_dim, i64 row_stride) override {
+  void rope_forward(Stream& s, Tensor x, const float* inv_freq, const std::int32_t* start, i64 b,
+                    i64 t, i64 heads, i64 head_dim, i64 row_stride) override {
     STRATA_ASSERT(head_dim % 2 == 0 && row_stride >= heads * head_dim);
     run(x.type, "rope_forward", [&](auto e) {
-      return kernels::rope_forward(on(s), as(e, x), inv_freq, b, t, heads, head_dim, row_stride);
+      return kernels::rope_forward(on(s), as(e, x), inv_freq, start, b, t, heads, head_dim,
+                                   row_stride);
+    });
+  }
+  void kv_cache_write(Stream& s, Tensor k_cache, Tensor v_cache, ConstTensor qkv,
+                      const std::int32_t* start, i64 b, i64 tokens, i64 heads, i64 kv_heads,
+                      i64 head_dim, i64 max_seq) override {
+    run(common_type({k_cache, v_cache, qkv}), "kv_cache_write", [&](auto e) {
+      return kernels::kv_cache_write(on(s), as(e, k_cache), as(e, v_cache), as(e, qkv), start, b,
+                                     tokens, heads, kv_heads, head_dim, max_seq);
+    });
+  }
+  void decode_attention(Stream& s, Tensor out, ConstTensor qkv, ConstTensor k_cache,
+                        ConstTensor v_cache, const std::int32_t* length, float* scratch, i64 b,
+                        i64 heads, i64 kv_heads, i64 head_dim, i64 max_seq) override {
+    STRATA_ASSERT(heads % kv_heads == 0 && head_dim <= 256 && scratch != nullptr);
+    run(common_type({out, qkv, k_cache, v_cache}), "decode_attention", [&](auto e) {
+      return kernels::decode_attention(on(s), as(e, out), as(e, qkv), as(e, k_cache),
+                                       as(e, v_cache), length, scratch, b, heads, kv_heads,
+                                       head_dim, max_seq, kDecodeSplit);
     });
   }
   void rope_backward(Stream& s, Tensor dx, const float* inv_freq, i64 b, i64 t, i64 heads,

@@ -1,5 +1,7 @@
 // The host backend's ops: each one enqueues the matching gpu/host/kernels function on the
 // stream, so it runs on the stream's worker thread in stream order, as a kernel would on a GPU.
+#include <algorithm>
+#include <cstddef>
 #include <memory>
 #include <span>
 
@@ -14,6 +16,7 @@
 #include "gpu/host/kernels/embedding.h"
 #include "gpu/host/kernels/flash_attention.h"
 #include "gpu/host/kernels/gelu.h"
+#include "gpu/host/kernels/kv_cache.h"
 #include "gpu/host/kernels/layer_norm.h"
 #include "gpu/host/kernels/matmul.h"
 #include "gpu/host/kernels/qkv_pack.h"
@@ -91,6 +94,14 @@ i64 rope_extent(i64 rows, i64 heads, i64 head_dim, i64 row_stride) {
   return rows == 0 ? 0 : (rows - 1) * row_stride + heads * head_dim;
 }
 
+// The rows of a position table the embedding reads: seq_len, or past the furthest start.
+i64 positions_read(const std::int32_t* start, i64 batch, i64 seq_len) {
+  i64 rows = seq_len;
+  for (i64 b = 0; start != nullptr && b < batch; ++b)
+    rows = std::max<i64>(rows, start[b] + seq_len);
+  return rows;
+}
+
 using In = host::Fp32Input;
 using Out = host::Fp32Output;
 constexpr Out::Start fresh = Out::Start::uninitialized;
@@ -101,12 +112,13 @@ constexpr Out::Start current = Out::Start::current_values;
 class HostOps final : public Ops {
  public:
   void embedding_forward(Stream& s, Tensor out, const std::int32_t* tokens, ConstTensor wte,
-                         ConstTensor wpe, i64 b, i64 t, i64 c, i64 v) override {
+                         ConstTensor wpe, const std::int32_t* start, i64 b, i64 t, i64 c,
+                         i64 v) override {
     host::common_type({out, wte, wpe});
     kernel(s, [=] {
-      In table(wte, v * c), positions(wpe, t * c);
+      In table(wte, v * c), positions(wpe, positions_read(start, b, t) * c);
       Out y(out, b * t * c, fresh);
-      k::embedding_forward<float>(y.get(), tokens, table.get(), positions.get(), b, t, c, v);
+      k::embedding_forward<float>(y.get(), tokens, table.get(), positions.get(), b, t, c, v, start);
       y.store();
     });
   }
@@ -217,6 +229,31 @@ class HostOps final : public Ops {
       dx.store();
     });
   }
+  void kv_cache_write(Stream& s, Tensor k_cache, Tensor v_cache, ConstTensor qkv,
+                      const std::int32_t* start, i64 b, i64 tokens, i64 heads, i64 kv_heads,
+                      i64 head_dim, i64 max_seq) override {
+    host::common_type({k_cache, v_cache, qkv});
+    kernel(s, [=] {
+      k::kv_cache_write(static_cast<std::byte*>(k_cache.data),
+                        static_cast<std::byte*>(v_cache.data),
+                        static_cast<const std::byte*>(qkv.data), start, b, tokens, heads, kv_heads,
+                        head_dim, max_seq, size_bytes(qkv.type));
+    });
+  }
+  // The scratch is CUDA's: the host folds each head's keys in one task.
+  void decode_attention(Stream& s, Tensor out, ConstTensor qkv, ConstTensor k_cache,
+                        ConstTensor v_cache, const std::int32_t* length, float* /*scratch*/, i64 b,
+                        i64 heads, i64 kv_heads, i64 head_dim, i64 max_seq) override {
+    host::common_type({out, qkv, k_cache, v_cache});
+    kernel(s, [=] {
+      const i64 cache = b * kv_heads * max_seq * head_dim;
+      In x(qkv, b * (heads + 2 * kv_heads) * head_dim), kc(k_cache, cache), vc(v_cache, cache);
+      Out y(out, b * heads * head_dim, fresh);
+      k::decode_attention<float>(y.get(), x.get(), kc.get(), vc.get(), length, b, heads, kv_heads,
+                                 head_dim, max_seq);
+      y.store();
+    });
+  }
   void gelu_forward(Stream& s, Tensor out, ConstTensor inp, i64 n) override {
     host::common_type({out, inp});
     kernel(s, [=] {
@@ -322,11 +359,11 @@ class HostOps final : public Ops {
   }
   // RoPE rotates in place: the whole strided buffer is widened, rotated and rounded back, which
   // leaves the elements it does not rotate as they were (a 16-bit value survives the round trip).
-  void rope_forward(Stream& s, Tensor x, const float* inv_freq, i64 b, i64 t, i64 heads,
-                    i64 head_dim, i64 row_stride) override {
+  void rope_forward(Stream& s, Tensor x, const float* inv_freq, const std::int32_t* start, i64 b,
+                    i64 t, i64 heads, i64 head_dim, i64 row_stride) override {
     kernel(s, [=] {
       Out y(x, rope_extent(b * t, heads, head_dim, row_stride), current);
-      k::rope_forward<float>(y.get(), inv_freq, b, t, heads, head_dim, row_stride);
+      k::rope_forward<float>(y.get(), inv_freq, b, t, heads, head_dim, row_stride, start);
       y.store();
     });
   }

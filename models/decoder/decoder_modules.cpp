@@ -54,7 +54,7 @@ void DecoderEmbedding::forward(StepContext& context, const TensorViews& params,
   gpu::Tensor positions;
   if (s.position_rows > 0) positions = params[1];
   context.ops.embedding_forward(context.stream, acts.residual[0], acts.tokens, params[0], positions,
-                                s.batch, s.seq_len, s.d_model, s.vocab);
+                                nullptr, s.batch, s.seq_len, s.d_model, s.vocab);
 }
 
 void DecoderEmbedding::backward(StepContext& context, const TensorViews& /*params*/,

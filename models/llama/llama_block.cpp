@@ -172,8 +172,8 @@ void LlamaBlock::run_forward(StepContext& context, const TensorViews& w, const B
   ops.qkv_pack_forward(stream, a[qkv], a[q], a[k], a[v], rows, s.n_head, s.n_kv_head, n.d);
   // The n_head q heads and n_kv_head k heads lie side by side at the start of each packed row
   // [q | k | v]: one rotation covers both.
-  ops.rope_forward(stream, a[qkv], io.constants, s.batch, s.seq_len, s.n_head + s.n_kv_head, n.d,
-                   n.q + 2 * n.kv);
+  ops.rope_forward(stream, a[qkv], io.constants, nullptr, s.batch, s.seq_len,
+                   s.n_head + s.n_kv_head, n.d, n.q + 2 * n.kv);
   ops.attention_forward(stream, a[atty], a[lse].f32(), a[qkv], s.batch, s.seq_len, s.n_head,
                         s.n_kv_head, n.d);
   ops.matmul_forward(stream, a[attproj], a[atty], w[at.o], nullptr, rows, n.q, n.c);

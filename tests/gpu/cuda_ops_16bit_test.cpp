@@ -54,10 +54,11 @@ TEST_P(Cuda16BitOpsTest, AddsAndCopiesGiveTheHostsBits) {
     ops.residual_forward(s, sum.tensor(side), a.tensor(side), b.tensor(side), n);
     ops.residual_backward(s, da.tensor(side), db.tensor(side), dout.tensor(side), n);
     ops.embedding_forward(s, embedded.tensor(side), tokens.on<const std::int32_t>(side),
-                          wte.tensor(side), wpe.tensor(side), batch, seq_len, channels,
+                          wte.tensor(side), wpe.tensor(side), nullptr, batch, seq_len, channels,
                           vocab_padded);
     ops.embedding_forward(s, token_only.tensor(side), tokens.on<const std::int32_t>(side),
-                          wte.tensor(side), ConstTensor(), batch, seq_len, channels, vocab_padded);
+                          wte.tensor(side), ConstTensor(), nullptr, batch, seq_len, channels,
+                          vocab_padded);
   });
   expect_equal_bits_written(sum, "residual_forward");
   expect_equal_bits_written(da, "residual_backward da");
@@ -202,7 +203,7 @@ TEST_P(Cuda16BitOpsTest, LlamaOpsMatchTheHost) {
                          weight.tensor(side), 1e-6, rows, channels);
     ops.qkv_pack_forward(s, qkv.tensor(side), q.tensor(side), k.tensor(side), v.tensor(side), rows,
                          q_heads, kv_heads, head_dim);
-    ops.rope_forward(s, rotated.tensor(side), frequencies.on(side), batch, seq_len,
+    ops.rope_forward(s, rotated.tensor(side), frequencies.on(side), nullptr, batch, seq_len,
                      q_heads + kv_heads, head_dim, qkv_width);
   });
   expect_close(normed, "rms_norm_forward", tolerance_for(type(), channels));

@@ -160,8 +160,8 @@ TEST_F(CudaOpsTest, LlamaOpsMatchTheHost) {
                           weight.on(side), rstd.on(side), rows, channels);
     ops.qkv_pack_forward(s, qkv.on(side), q.on(side), k.on(side), v.on(side), rows, q_heads,
                          kv_heads, head_dim);
-    ops.rope_forward(s, qkv.on(side), frequencies.on(side), batch, seq_len, q_heads + kv_heads,
-                     head_dim, qkv_width);
+    ops.rope_forward(s, qkv.on(side), frequencies.on(side), nullptr, batch, seq_len,
+                     q_heads + kv_heads, head_dim, qkv_width);
     ops.rope_backward(s, dqkv.on(side), frequencies.on(side), batch, seq_len, q_heads + kv_heads,
                       head_dim, qkv_width);
     ops.qkv_pack_backward(s, dq.on(side), dk.on(side), dv.on(side), dqkv.on(side), rows, q_heads,
@@ -219,7 +219,7 @@ TEST_F(CudaOpsTest, EmbeddingForwardAndBackwardMatch) {
   Pair& dwpe = upload(random_floats((seq_len + 3) * channels, 20));
   both([&](Ops& ops, Stream& s, Side side) {
     ops.embedding_forward(s, out.on(side), tokens.on<const std::int32_t>(side), wte.on(side),
-                          wpe.on(side), batch, seq_len, channels, vocab_padded);
+                          wpe.on(side), nullptr, batch, seq_len, channels, vocab_padded);
     ops.embedding_backward(s, dwte.on(side), dwpe.on(side), dout.on(side),
                            tokens.on<const std::int32_t>(side), batch, seq_len, channels,
                            vocab_padded);
@@ -463,6 +463,51 @@ TEST(CudaBackendErrors, TheSkipReasonIsEmptyOnlyWithAUsableGpu) {
   const std::string& reason = testing::cuda_unavailable_reason();
   EXPECT_EQ(reason.empty(), !inventory.gpus.empty() && inventory.probe_kernel_ran) << reason;
   if (!reason.empty()) std::printf("[ skip reason ] %s\n", reason.c_str());
+}
+
+// A decode step on both devices: the cache writes move the same bits, and the flash-decoding
+// attention (three splits of a 600-position cache, sequences at 1, 300 and 600 positions, 4 query
+// heads over 2 kv heads) gives the host's fused rows within fp32 rounding; the rotary and learned
+// embeddings of tokens at their start positions as well.
+TEST_F(CudaOpsTest, DecodeStepsMatchTheHost) {
+  constexpr i64 decode_batch = 3, max_seq = 600, q_heads = 4, kv_heads = 2, head_dim = 32;
+  constexpr i64 width = (q_heads + 2 * kv_heads) * head_dim;
+  constexpr i64 cache = decode_batch * kv_heads * max_seq * head_dim;
+  Pair& prompt = upload(random_floats(decode_batch * max_seq * width, 61));
+  Pair& k_cache = zeros(cache);
+  Pair& v_cache = zeros(cache);
+  Pair& starts = upload(std::vector<std::int32_t>(decode_batch, 0));
+  Pair& step = upload(random_floats(decode_batch * width, 62));
+  Pair& lengths = upload(std::vector<std::int32_t>{1, 300, 600});
+  Pair& ends = upload(std::vector<std::int32_t>{0, 299, 599});
+  Pair& out = zeros(decode_batch * q_heads * head_dim);
+  Pair& scratch = zeros(decode_attention_scratch(decode_batch, q_heads, head_dim, max_seq));
+  Pair& frequencies = upload(random_floats(head_dim / 2, 63, 0.0f, 1.0f));
+  Pair& wte = upload(random_floats(vocab * channels, 64));
+  Pair& wpe = upload(random_floats(max_seq * channels, 65));
+  Pair& tokens = upload(std::vector<std::int32_t>{3, 7, 10});
+  Pair& embedded = zeros(decode_batch * channels);
+  both([&](Ops& ops, Stream& s, Side side) {
+    ops.kv_cache_write(s, k_cache.on(side), v_cache.on(side), prompt.on(side),
+                       starts.on<const std::int32_t>(side), decode_batch, max_seq, q_heads,
+                       kv_heads, head_dim, max_seq);
+    ops.rope_forward(s, step.on(side), frequencies.on(side), ends.on<const std::int32_t>(side),
+                     decode_batch, 1, q_heads + kv_heads, head_dim, width);
+    ops.kv_cache_write(s, k_cache.on(side), v_cache.on(side), step.on(side),
+                       ends.on<const std::int32_t>(side), decode_batch, 1, q_heads, kv_heads,
+                       head_dim, max_seq);
+    ops.decode_attention(s, out.on(side), step.on(side), k_cache.on(side), v_cache.on(side),
+                         lengths.on<const std::int32_t>(side), scratch.on(side), decode_batch,
+                         q_heads, kv_heads, head_dim, max_seq);
+    ops.embedding_forward(s, embedded.on(side), tokens.on<const std::int32_t>(side), wte.on(side),
+                          wpe.on(side), ends.on<const std::int32_t>(side), decode_batch, 1,
+                          channels, vocab);
+  });
+  expect_close(step, "rope_forward at start positions", fp32_tolerance);
+  expect_close(k_cache, "kv_cache_write k (after the rotated step)", fp32_tolerance);
+  expect_equal_bits(v_cache, "kv_cache_write v");
+  expect_close(out, "decode_attention", fp32_tolerance);
+  expect_equal_bits(embedded, "embedding_forward at start positions");
 }
 
 }  // namespace

@@ -307,7 +307,7 @@ TEST_P(CudaRealShapesTest, LlamaOpsWithGroupedQueryAttention) {
                          weight.tensor(side), 1e-5, rows, channels);
     ops.qkv_pack_forward(s, qkv.tensor(side), q.tensor(side), k.tensor(side), v.tensor(side), rows,
                          heads, kv_heads, head_dim);
-    ops.rope_forward(s, rotated.tensor(side), frequencies.on(side), batch, seq_len,
+    ops.rope_forward(s, rotated.tensor(side), frequencies.on(side), nullptr, batch, seq_len,
                      heads + kv_heads, head_dim, qkv_width);
     ops.swiglu_forward(s, act.tensor(side), gate.tensor(side), up.tensor(side), rows * hidden);
   });

@@ -85,8 +85,8 @@ TEST_P(LlamaOpsPrecision, Rope) {
   const DeviceBuffer inv_freq = upload(frequencies);
   Pair qkv = accumulator(rows * row_stride), dqkv = accumulator(rows * row_stride);
   for (bool r : both_runs) {
-    ops_->rope_forward(stream(), qkv.in(r), inv_freq.as<float>(), batch, seq_len, heads + kv_heads,
-                       head_dim, row_stride);
+    ops_->rope_forward(stream(), qkv.in(r), inv_freq.as<float>(), nullptr, batch, seq_len,
+                       heads + kv_heads, head_dim, row_stride);
     ops_->rope_backward(stream(), dqkv.in(r), inv_freq.as<float>(), batch, seq_len,
                         heads + kv_heads, head_dim, row_stride);
   }

@@ -52,7 +52,7 @@ TEST_P(GptOpsPrecision, Embedding) {
        dwpe = fp32_accumulator(seq_len * channels);
   for (bool r : both_runs) {
     ops_->embedding_forward(stream(), out.in(r), tokens.as<std::int32_t>(), wte.in(r), wpe.in(r),
-                            batch, seq_len, channels, vocab_padded);
+                            nullptr, batch, seq_len, channels, vocab_padded);
     ops_->embedding_backward(stream(), dwte.floats(r), dwpe.floats(r), dout.in(r),
                              tokens.as<std::int32_t>(), batch, seq_len, channels, vocab_padded);
   }

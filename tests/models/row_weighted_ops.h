@@ -36,9 +36,9 @@ class RowWeightedOps final : public gpu::Ops {
 
   // Everything else as the inner ops.
   void embedding_forward(Stream& stream, Tensor out, const std::int32_t* tokens, ConstTensor wte,
-                         ConstTensor wpe, std::int64_t batch, std::int64_t seq_len,
-                         std::int64_t channels, std::int64_t vocab) override {
-    inner_.embedding_forward(stream, out, tokens, wte, wpe, batch, seq_len, channels, vocab);
+                         ConstTensor wpe, const std::int32_t* start, std::int64_t batch,
+                         std::int64_t seq_len, std::int64_t channels, std::int64_t vocab) override {
+    inner_.embedding_forward(stream, out, tokens, wte, wpe, start, batch, seq_len, channels, vocab);
   }
   void embedding_backward(Stream& stream, float* dwte, float* dwpe, ConstTensor dout,
                           const std::int32_t* tokens, std::int64_t batch, std::int64_t seq_len,
@@ -129,10 +129,24 @@ class RowWeightedOps final : public gpu::Ops {
                          std::int64_t channels) override {
     inner_.rms_norm_backward(stream, dinp, dweight, dout, inp, weight, rstd, rows, channels);
   }
-  void rope_forward(Stream& stream, Tensor x, const float* inv_freq, std::int64_t batch,
-                    std::int64_t seq_len, std::int64_t heads, std::int64_t head_dim,
-                    std::int64_t row_stride) override {
-    inner_.rope_forward(stream, x, inv_freq, batch, seq_len, heads, head_dim, row_stride);
+  void rope_forward(Stream& stream, Tensor x, const float* inv_freq, const std::int32_t* start,
+                    std::int64_t batch, std::int64_t seq_len, std::int64_t heads,
+                    std::int64_t head_dim, std::int64_t row_stride) override {
+    inner_.rope_forward(stream, x, inv_freq, start, batch, seq_len, heads, head_dim, row_stride);
+  }
+  void kv_cache_write(Stream& stream, Tensor k_cache, Tensor v_cache, ConstTensor qkv,
+                      const std::int32_t* start, std::int64_t batch, std::int64_t tokens,
+                      std::int64_t heads, std::int64_t kv_heads, std::int64_t head_dim,
+                      std::int64_t max_seq) override {
+    inner_.kv_cache_write(stream, k_cache, v_cache, qkv, start, batch, tokens, heads, kv_heads,
+                          head_dim, max_seq);
+  }
+  void decode_attention(Stream& stream, Tensor out, ConstTensor qkv, ConstTensor k_cache,
+                        ConstTensor v_cache, const std::int32_t* length, float* scratch,
+                        std::int64_t batch, std::int64_t heads, std::int64_t kv_heads,
+                        std::int64_t head_dim, std::int64_t max_seq) override {
+    inner_.decode_attention(stream, out, qkv, k_cache, v_cache, length, scratch, batch, heads,
+                            kv_heads, head_dim, max_seq);
   }
   void rope_backward(Stream& stream, Tensor dx, const float* inv_freq, std::int64_t batch,
                      std::int64_t seq_len, std::int64_t heads, std::int64_t head_dim,

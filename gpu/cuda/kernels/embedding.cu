@@ -9,15 +9,18 @@ namespace {
 
 template <typename T>
 __global__ void embedding_forward_kernel(T* out, const std::int32_t* tokens, const T* wte,
-                                         const T* wpe, i64 rows, i64 seq_len, i64 channels,
-                                         i64 vocab) {
+                                         const T* wpe, const std::int32_t* start, i64 rows,
+                                         i64 seq_len, i64 channels, i64 vocab) {
   for (i64 i = global_index(); i < rows * channels; i += global_stride()) {
     const i64 row = i / channels;
     const i64 c = i % channels;
     const i64 token = tokens[row];
     if (token < 0 || token >= vocab) __trap();  // a programmer error, as the host asserts
     float value = widen(wte[token * channels + c]);
-    if (wpe != nullptr) value += widen(wpe[(row % seq_len) * channels + c]);
+    if (wpe != nullptr) {
+      const i64 position = row % seq_len + (start != nullptr ? start[row / seq_len] : 0);
+      value += widen(wpe[position * channels + c]);
+    }
     out[i] = narrow<T>(value);
   }
 }
@@ -48,11 +51,12 @@ __global__ void embedding_backward_wpe_kernel(float* dwpe, const T* dout, i64 ba
 
 template <typename T>
 cudaError_t embedding_forward(cudaStream_t stream, T* out, const std::int32_t* tokens, const T* wte,
-                              const T* wpe, i64 batch, i64 seq_len, i64 channels, i64 vocab) {
+                              const T* wpe, const std::int32_t* start, i64 batch, i64 seq_len,
+                              i64 channels, i64 vocab) {
   const i64 rows = batch * seq_len;
   if (rows * channels == 0) return cudaSuccess;
   embedding_forward_kernel<<<blocks_for(rows * channels), threads_per_block, 0, stream>>>(
-      out, tokens, wte, wpe, rows, seq_len, channels, vocab);
+      out, tokens, wte, wpe, start, rows, seq_len, channels, vocab);
   return cudaGetLastError();
 }
 
@@ -71,10 +75,10 @@ cudaError_t embedding_backward(cudaStream_t stream, float* dwte, float* dwpe, co
   return cudaGetLastError();
 }
 
-#define STRATA_INSTANTIATE(T)                                                                \
-  template cudaError_t embedding_forward<T>(cudaStream_t, T*, const std::int32_t*, const T*, \
-                                            const T*, i64, i64, i64, i64);                   \
-  template cudaError_t embedding_backward<T>(cudaStream_t, float*, float*, const T*,         \
+#define STRATA_INSTANTIATE(T)                                                                   \
+  template cudaError_t embedding_forward<T>(cudaStream_t, T*, const std::int32_t*, const T*,    \
+                                            const T*, const std::int32_t*, i64, i64, i64, i64); \
+  template cudaError_t embedding_backward<T>(cudaStream_t, float*, float*, const T*,            \
                                              const std::int32_t*, i64, i64, i64, i64);
 STRATA_CUDA_FOR_EACH_ELEMENT(STRATA_INSTANTIATE)
 #undef STRATA_INSTANTIATE

@@ -8,10 +8,12 @@
 // math and conventions), for T = float, __nv_bfloat16, __half (element_types.h).
 namespace strata::gpu::cuda::kernels {
 
-// out = wte[token] + wpe[position] (wpe may be null), the sum in fp32, rounded once.
+// out = wte[token] + wpe[position] (wpe may be null), the sum in fp32, rounded once; row r's
+// position is r % seq_len, plus start[r / seq_len] when `start` is not null.
 template <typename T>
 cudaError_t embedding_forward(cudaStream_t stream, T* out, const std::int32_t* tokens, const T* wte,
-                              const T* wpe, i64 batch, i64 seq_len, i64 channels, i64 vocab);
+                              const T* wpe, const std::int32_t* start, i64 batch, i64 seq_len,
+                              i64 channels, i64 vocab);
 
 // dwte and dwpe are fp32. dwte through atomicAdd (the order of the sums varies from run to run);
 // dwpe without atomics, each position summing its batch rows in order.

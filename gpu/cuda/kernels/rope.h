@@ -7,10 +7,12 @@
 // rotation are computed in fp32 and each rotated value is rounded once.
 namespace strata::gpu::cuda::kernels {
 
-// One thread per (row, head, pair).
+// One thread per (row, head, pair). Row r's position is r % seq_len, plus start[r / seq_len] when
+// `start` is not null.
 template <typename T>
-cudaError_t rope_forward(cudaStream_t stream, T* x, const float* inv_freq, i64 batch, i64 seq_len,
-                         i64 heads, i64 head_dim, i64 row_stride);
+cudaError_t rope_forward(cudaStream_t stream, T* x, const float* inv_freq,
+                         const std::int32_t* start, i64 batch, i64 seq_len, i64 heads, i64 head_dim,
+                         i64 row_stride);
 // The transpose, in place on the gradient (it overwrites).
 template <typename T>
 cudaError_t rope_backward(cudaStream_t stream, T* dx, const float* inv_freq, i64 batch, i64 seq_len,

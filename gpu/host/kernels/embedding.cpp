@@ -8,7 +8,7 @@ namespace strata::gpu::host::kernels {
 template <typename Real>
 void embedding_forward(Real* out, const std::int32_t* tokens, const Real* wte, const Real* wpe,
                        std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
-                       std::int64_t vocab) {
+                       std::int64_t vocab, const std::int32_t* start) {
   STRATA_ASSERT(batch >= 0 && seq_len >= 0 && channels >= 0);
   STRATA_ASSERT(out != nullptr && tokens != nullptr && wte != nullptr);
   const std::int64_t rows = batch * seq_len;
@@ -24,7 +24,9 @@ void embedding_forward(Real* out, const std::int32_t* tokens, const Real* wte, c
                                   out_row[c] = token_row[c];
                                 continue;
                               }
-                              const Real* position_row = wpe + (row % seq_len) * channels;
+                              const std::int64_t position =
+                                  row % seq_len + (start != nullptr ? start[row / seq_len] : 0);
+                              const Real* position_row = wpe + position * channels;
                               for (std::int64_t c = 0; c < channels; ++c)
                                 out_row[c] = token_row[c] + position_row[c];
                             }
@@ -72,9 +74,11 @@ void embedding_backward(Real* dwte, Real* dwpe, const Real* dout, const std::int
 }
 
 template void embedding_forward<float>(float*, const std::int32_t*, const float*, const float*,
-                                       std::int64_t, std::int64_t, std::int64_t, std::int64_t);
+                                       std::int64_t, std::int64_t, std::int64_t, std::int64_t,
+                                       const std::int32_t*);
 template void embedding_forward<double>(double*, const std::int32_t*, const double*, const double*,
-                                        std::int64_t, std::int64_t, std::int64_t, std::int64_t);
+                                        std::int64_t, std::int64_t, std::int64_t, std::int64_t,
+                                        const std::int32_t*);
 template void embedding_backward<float>(float*, float*, const float*, const std::int32_t*,
                                         std::int64_t, std::int64_t, std::int64_t, std::int64_t);
 template void embedding_backward<double>(double*, double*, const double*, const std::int32_t*,

@@ -10,16 +10,17 @@
 // llm.c's do, so gradients of a tied or reused tensor add up; callers zero gradients once per step.
 namespace strata::gpu::host::kernels {
 
-// out[b, t, :] = wte[tokens[b, t], :] + wpe[t, :]; without positions (wpe null, as Llama's
-// rotary embeddings have none) out[b, t, :] = wte[tokens[b, t], :].
+// out[b, t, :] = wte[tokens[b, t], :] + wpe[p, :] with p = start[b] + t (p = t when start is null);
+// without positions (wpe null, as Llama's rotary embeddings have none) out[b, t, :] =
+// wte[tokens[b, t], :].
 // out: (batch, seq_len, channels); tokens: (batch, seq_len), each in [0, vocab);
-// wte: (vocab, channels) (vocab may be the padded vocabulary); wpe: (seq_len_max, channels) with
-// seq_len <= seq_len_max (only the first seq_len rows are read). A token outside [0, vocab) is a
-// programmer error (the data loader validates tokens) and stops the program.
+// wte: (vocab, channels) (vocab may be the padded vocabulary); wpe: a row for every position read.
+// A token outside [0, vocab) is a programmer error (the data loader validates tokens) and stops the
+// program.
 template <typename Real>
 void embedding_forward(Real* out, const std::int32_t* tokens, const Real* wte, const Real* wpe,
                        std::int64_t batch, std::int64_t seq_len, std::int64_t channels,
-                       std::int64_t vocab);
+                       std::int64_t vocab, const std::int32_t* start = nullptr);
 
 // dwte[tokens[b, t], :] += dout[b, t, :] and dwpe[t, :] += dout[b, t, :] (dwpe may be null). Work
 // is split by channel slices (dwte) and positions (dwpe), each summing over (b, t) in order: no

@@ -111,36 +111,60 @@ void fold_scores(RunningSoftmax<Real>& state, const ScoreBlock& block, std::int6
   }
 }
 
+// The keys and values one query head attends over: row t of each at k + t * stride and
+// v + t * stride, rows [0, end) readable. Key blocks start at multiples of block_rows and stop at
+// `end`, so a query row meets the same blocks whether it is one of a whole sequence's (end its
+// length) or a decode step's against a cache as long (end the cache's length).
+template <typename Real>
+struct KeyRows {
+  const Real* k;
+  const Real* v;
+  std::int64_t stride;
+  std::int64_t end;
+};
+
+// Query rows [row, row + rows) (row i at q + i * q_stride) against the keys before each: the
+// state's acc, max and sum afterwards hold each row's unnormalised output and statistics.
+template <typename Real>
+void attend_rows(RunningSoftmax<Real>& state, const Real* q, std::int64_t q_stride,
+                 std::int64_t row, std::int64_t rows, const KeyRows<Real>& keys,
+                 std::int64_t head_dim) {
+  const Real scale = static_cast<Real>(1.0 / std::sqrt(static_cast<double>(head_dim)));
+  state.reset(rows, head_dim);
+  // The last key block visited is the one holding the last query row (causal).
+  for (std::int64_t col = 0; col < row + rows; col += block_rows) {
+    const ScoreBlock block{row, rows, col, std::min(col + block_rows, keys.end) - col};
+    detail::gemm(false, true, rows, block.cols, head_dim, scale, q, q_stride,
+                 keys.k + col * keys.stride, keys.stride, Real{0}, state.scores.data(), block_rows);
+    fold_scores(state, block, head_dim);
+    detail::gemm(false, false, rows, head_dim, block.cols, Real{1}, state.scores.data(), block_rows,
+                 keys.v + col * keys.stride, keys.stride, Real{1}, state.acc.data(), head_dim);
+  }
+}
+
+// Row i's output, acc / sum, rounded once from double.
+template <typename Real>
+void write_output_row(Real* out, const RunningSoftmax<Real>& state, std::int64_t i,
+                      std::int64_t head_dim) {
+  const double row_sum = state.sum[i];
+  for (std::int64_t d = 0; d < head_dim; ++d)
+    out[d] = static_cast<Real>(static_cast<double>(state.acc[i * head_dim + d]) / row_sum);
+}
+
 // One (batch, head, query block) task of the forward.
 template <typename Real>
 void forward_query_block(RunningSoftmax<Real>& state, Real* out, Real* lse, const Real* qkv,
                          const Shape& shape, std::int64_t b, std::int64_t h, std::int64_t row) {
   const HeadRows<const Real> view = head_rows(qkv, shape, b, h);
-  const std::int64_t row_end = shape.block_end(row);
-  const std::int64_t rows = row_end - row;
+  const std::int64_t rows = shape.block_end(row) - row;
   const std::int64_t head_dim = shape.head_dim;
-  const Real scale = static_cast<Real>(1.0 / std::sqrt(static_cast<double>(head_dim)));
-  state.reset(rows, head_dim);
-  // Key blocks start at the same multiples of block_rows as query blocks; the last one this block
-  // visits is its diagonal, [row, row_end).
-  for (std::int64_t col = 0; col < row_end; col += block_rows) {
-    const ScoreBlock block{row, rows, col, shape.block_end(col) - col};
-    detail::gemm(false, true, rows, block.cols, head_dim, scale, view.q + row * view.stride,
-                 view.stride, view.k + col * view.stride, view.stride, Real{0}, state.scores.data(),
-                 block_rows);
-    fold_scores(state, block, head_dim);
-    detail::gemm(false, false, rows, head_dim, block.cols, Real{1}, state.scores.data(), block_rows,
-                 view.v + col * view.stride, view.stride, Real{1}, state.acc.data(), head_dim);
-  }
+  attend_rows(state, view.q + row * view.stride, view.stride, row, rows,
+              KeyRows<Real>{view.k, view.v, view.stride, shape.seq_len}, head_dim);
   Real* out_rows = out + (b * shape.seq_len + row) * shape.out_stride() + h * head_dim;
   Real* lse_rows = lse + (b * shape.heads + h) * shape.seq_len + row;
   for (std::int64_t i = 0; i < rows; ++i) {
-    const double row_sum = state.sum[i];
-    for (std::int64_t d = 0; d < head_dim; ++d) {
-      out_rows[i * shape.out_stride() + d] =
-          static_cast<Real>(static_cast<double>(state.acc[i * head_dim + d]) / row_sum);
-    }
-    lse_rows[i] = static_cast<Real>(static_cast<double>(state.max[i]) + std::log(row_sum));
+    write_output_row(out_rows + i * shape.out_stride(), state, i, head_dim);
+    lse_rows[i] = static_cast<Real>(static_cast<double>(state.max[i]) + std::log(state.sum[i]));
   }
 }
 
@@ -286,6 +310,31 @@ void flash_attention_backward(Real* dqkv, const Real* dout, const Real* qkv, con
   });
 }
 
+template <typename Real>
+void decode_attention(Real* out, const Real* qkv, const Real* k_cache, const Real* v_cache,
+                      const std::int32_t* length, std::int64_t batch, std::int64_t heads,
+                      std::int64_t kv_heads, std::int64_t head_dim, std::int64_t max_seq) {
+  const Shape shape{batch, 1, heads, kv_heads, head_dim};
+  check_shape(shape);
+  STRATA_ASSERT(out != nullptr && qkv != nullptr && k_cache != nullptr && v_cache != nullptr);
+  STRATA_ASSERT(length != nullptr);
+  detail::pin_blas_to_one_thread();
+  detail::parallel_chunks(batch * heads, 1, [&](std::int64_t begin, std::int64_t end) {
+    RunningSoftmax<Real> state;
+    for (std::int64_t task = begin; task < end; ++task) {
+      const std::int64_t b = task / heads;
+      const std::int64_t h = task % heads;
+      const std::int64_t position = length[b] - 1;  // the new token's
+      STRATA_ASSERT(position >= 0 && position < max_seq);
+      const std::int64_t cache_head = (b * kv_heads + h / (heads / kv_heads)) * max_seq * head_dim;
+      attend_rows(state, qkv + b * shape.qkv_stride() + h * head_dim, shape.qkv_stride(), position,
+                  1, KeyRows<Real>{k_cache + cache_head, v_cache + cache_head, head_dim, max_seq},
+                  head_dim);
+      write_output_row(out + b * shape.out_stride() + h * head_dim, state, 0, head_dim);
+    }
+  });
+}
+
 template void flash_attention_forward<float>(float*, float*, const float*, std::int64_t,
                                              std::int64_t, std::int64_t, std::int64_t,
                                              std::int64_t);
@@ -298,5 +347,12 @@ template void flash_attention_backward<float>(float*, const float*, const float*
 template void flash_attention_backward<double>(double*, const double*, const double*, const double*,
                                                const double*, std::int64_t, std::int64_t,
                                                std::int64_t, std::int64_t, std::int64_t);
+
+template void decode_attention<float>(float*, const float*, const float*, const float*,
+                                      const std::int32_t*, std::int64_t, std::int64_t, std::int64_t,
+                                      std::int64_t, std::int64_t);
+template void decode_attention<double>(double*, const double*, const double*, const double*,
+                                       const std::int32_t*, std::int64_t, std::int64_t,
+                                       std::int64_t, std::int64_t, std::int64_t);
 
 }  // namespace strata::gpu::host::kernels
