@@ -13,6 +13,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/timeline.h"
+#include "base/units.h"
 #include "cpu_adam/optimizer.h"
 #include "engine/checkpointer.h"
 #include "engine/memory/stream_ordered_memory.h"
@@ -214,11 +215,62 @@ std::vector<float> Engine::logits_at(std::span<const std::int32_t> inputs,
   coordinator_->begin_pass(false);
   load_micro_batch(inputs, targets, 0);
   run_forward(0, /*training=*/false);
+  for (std::int64_t row : rows)
+    STRATA_ASSERT(row >= 0 && row < model_.tokens_per_micro_batch());
+  return read_logits(rows);
+}
+
+void Engine::reserve_cache(std::int64_t max_seq) {
+  record_->check_usable();
+  if (max_seq == cache_positions_) return;
+  settle_step();
+  gpu::Device& device = runtime_.device;
+  const gpu::DataType compute = compute_type(config_);
+  const std::int64_t bytes = model_.cache_bytes(max_seq, compute);
+  // A cache already there is freed before the new one is made.
+  const std::int64_t held =
+      cache_positions_ > 0 ? model_.cache_bytes(cache_positions_, compute) : 0;
+  const std::int64_t left = device.budget_bytes() - device.bytes_in_use() + held;
+  if (bytes > left) {
+    const auto as_bytes = [](std::int64_t n) { return base::format_bytes(static_cast<double>(n)); };
+    throw UserError(
+        fmt::format("the KV cache of {} positions for each of {} sequences takes {}, and the "
+                    "device has {} of its {} budget left beside the model",
+                    max_seq, config_.batch.train_micro_batch_size_per_gpu, as_bytes(bytes),
+                    as_bytes(left), as_bytes(device.budget_bytes())),
+        "ask for fewer new tokens or fewer prompts at once, give the device more "
+        "(strata.device_memory_budget), or offload the parameters "
+        "(zero_optimization.offload_param)",
+        2);
+  }
+  cache_positions_ = 0;
+  model_.allocate_cache(device, stream(), max_seq, compute);
+  stream().synchronize();
+  cache_positions_ = max_seq;
+}
+
+std::vector<float> Engine::cached_logits(std::span<const std::int32_t> inputs, std::int64_t tokens,
+                                         std::span<const std::int32_t> start,
+                                         std::span<const std::int64_t> rows) {
+  record_->check_usable();
+  STRATA_ASSERT(cache_positions_ > 0);
+  settle_step();
+  const std::vector<std::int32_t> targets(static_cast<std::size_t>(model_.tokens_per_micro_batch()),
+                                          -1);
+  loss_->count(targets, 1);
+  coordinator_->begin_pass(false);
+  model_.load_cached(stream(), inputs, tokens, start);
+  run_forward(0, /*training=*/false);
+  for (std::int64_t row : rows)
+    STRATA_ASSERT(row >= 0 && row < std::ssize(inputs));
+  return read_logits(rows);
+}
+
+std::vector<float> Engine::read_logits(std::span<const std::int64_t> rows) {
   const std::int64_t vocab = model_.vocab();
   const std::int64_t bytes = std::ssize(rows) * vocab * kFloat;
   if (logits_.bytes() < bytes) logits_ = runtime_.device.allocate(bytes, "logits for generation");
   for (std::size_t i = 0; i < rows.size(); ++i) {
-    STRATA_ASSERT(rows[i] >= 0 && rows[i] < model_.tokens_per_micro_batch());
     const gpu::ConstTensor row = model_.logits_at(rows[i]);
     runtime_.ops.cast_to_float(stream(), logits_.as<float>() + static_cast<std::int64_t>(i) * vocab,
                                row.data, row.type, vocab);

@@ -171,6 +171,18 @@ class Engine {
   // on the tokens up to it in its sequence. Collective when there are several ranks.
   std::vector<float> logits_at(std::span<const std::int32_t> inputs,
                                std::span<const std::int64_t> rows);
+  // Generation with a KV cache (models/generate/): a cache of `max_seq` positions (at most the
+  // model's seq_len) for each sequence of the micro-batch, in the compute type, inside the
+  // device's budget like every other allocation; a cache of another length replaces it. Throws
+  // UserError naming its bytes and what the device has left when it does not fit.
+  void reserve_cache(std::int64_t max_seq);
+  // One pass of generation (Model::load_cached: `tokens` new tokens of each sequence of the
+  // micro-batch from position start[b], kept in the cache) and the logits at each of `rows`
+  // (indices into the pass's batch x tokens rows), as logits_at gives them. Collective when there
+  // are several ranks.
+  std::vector<float> cached_logits(std::span<const std::int32_t> inputs, std::int64_t tokens,
+                                   std::span<const std::int32_t> start,
+                                   std::span<const std::int64_t> rows);
 
   // Saves everything the run needs to continue into `dir`/`tag` (docs/checkpoints.md):
   // collective, every rank calls it with the same arguments. The checkpoint appears whole or not
@@ -223,6 +235,8 @@ class Engine {
   void reserve_step_memory();
 
   // The step (engine.cpp), in the order train_batch calls them.
+  // The last forward's logits at each of `rows`, widened to fp32 and brought to the host.
+  std::vector<float> read_logits(std::span<const std::int64_t> rows);
   void load_micro_batch(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets,
                         std::int64_t micro_batch);
   void run_forward(std::int64_t micro_batch, bool training);
@@ -275,7 +289,8 @@ class Engine {
   std::unique_ptr<RunRecord> record_;
   std::unique_ptr<StepMeter> meter_;
   std::unique_ptr<Checkpointer> checkpoints_;
-  gpu::DeviceBuffer logits_;  // logits_at's fp32 rows on the device, grown as asked
+  gpu::DeviceBuffer logits_;          // logits_at's fp32 rows on the device, grown as asked
+  std::int64_t cache_positions_ = 0;  // reserve_cache's max_seq; 0: no cache
 };
 
 }  // namespace strata::engine

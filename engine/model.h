@@ -65,6 +65,21 @@ class Model {
   // Training FLOPs per token (forward + backward), for throughput and MFU.
   virtual double flops_per_token() const = 0;
 
+  // Generation with a KV cache (models/generate/). cache_bytes: what a cache of `max_seq`
+  // positions for each sequence of the micro-batch takes on the device; allocate_cache makes it
+  // (zeroed on `stream`), replacing any earlier one.
+  virtual std::int64_t cache_bytes(std::int64_t max_seq, gpu::DataType compute) const = 0;
+  virtual void allocate_cache(gpu::Device& device, gpu::Stream& stream, std::int64_t max_seq,
+                              gpu::DataType compute) = 0;
+  // Makes the next forward a pass of generation: `tokens` new tokens of each sequence of the
+  // micro-batch (`inputs`: batch x tokens ids, sequence by sequence) at positions start[b],
+  // start[b] + 1, ..., their keys and values kept in the cache. One token per sequence attends
+  // over the cache (a decode step); more run from position 0 through the fused attention (a
+  // prefill). The next load_batch makes forwards whole micro-batches again. The host spans must
+  // stay valid until the copies have run.
+  virtual void load_cached(gpu::Stream& stream, std::span<const std::int32_t> inputs,
+                           std::int64_t tokens, std::span<const std::int32_t> start) = 0;
+
   // The parameters' starting values when the model brings its own; nullptr: the seed's
   // (engine/param_init.h). A checkpoint loaded afterwards replaces either.
   virtual const WeightSource* pretrained_weights() const { return nullptr; }

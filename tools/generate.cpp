@@ -75,8 +75,8 @@ std::string config_source(const GenerateOptions& options) {
   return "--model " + options.model;
 }
 
-// The engine runs one micro-batch of `rows` sequences of `seq_len` tokens (a model folder's
-// seq_len may be anything up to its context; a built-in model's is its context).
+// The engine runs one micro-batch of `rows` sequences of `seq_len` tokens, the prefill's (a model
+// folder's seq_len may be anything up to its context; a built-in model's is its context).
 engine::Config generation_config(nlohmann::json config, const std::string& source, int world_size,
                                  std::int64_t rows, std::int64_t seq_len) {
   config["train_micro_batch_size_per_gpu"] = rows;
@@ -199,6 +199,7 @@ struct GenerationPlan {
   std::vector<generate::GenerationRequest> requests;
   generate::IdsToText text;
   engine::Config config;
+  std::int64_t positions = 0;  // the model's context
 };
 
 GenerationPlan plan_generation(const GenerateOptions& options, int world_size,
@@ -222,10 +223,12 @@ GenerationPlan plan_generation(const GenerateOptions& options, int world_size,
   plan.requests = make_requests(options, prompt_inputs(options), encoding, defaults,
                                 context_of(as_given.strata.model));
   plan.text = {.tokenizer = encoding.tokenizer, .bytes = encoding.bytes};
+  // The micro-batch holds the prefill, as long as the longest prompt; the KV cache the new tokens.
   std::int64_t seq_len = 0;
   for (const generate::GenerationRequest& request : plan.requests)
-    seq_len = std::max(seq_len, std::ssize(request.prompt) + request.max_new_tokens);
+    seq_len = std::max(seq_len, std::ssize(request.prompt));
   plan.config = generation_config(base, source, world_size, std::ssize(plan.requests), seq_len);
+  plan.positions = context_of(as_given.strata.model);
   return plan;
 }
 
@@ -266,9 +269,9 @@ int run_generate(const GenerateOptions& options) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
   };
-  const generate::Generated generated = generate::generate_without_cache(
-      built.engine, {shape.batch(), shape.seq_len()}, plan.requests, plan.text,
-      stream ? show : generate::OnText{});
+  const generate::Generated generated =
+      generate::generate_with_cache(built.engine, {shape.batch(), shape.seq_len(), plan.positions},
+                                    plan.requests, plan.text, stream ? show : generate::OnText{});
   if (leader) print_outcome(plan, generated, options.json);
   return 0;
 }

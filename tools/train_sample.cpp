@@ -44,7 +44,7 @@ PromptInput sample_prompt(const SampleOptions& options, const models::TokenDatas
 
 TrainSamples::TrainSamples(const SampleOptions& options, const engine::Config& config,
                            const models::ModelPlan& plan, const models::TokenDataset& data)
-    : every_(options.every), shape_{plan.batch(), plan.seq_len()} {
+    : every_(options.every), shape_{plan.batch(), plan.seq_len(), plan.seq_len()} {
   if (every_ <= 0) return;
   const models::TextTokenizing text = text_tokenizing(config, plan, tokenizers_);
   const std::string& hf_config = config.strata.model.hf_config;
@@ -76,7 +76,7 @@ std::string TrainSample::line() const {
 
 TrainSample TrainSamples::take(engine::Engine& engine) const {
   const generate::Generated generated =
-      generate::generate_without_cache(engine, shape_, std::span(&request_, 1), text_);
+      generate::generate_with_cache(engine, shape_, std::span(&request_, 1), text_);
   const generate::Generation& sample = generated.sequences.front();
   if (!text_.has_text())
     return {fmt::format("{}", fmt::join(request_.prompt, " ")),

@@ -6,6 +6,7 @@
 #include "engine/model.h"
 #include "models/decoder/decoder_activations.h"
 #include "models/decoder/decoder_spec.h"
+#include "models/decoder/kv_cache.h"
 
 namespace strata::models {
 
@@ -34,6 +35,11 @@ class Decoder : public engine::Model {
   std::int64_t tokens_per_micro_batch() const override { return spec_.rows(); }
   double flops_per_token() const override { return spec_.flops_per_token; }
   const engine::WeightSource* pretrained_weights() const override { return pretrained_.get(); }
+  std::int64_t cache_bytes(std::int64_t max_seq, gpu::DataType compute) const override;
+  void allocate_cache(gpu::Device& device, gpu::Stream& stream, std::int64_t max_seq,
+                      gpu::DataType compute) override;
+  void load_cached(gpu::Stream& stream, std::span<const std::int32_t> inputs, std::int64_t tokens,
+                   std::span<const std::int32_t> start) override;
 
   // Starts the parameters from `weights` instead of strata.seed's values (a Hugging Face folder's
   // weights, models/hf/pretrained_weights.h); before the Engine is made.
@@ -46,6 +52,11 @@ class Decoder : public engine::Model {
   std::unique_ptr<DecoderActivations> activations_;
   DecoderActivations* activations_pointer_ = nullptr;  // what the modules read
   bool checkpointing_ = false;
+  ForwardPass pass_;  // what the next forward runs; the modules read it
+  std::unique_ptr<KvCache> cache_;
+  // A cached pass's host values, kept until its copies have run.
+  std::vector<std::int32_t> pass_positions_;  // start, then length
+  std::vector<std::int32_t> no_targets_;      // -1 for every row: generation has no loss
   std::vector<std::unique_ptr<engine::Module>> modules_;
   std::vector<engine::Module*> module_pointers_;
   std::unique_ptr<engine::WeightSource> pretrained_;

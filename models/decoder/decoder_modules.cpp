@@ -53,8 +53,9 @@ void DecoderEmbedding::forward(StepContext& context, const TensorViews& params,
   // Without learned positions, positions enter in the blocks (rotary embeddings).
   gpu::Tensor positions;
   if (s.position_rows > 0) positions = params[1];
+  const ForwardPass& pass = *state_.pass;
   context.ops.embedding_forward(context.stream, acts.residual[0], acts.tokens, params[0], positions,
-                                nullptr, s.batch, s.seq_len, s.d_model, s.vocab);
+                                pass.start(), pass.batch, pass.tokens, s.d_model, s.vocab);
 }
 
 void DecoderEmbedding::backward(StepContext& context, const TensorViews& /*params*/,
@@ -77,6 +78,26 @@ BlockIo DecoderBlock::io() const {
           acts.block(layer_),
           acts.block_grads,
           acts.constants};
+}
+
+void DecoderBlock::attention(StepContext& context, gpu::Tensor out, float* lse,
+                             gpu::ConstTensor qkv, std::int64_t heads, std::int64_t kv_heads,
+                             std::int64_t head_dim) const {
+  const ForwardPass& p = pass();
+  gpu::Ops& ops = context.ops;
+  if (p.cache != nullptr) {
+    ops.kv_cache_write(context.stream, p.cache->keys(layer_), p.cache->values(layer_), qkv,
+                       p.cache->start(), p.batch, p.tokens, heads, kv_heads, head_dim,
+                       p.cache->max_seq());
+  }
+  if (p.decode()) {
+    ops.decode_attention(context.stream, out, qkv, p.cache->keys(layer_), p.cache->values(layer_),
+                         p.cache->length(), p.cache->scratch(), p.batch, heads, kv_heads, head_dim,
+                         p.cache->max_seq());
+    return;
+  }
+  ops.attention_forward(context.stream, out, lse, qkv, p.batch, p.tokens, heads, kv_heads,
+                        head_dim);
 }
 
 void DecoderBlock::forward(StepContext& context, const TensorViews& params,
@@ -120,7 +141,7 @@ void DecoderHead::forward(StepContext& context, const TensorViews& params,
   const DecoderSpec& s = *state_.spec;
   DecoderActivations& acts = **state_.acts;
   gpu::Ops& ops = context.ops;
-  const std::int64_t rows = s.rows(), c = s.d_model;
+  const std::int64_t rows = state_.pass->rows(), c = s.d_model;
   const gpu::Tensor head = s.lm_head.empty() ? borrowed[0][0] : params[head_slot()];
   if (s.final_norm.kind == NormKind::layer_norm) {
     ops.layer_norm_forward(context.stream, acts.norm, acts.norm_mean, acts.norm_rstd,

@@ -6,15 +6,18 @@
 #include "engine/module.h"
 #include "models/decoder/decoder_activations.h"
 #include "models/decoder/decoder_spec.h"
+#include "models/decoder/kv_cache.h"
 
 namespace strata::models {
 
 // What a decoder's modules share: the spec, and the activations through `acts`, which the
-// decoder allocates before the first step; `checkpointing` is read at each call.
+// decoder allocates before the first step; `checkpointing` and the forward's `pass` (the whole
+// micro-batch, or a pass of generation with its KV cache) are read at each call.
 struct DecoderState {
   const DecoderSpec* spec = nullptr;
   DecoderActivations* const* acts = nullptr;
   const bool* checkpointing = nullptr;
+  const ForwardPass* pass = nullptr;
 };
 
 // Parameter declarations the modules share: a weight drawn from N(0, std_dev), a norm's gain
@@ -74,6 +77,15 @@ class DecoderBlock : public engine::Module {
   // After the forward's activations are this block's and the shared gradients are zero.
   virtual void run_backward(engine::StepContext& context, const engine::TensorViews& w,
                             const engine::TensorViews& dw, const BlockIo& io) = 0;
+
+  // The forward's pass: its rows are pass().rows(), each sequence's tokens pass().tokens.
+  const ForwardPass& pass() const { return *state_.pass; }
+  // Attention over the packed qkv rows of the pass (positions already rotated) into `out`: the
+  // fused attention over each sequence's own tokens, its keys and values kept in the cache
+  // first when the pass has one; a decode step's token against the cache. `lse` is written by
+  // the fused attention only.
+  void attention(engine::StepContext& context, gpu::Tensor out, float* lse, gpu::ConstTensor qkv,
+                 std::int64_t heads, std::int64_t kv_heads, std::int64_t head_dim) const;
 
  private:
   BlockIo io() const;

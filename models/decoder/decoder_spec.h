@@ -55,6 +55,11 @@ struct DecoderSpec {
   std::int64_t seq_len = 0;
   std::int64_t vocab = 0;
   std::int64_t batch = 0;
+  // Attention's heads: `heads` query heads over `kv_heads` key/value heads of head_dim each (what
+  // generation's KV cache holds, models/decoder/kv_cache.h).
+  std::int64_t heads = 0;
+  std::int64_t kv_heads = 0;
+  std::int64_t head_dim = 0;
   std::string token_table;     // the embedding's (rows padded, models/vocab_padding.h)
   std::string position_table;  // the learned positions', when position_rows > 0
   std::int64_t position_rows = 0;

@@ -71,6 +71,52 @@ class Sequence {
   Generation result_;
 };
 
+// The sequences of one batch as they grow, and the batch's time: until every sequence had its
+// first new token (the prefill), then the rest.
+class Batch {
+ public:
+  Batch(std::span<const GenerationRequest> requests, IdsToText text, const OnText& on_text)
+      : on_text_(on_text), start_(Clock::now()) {
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      sequences_.emplace_back(requests[i], text);
+      running_.push_back(i);
+    }
+  }
+
+  const std::vector<std::size_t>& running() const { return running_; }
+  const Sequence& sequence(std::size_t index) const { return sequences_[index]; }
+
+  // Each running sequence's next token from `logits`: a row of the vocabulary per running
+  // sequence, in running() order. Those that stop leave running().
+  void advance(std::span<const float> logits) {
+    const std::size_t vocab = logits.size() / running_.size();
+    std::vector<std::size_t> still_running;
+    for (std::size_t row = 0; row < running_.size(); ++row) {
+      Sequence& sequence = sequences_[running_[row]];
+      if (!sequence.next(logits.subspan(vocab * row, vocab), running_[row], on_text_))
+        still_running.push_back(running_[row]);
+    }
+    running_ = std::move(still_running);
+    if (!first_tokens_) first_tokens_ = Clock::now();
+  }
+
+  Generated finish() {
+    Generated generated;
+    for (Sequence& sequence : sequences_)
+      generated.sequences.push_back(std::move(sequence.result()));
+    generated.prefill_s = seconds(*first_tokens_ - start_);
+    generated.decode_s = seconds(Clock::now() - *first_tokens_);
+    return generated;
+  }
+
+ private:
+  std::vector<Sequence> sequences_;
+  std::vector<std::size_t> running_;
+  const OnText& on_text_;
+  Clock::time_point start_;
+  std::optional<Clock::time_point> first_tokens_;
+};
+
 }  // namespace
 
 double Generated::decode_tokens_per_s() const {
@@ -102,40 +148,62 @@ Generated generate_without_cache(engine::Engine& engine, EngineShape shape,
   for (const GenerationRequest& request : requests)
     check_request(request, shape.seq_len, text);
   std::vector<std::int32_t> tokens(static_cast<std::size_t>(shape.rows * shape.seq_len), 0);
-  std::vector<Sequence> sequences;
-  std::vector<std::size_t> running;
   for (std::size_t i = 0; i < requests.size(); ++i) {
     std::ranges::copy(requests[i].prompt,
                       tokens.begin() + static_cast<std::ptrdiff_t>(i) * shape.seq_len);
-    sequences.emplace_back(requests[i], text);
-    running.push_back(i);
   }
-  const Clock::time_point start = Clock::now();
-  std::optional<Clock::time_point> first_tokens;
+  Batch batch(requests, text, on_text);
   std::vector<std::int64_t> ends;
-  while (!running.empty()) {
+  while (!batch.running().empty()) {
+    const std::vector<std::size_t> running = batch.running();
     ends.clear();
     for (std::size_t i : running)
-      ends.push_back(static_cast<std::int64_t>(i) * shape.seq_len + sequences[i].length() - 1);
-    const std::vector<float> logits = engine.logits_at(tokens, ends);
-    const std::size_t vocab = logits.size() / ends.size();
-    std::vector<std::size_t> still_running;
-    for (std::size_t row = 0; row < running.size(); ++row) {
-      Sequence& sequence = sequences[running[row]];
-      const bool stopped =
-          sequence.next(std::span(logits).subspan(vocab * row, vocab), running[row], on_text);
-      tokens[static_cast<std::size_t>(ends[row] + 1)] = sequence.last();
-      if (!stopped) still_running.push_back(running[row]);
-    }
-    running = std::move(still_running);
-    if (!first_tokens) first_tokens = Clock::now();
+      ends.push_back(static_cast<std::int64_t>(i) * shape.seq_len + batch.sequence(i).length() - 1);
+    batch.advance(engine.logits_at(tokens, ends));
+    for (std::size_t row = 0; row < running.size(); ++row)
+      tokens[static_cast<std::size_t>(ends[row] + 1)] = batch.sequence(running[row]).last();
   }
-  Generated generated;
-  for (Sequence& sequence : sequences)
-    generated.sequences.push_back(std::move(sequence.result()));
-  generated.prefill_s = seconds(*first_tokens - start);
-  generated.decode_s = seconds(Clock::now() - *first_tokens);
-  return generated;
+  return batch.finish();
+}
+
+Generated generate_with_cache(engine::Engine& engine, EngineShape shape,
+                              std::span<const GenerationRequest> requests, IdsToText text,
+                              const OnText& on_text) {
+  STRATA_ASSERT(!requests.empty() && std::ssize(requests) <= shape.rows);
+  std::int64_t prompt_tokens = 0, positions = 0;
+  for (const GenerationRequest& request : requests) {
+    check_request(request, shape.positions, text);
+    prompt_tokens = std::max(prompt_tokens, std::ssize(request.prompt));
+    positions = std::max(positions, std::ssize(request.prompt) + request.max_new_tokens);
+  }
+  STRATA_ASSERT(prompt_tokens <= shape.seq_len);
+  engine.reserve_cache(positions);
+  // The prefill: every prompt from position 0, the micro-batch's rows prompt_tokens long.
+  std::vector<std::int32_t> inputs(static_cast<std::size_t>(shape.rows * prompt_tokens), 0);
+  std::vector<std::int32_t> start(static_cast<std::size_t>(shape.rows), 0);
+  std::vector<std::int64_t> rows;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    std::ranges::copy(requests[i].prompt,
+                      inputs.begin() + static_cast<std::ptrdiff_t>(i) * prompt_tokens);
+    rows.push_back(static_cast<std::int64_t>(i) * prompt_tokens + std::ssize(requests[i].prompt) -
+                   1);
+  }
+  Batch batch(requests, text, on_text);
+  batch.advance(engine.cached_logits(inputs, prompt_tokens, start, rows));
+  // Decode steps: each running sequence's last token at its position; the other rows (stopped,
+  // or beyond the requests) run token 0 at position 0, whose cache no one reads again.
+  while (!batch.running().empty()) {
+    inputs.assign(static_cast<std::size_t>(shape.rows), 0);
+    start.assign(static_cast<std::size_t>(shape.rows), 0);
+    rows.clear();
+    for (std::size_t i : batch.running()) {
+      inputs[i] = batch.sequence(i).last();
+      start[i] = static_cast<std::int32_t>(batch.sequence(i).length() - 1);
+      rows.push_back(static_cast<std::int64_t>(i));
+    }
+    batch.advance(engine.cached_logits(inputs, 1, start, rows));
+  }
+  return batch.finish();
 }
 
 }  // namespace strata::models::generate

@@ -51,10 +51,12 @@ struct Generated {
 // is whole characters, and never a stop string or an end of the text that may still become one.
 using OnText = std::function<void(std::size_t index, std::string_view text)>;
 
-// The micro-batch `engine` runs: `rows` sequences of `seq_len` tokens.
+// The micro-batch `engine` runs, `rows` sequences of `seq_len` tokens, and the positions its
+// model holds (its context: a KV cache may run past seq_len up to it).
 struct EngineShape {
   std::int64_t rows = 0;
   std::int64_t seq_len = 0;
+  std::int64_t positions = 0;
 };
 
 // Throws UserError, naming both numbers and the fix, when a prompt of `prompt_tokens` and
@@ -72,5 +74,17 @@ void check_fits(std::int64_t prompt_tokens, std::int64_t max_new_tokens, std::in
 Generated generate_without_cache(engine::Engine& engine, EngineShape shape,
                                  std::span<const GenerationRequest> requests, IdsToText text,
                                  const OnText& on_text = {});
+
+// The same with a KV cache (Engine::reserve_cache, of the longest prompt and its new tokens):
+// one prefill runs every prompt through the fused attention (the micro-batch's rows as long as
+// the longest prompt, which seq_len must hold), then each decode step feeds each running
+// sequence its last token at its position, which attends over the cache, so a step reads each
+// weight once whatever the length. A prompt and its new tokens may take up to shape.positions.
+// Throws UserError before any forward for a request that does not fit (check_fits against
+// shape.positions), a cache the device has no room for (naming both), or stop strings without
+// text.
+Generated generate_with_cache(engine::Engine& engine, EngineShape shape,
+                              std::span<const GenerationRequest> requests, IdsToText text,
+                              const OnText& on_text = {});
 
 }  // namespace strata::models::generate

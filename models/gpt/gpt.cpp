@@ -15,6 +15,9 @@ DecoderSpec gpt_spec(const std::shared_ptr<const GptShape>& shape) {
   spec.seq_len = s.seq_len;
   spec.vocab = s.vocab;
   spec.batch = s.batch;
+  spec.heads = s.n_head;
+  spec.kv_heads = s.n_head;
+  spec.head_dim = s.d_model / s.n_head;
   spec.token_table = "wte";
   spec.position_table = "wpe";
   spec.position_rows = s.position_rows();

@@ -131,12 +131,11 @@ void GptBlock::run_forward(StepContext& context, const TensorViews& w, const Blo
   const BlockBuffers& a = io.acts;
   gpu::Ops& ops = context.ops;
   gpu::Stream& stream = context.stream;
-  const std::int64_t rows = s.rows(), c = s.d_model, head_dim = c / s.n_head;
+  const std::int64_t rows = pass().rows(), c = s.d_model, head_dim = c / s.n_head;
   ops.layer_norm_forward(stream, a[ln1], a[ln1_mean].f32(), a[ln1_rstd].f32(), io.x, w[ln1_w],
                          w[ln1_b], rows, c);
   ops.matmul_forward(stream, a[qkv], a[ln1], w[qkv_w], w[qkv_b], rows, c, 3 * c);
-  ops.attention_forward(stream, a[atty], a[lse].f32(), a[qkv], s.batch, s.seq_len, s.n_head,
-                        s.n_head, head_dim);
+  attention(context, a[atty], a[lse].f32(), a[qkv], s.n_head, s.n_head, head_dim);
   ops.matmul_forward(stream, a[attproj], a[atty], w[proj_w], w[proj_b], rows, c, c);
   ops.residual_layer_norm_forward(stream, a[residual2], a[ln2], a[ln2_mean].f32(),
                                   a[ln2_rstd].f32(), io.x, a[attproj], w[ln2_w], w[ln2_b], rows, c);

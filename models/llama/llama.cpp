@@ -18,6 +18,9 @@ DecoderSpec llama_spec(const std::shared_ptr<const LlamaShape>& shape) {
   spec.seq_len = s.seq_len;
   spec.vocab = s.vocab;
   spec.batch = s.batch;
+  spec.heads = s.n_head;
+  spec.kv_heads = s.n_kv_head;
+  spec.head_dim = s.head_dim();
   spec.token_table = "model.embed_tokens.weight";
   spec.final_norm = {NormKind::rms_norm, "model.norm", s.rms_norm_eps};
   spec.lm_head = s.tied_head ? "" : "lm_head.weight";

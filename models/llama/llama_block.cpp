@@ -159,7 +159,7 @@ void LlamaBlock::run_forward(StepContext& context, const TensorViews& w, const B
   gpu::Stream& stream = context.stream;
   const Slots at = slots();
   const Widths n = widths(s);
-  const std::int64_t rows = s.rows();
+  const std::int64_t rows = pass().rows();
   const bool biased = s.qkv_bias;
   ops.rms_norm_forward(stream, a[ln1], a[ln1_rstd].f32(), io.x, w[at.ln1], s.rms_norm_eps, rows,
                        n.c);
@@ -172,10 +172,9 @@ void LlamaBlock::run_forward(StepContext& context, const TensorViews& w, const B
   ops.qkv_pack_forward(stream, a[qkv], a[q], a[k], a[v], rows, s.n_head, s.n_kv_head, n.d);
   // The n_head q heads and n_kv_head k heads lie side by side at the start of each packed row
   // [q | k | v]: one rotation covers both.
-  ops.rope_forward(stream, a[qkv], io.constants, nullptr, s.batch, s.seq_len,
+  ops.rope_forward(stream, a[qkv], io.constants, pass().start(), pass().batch, pass().tokens,
                    s.n_head + s.n_kv_head, n.d, n.q + 2 * n.kv);
-  ops.attention_forward(stream, a[atty], a[lse].f32(), a[qkv], s.batch, s.seq_len, s.n_head,
-                        s.n_kv_head, n.d);
+  attention(context, a[atty], a[lse].f32(), a[qkv], s.n_head, s.n_kv_head, n.d);
   ops.matmul_forward(stream, a[attproj], a[atty], w[at.o], nullptr, rows, n.q, n.c);
   ops.residual_rms_norm_forward(stream, a[residual2], a[ln2], a[ln2_rstd].f32(), io.x, a[attproj],
                                 w[at.ln2], s.rms_norm_eps, rows, n.c);

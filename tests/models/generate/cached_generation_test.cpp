@@ -1,0 +1,194 @@
+// Generation with a KV cache on the host: each step's logits are a full forward's at the
+// sequence's end (within fp32 rounding: OpenBLAS rounds a product of one row unlike one of many,
+// so the bits differ) and its argmax the same wherever the top two differ by more; the same ids
+// as generation without a cache from every placement of the weights, for GPT-2 and Llama with
+// grouped-query heads; batches of prompts of different lengths; the refusals.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "engine/config/config.h"
+#include "engine/engine.h"
+#include "models/generate/generator.h"
+#include "tests/engine/swap_directory.h"
+#include "tests/models/host_engine.h"
+
+namespace strata::models::generate {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr IdsToText kBytes{.tokenizer = nullptr, .bytes = true};
+constexpr std::int64_t kSeqLen = 24;
+
+std::string fixture(const std::string& name) {
+  return (std::filesystem::path(STRATA_SOURCE_DIR) / "tests" / "fixtures" / "hf" / name).string();
+}
+
+// The model of `model` (a strata.model section) with its weights placed by `zero`.
+engine::Config config(const std::string& model, const std::string& zero) {
+  return engine::parse_config_text(R"({"train_micro_batch_size_per_gpu": 2,
+    "zero_optimization": )" + zero + R"(, "strata": {"model": )" +
+                                       model + R"(, "seed": 7}})",
+                                   "test config")
+      .config;
+}
+
+const std::string kGpt =
+    R"({"n_layer": 2, "n_head": 2, "d_model": 32, "seq_len": 24, "vocab": 64})";
+const std::string kLlama = R"({"from_pretrained": ")" + fixture("llama") + R"(", "seq_len": 24})";
+const std::string kOnTheDevice = R"({"stage": 0})";
+
+struct Gap {
+  float largest_difference = 0;  // over the step's largest logit
+  bool argmax_agrees = true;     // where the top two differ by more than that
+};
+
+// The cached pass's logits beside a full forward's at the same positions.
+Gap compare(const std::vector<float>& cached, const std::vector<float>& full) {
+  Gap gap;
+  float largest = 0;
+  for (std::size_t i = 0; i < full.size(); ++i) {
+    gap.largest_difference = std::max(gap.largest_difference, std::abs(cached[i] - full[i]));
+    largest = std::max(largest, std::abs(full[i]));
+  }
+  gap.largest_difference /= largest;
+  std::vector<float> sorted = full;
+  std::ranges::sort(sorted, std::greater<>());
+  if (sorted[0] - sorted[1] > 1e-4f * largest)
+    gap.argmax_agrees = greedy_token(cached) == greedy_token(full);
+  return gap;
+}
+
+// A prefill of a 5-token prompt in row 0 and a 3-token one in row 1, then decode steps feeding
+// fixed tokens: at every step each row's logits against a full forward over the whole sequence.
+void expect_steps_match_full_forwards(const std::string& model) {
+  testing::HostEngine run(config(model, kOnTheDevice), 2);
+  std::vector<std::vector<std::int32_t>> sequences = {{5, 9, 11, 2, 7}, {3, 1, 4}};
+  run.engine.reserve_cache(kSeqLen);
+  std::vector<std::int32_t> prefill(2 * 5, 0);
+  std::ranges::copy(sequences[0], prefill.begin());
+  std::ranges::copy(sequences[1], prefill.begin() + 5);
+  const std::vector<std::int64_t> ends = {4, 5 + 2};
+  std::vector<float> cached = run.engine.cached_logits(prefill, 5, {{0, 0}}, ends);
+  for (int step = 0; step < 12; ++step) {
+    std::vector<std::int32_t> tokens(2 * kSeqLen, 0);
+    std::vector<std::int64_t> full_ends;
+    for (std::size_t b = 0; b < 2; ++b) {
+      std::ranges::copy(sequences[b], tokens.begin() + static_cast<std::ptrdiff_t>(b) * kSeqLen);
+      full_ends.push_back(static_cast<std::int64_t>(b) * kSeqLen + std::ssize(sequences[b]) - 1);
+    }
+    const Gap gap = compare(cached, run.engine.logits_at(tokens, full_ends));
+    EXPECT_LE(gap.largest_difference, 1e-5f) << "step " << step;
+    EXPECT_TRUE(gap.argmax_agrees) << "step " << step;
+    // The next token of each sequence, then a decode step of both.
+    const std::vector<std::int32_t> next = {(step * 7 + 3) % 64, (step * 5 + 1) % 64};
+    std::vector<std::int32_t> start;
+    for (std::size_t b = 0; b < 2; ++b) {
+      start.push_back(static_cast<std::int32_t>(sequences[b].size()));
+      sequences[b].push_back(next[b]);
+    }
+    cached = run.engine.cached_logits(next, 1, start, std::vector<std::int64_t>{0, 1});
+  }
+}
+
+TEST(GenerateWithCache, EachStepIsAFullForwardAtTheSequencesEndGpt) {
+  expect_steps_match_full_forwards(kGpt);
+}
+
+TEST(GenerateWithCache, EachStepIsAFullForwardAtTheSequencesEndLlamaGroupedQuery) {
+  expect_steps_match_full_forwards(kLlama);
+}
+
+GenerationRequest request(std::vector<std::int32_t> prompt, std::int64_t max_new_tokens) {
+  GenerationRequest asked;
+  asked.prompt = std::move(prompt);
+  asked.max_new_tokens = max_new_tokens;
+  return asked;
+}
+
+std::vector<std::vector<std::int32_t>> ids(const Generated& generated) {
+  std::vector<std::vector<std::int32_t>> all;
+  for (const Generation& sequence : generated.sequences)
+    all.push_back(sequence.ids);
+  return all;
+}
+
+// A batch of two prompts of different lengths, greedy and sampled, with and without the cache,
+// from the device, CPU memory and NVMe: the same ids everywhere.
+TEST(GenerateWithCache, EveryPlacementGivesTheIdsOfGenerationWithoutACache) {
+  engine::testing::SwapDirectory swap;
+  const std::string in_cpu = R"({"stage": 3, "offload_param": {"device": "cpu"},
+      "offload_optimizer": {"device": "cpu"}})";
+  const std::string on_nvme = R"({"stage": 3,
+      "offload_param": {"device": "nvme", "nvme_path": ")" +
+                              swap.string() + R"("},
+      "offload_optimizer": {"device": "nvme", "nvme_path": ")" +
+                              swap.string() + R"("}})";
+  std::vector<GenerationRequest> asked = {request({5, 9, 11, 2, 7}, 10), request({3, 1}, 14)};
+  asked[1].sampling = {.sample = true, .temperature = 1.5, .top_k = 20};
+  asked[1].seed = 11;
+  for (const std::string& model : {kGpt, kLlama}) {
+    testing::HostEngine reference(config(model, kOnTheDevice), 2);
+    const Generated expected =
+        generate_without_cache(reference.engine, {2, kSeqLen, kSeqLen}, asked, kBytes);
+    for (const std::string& zero : {kOnTheDevice, in_cpu, on_nvme}) {
+      testing::HostEngine run(config(model, zero), 2);
+      const Generated cached =
+          generate_with_cache(run.engine, {2, kSeqLen, kSeqLen}, asked, kBytes);
+      EXPECT_EQ(ids(cached), ids(expected)) << zero;
+      EXPECT_EQ(cached.sequences[0].text, expected.sequences[0].text);
+    }
+  }
+}
+
+// The cache may run past the micro-batch's seq_len, up to the model's positions: a prefill of 5
+// positions on an engine of seq_len 8, then 30 new tokens, as an engine of seq_len 40 makes them
+// without a cache.
+TEST(GenerateWithCache, TheCacheRunsPastSeqLenUpToTheModelsPositions) {
+  const auto llama = [](int seq_len) {
+    return R"({"from_pretrained": ")" + fixture("llama") + R"(", "seq_len": )" +
+           std::to_string(seq_len) + "}";
+  };
+  const std::vector<GenerationRequest> asked = {request({5, 9, 11, 2, 7}, 30)};
+  testing::HostEngine short_run(config(llama(8), kOnTheDevice), 2);
+  const Generated cached = generate_with_cache(short_run.engine, {2, 8, 64}, asked, kBytes);
+  testing::HostEngine long_run(config(llama(40), kOnTheDevice), 2);
+  EXPECT_EQ(ids(cached), ids(generate_without_cache(long_run.engine, {2, 40, 40}, asked, kBytes)));
+  EXPECT_EQ(cached.sequences[0].ids.size(), 30u);
+}
+
+TEST(GenerateWithCache, PastThePositionsOrTheDeviceIsRefusedFirst) {
+  testing::HostEngine run(config(kGpt, kOnTheDevice), 2);
+  const std::vector<GenerationRequest> too_long = {request({5, 9, 11}, 22)};
+  try {
+    static_cast<void>(generate_with_cache(run.engine, {2, kSeqLen, kSeqLen}, too_long, kBytes));
+    FAIL() << "generated past the positions";
+  } catch (const UserError& error) {
+    EXPECT_THAT(error.what(), HasSubstr("need 25 positions, more than the 24"));
+  }
+  // A cache past the device's 64 MiB: refused, naming its bytes and what is left.
+  try {
+    run.engine.reserve_cache(std::int64_t{1} << 20);
+    FAIL() << "a cache past the budget";
+  } catch (const UserError& error) {
+    EXPECT_THAT(error.what(),
+                HasSubstr("the KV cache of 1048576 positions for each of 2 sequences takes"));
+    EXPECT_THAT(error.what(), HasSubstr("left beside the model"));
+    EXPECT_THAT(error.fix(), HasSubstr("strata.device_memory_budget"));
+  }
+  // The engine goes on: a cache that fits is made and generates.
+  const std::vector<GenerationRequest> fits = {request({5, 9, 11}, 4)};
+  EXPECT_EQ(
+      generate_with_cache(run.engine, {2, kSeqLen, kSeqLen}, fits, kBytes).sequences[0].ids.size(),
+      4u);
+}
+
+}  // namespace
+}  // namespace strata::models::generate
