@@ -13,7 +13,7 @@ constexpr AddBenchCommand kBenchCommands[] = {
     add_bench_comm_command,      add_bench_h2d_command,
     add_bench_offload_command,   add_bench_gemm_command,
     add_bench_attention_command, add_bench_device_optimizer_command,
-    add_bench_tokenizer_command,
+    add_bench_tokenizer_command, add_bench_decode_command,
 };
 
 }  // namespace

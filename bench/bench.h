@@ -19,5 +19,6 @@ void add_bench_gemm_command(CLI::App& bench, CommandContext& context);
 void add_bench_device_optimizer_command(CLI::App& bench, CommandContext& context);
 void add_bench_attention_command(CLI::App& bench, CommandContext& context);
 void add_bench_tokenizer_command(CLI::App& bench, CommandContext& context);
+void add_bench_decode_command(CLI::App& bench, CommandContext& context);
 
 }  // namespace strata::tools

@@ -137,4 +137,16 @@ struct Figure {
 std::vector<Figure> measure_round_robin(
     const std::vector<std::pair<std::string, std::function<void()>>>& loops, int steps);
 
+// `strata bench membw`'s figure: the memory bound of the optimizer step's pattern (the median
+// step over `params` parameters), what the decode benchmark sets its bound by on the host.
+struct MembwFigure {
+  std::int64_t params = 0;
+  int bytes_per_param = 0;
+  double seconds_per_step = 0.0;
+  double gbps = 0.0;  // 1e9 bytes/s, read and written
+  int threads = 0;
+  std::string binding;
+};
+MembwFigure measure_membw(const StreamOptions& options);
+
 }  // namespace strata::tools::bench

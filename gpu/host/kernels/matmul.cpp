@@ -82,6 +82,31 @@ void tiled_gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t
   });
 }
 
+// A product of a few rows (a decode step's: one token per sequence) reads each weight once per
+// row through OpenBLAS's sgemv, which streams the weight without packing it; sgemm packs every
+// panel it reads, which for one row costs more than the product. A tile's panel of the weight
+// (gemv_cols x in_channels) stays in cache across the rows, so memory sees it once; tiles of 64
+// outputs split even a 768-wide projection evenly over the workers.
+constexpr std::int64_t gemv_rows = 8;
+constexpr std::int64_t gemv_cols = 64;
+
+template <typename Real>
+void few_rows_gemm(std::int64_t m, std::int64_t n, std::int64_t k, const Real* inp,
+                   const Real* weight, Real beta, Real* out) {
+  detail::pin_blas_to_one_thread();
+  const std::int64_t col_tiles = (n + gemv_cols - 1) / gemv_cols;
+  detail::parallel_chunks(col_tiles, 1, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t tile = begin; tile < end; ++tile) {
+      const std::int64_t col = tile * gemv_cols;
+      const std::int64_t tile_n = n - col < gemv_cols ? n - col : gemv_cols;
+      for (std::int64_t row = 0; row < m; ++row) {
+        detail::gemv(tile_n, k, Real{1}, weight + col * k, k, inp + row * k, beta,
+                     out + row * n + col);
+      }
+    }
+  });
+}
+
 }  // namespace
 
 namespace detail {
@@ -115,6 +140,10 @@ void matmul_forward(Real* out, const Real* inp, const Real* weight, const Real* 
                               }
                             });
     beta = 1;
+  }
+  if (rows <= gemv_rows) {
+    few_rows_gemm(rows, out_channels, in_channels, inp, weight, beta, out);
+    return;
   }
   tiled_gemm(false, true, rows, out_channels, in_channels, Real{1}, inp, in_channels, weight,
              in_channels, beta, out, out_channels);

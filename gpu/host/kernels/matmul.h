@@ -20,7 +20,9 @@ const char* blas_kernels();
 
 // out[rows, out_channels] = inp[rows, in_channels] @ weight[out_channels, in_channels]^T + bias.
 // weight is stored as PyTorch's nn.Linear stores it (out x in, row-major). bias may be nullptr
-// (the tied LM head: logits = x @ wte^T). out may not alias inp or weight.
+// (the tied LM head: logits = x @ wte^T). out may not alias inp or weight. Up to 8 rows (a decode
+// step's) go through sgemv, which reads the weight without packing it: their sums are ordered
+// unlike sgemm's, so the bits of a row depend on how many rows come with it.
 template <typename Real>
 void matmul_forward(Real* out, const Real* inp, const Real* weight, const Real* bias,
                     std::int64_t rows, std::int64_t in_channels, std::int64_t out_channels);

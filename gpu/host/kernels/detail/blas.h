@@ -47,4 +47,17 @@ inline void gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_
               to_blas(lda), b, to_blas(ldb), beta, c, to_blas(ldc));
 }
 
+// y[m] = alpha * A[m, n] @ x[n] + beta * y (A row-major, unit strides), on the calling thread.
+inline void gemv(std::int64_t m, std::int64_t n, float alpha, const float* a, std::int64_t lda,
+                 const float* x, float beta, float* y) {
+  cblas_sgemv(CblasRowMajor, CblasNoTrans, to_blas(m), to_blas(n), alpha, a, to_blas(lda), x, 1,
+              beta, y, 1);
+}
+
+inline void gemv(std::int64_t m, std::int64_t n, double alpha, const double* a, std::int64_t lda,
+                 const double* x, double beta, double* y) {
+  cblas_dgemv(CblasRowMajor, CblasNoTrans, to_blas(m), to_blas(n), alpha, a, to_blas(lda), x, 1,
+              beta, y, 1);
+}
+
 }  // namespace strata::gpu::host::kernels::detail

@@ -1,0 +1,283 @@
+// `strata bench decode`: generation with a KV cache on a GPT of a given size (fresh weights),
+// through the engine as `strata generate` runs it: the prefill's tokens/s, and the decode steps'
+// tokens/s at each batch beside their bound. A decode step reads every weight once, so at batch
+// B its bound is B x the memory bandwidth over the weights' bytes: `strata bench membw`'s figure
+// on the host, a device-to-device copy's on CUDA, both measured in the same run. On the host the
+// rate of reading memory alone is measured too, which a step that only reads is held to.
+//
+//   strata bench decode [--device host|cuda] [--dtype float32] [--model 125m|1b|1p3b|LxHxC]
+//                       [--batch 1,8] [--prompt 128] [--new-tokens 32] [--json]
+
+#include <fmt/format.h>
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_reduce.h>
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "base/units.h"
+#include "bench/bench.h"
+#include "bench/bench_device.h"
+#include "bench/bench_stream.h"
+#include "engine/config/config.h"
+#include "engine/engine.h"
+#include "gpu/comm.h"
+#include "gpu/ops.h"
+#include "gpu/process_group.h"
+#include "gpu/stream.h"
+#include "models/model_plan.h"
+
+namespace strata::tools {
+namespace {
+
+struct DecodeOptions {
+  std::string device = "host";
+  std::string dtype = "float32";
+  std::string model = "125m";
+  std::vector<int> batches = {1, 8};
+  int prompt = 128;
+  int new_tokens = 32;
+  bool json = false;
+};
+
+// A GPT's layers, heads and width: GPT-2 small, a 1.0B and a 1.3B (configs/gpt_1p3b_in_gpu.json)
+// over GPT-2's vocabulary, or LxHxC.
+struct ModelSize {
+  std::int64_t layers = 0, heads = 0, width = 0;
+};
+
+ModelSize parse_model(const std::string& name) {
+  if (name == "125m") return {12, 12, 768};
+  if (name == "1b") return {18, 16, 2048};
+  if (name == "1p3b") return {24, 16, 2048};
+  ModelSize size;
+  if (std::sscanf(name.c_str(), "%ldx%ldx%ld", &size.layers, &size.heads, &size.width) == 3 &&
+      size.layers > 0 && size.heads > 0 && size.width % size.heads == 0)
+    return size;
+  throw UserError(fmt::format("--model {} is not a model size", name),
+                  "give 125m, 1b, 1p3b or LxHxC (layers x heads x width, heads dividing width)", 2);
+}
+
+std::string config_json(const DecodeOptions& options, ModelSize size, int batch) {
+  const bool half = options.dtype != "float32";
+  return fmt::format(R"({{"train_micro_batch_size_per_gpu": {}, "{}": {{"enabled": {}}},
+    "zero_optimization": {{"stage": 0}},
+    "strata": {{"model": {{"n_layer": {}, "n_head": {}, "d_model": {}, "seq_len": {},
+                          "vocab": 50257}}, "seed": 1}}}})",
+                     batch, options.dtype == "float16" ? "fp16" : "bf16", half ? "true" : "false",
+                     size.layers, size.heads, size.width, options.prompt + options.new_tokens);
+}
+
+struct DecodeRun {
+  int batch = 0;
+  double prefill_tokens_per_s = 0;
+  double decode_tokens_per_s = 0;
+};
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// One prefill of every sequence's prompt, then new_tokens decode steps of every sequence.
+DecodeRun measure(engine::Engine& engine, const DecodeOptions& options, int batch) {
+  const std::int64_t prompt = options.prompt;
+  engine.reserve_cache(prompt + options.new_tokens);
+  std::vector<std::int32_t> inputs(static_cast<std::size_t>(batch * prompt));
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    inputs[i] = static_cast<std::int32_t>((i * 7919) % 50257);
+  std::vector<std::int32_t> start(static_cast<std::size_t>(batch), 0);
+  std::vector<std::int64_t> rows;
+  for (int b = 0; b < batch; ++b)
+    rows.push_back(b * prompt + prompt - 1);
+  const Clock::time_point prefill = Clock::now();
+  static_cast<void>(engine.cached_logits(inputs, prompt, start, rows));
+  DecodeRun run{batch, static_cast<double>(batch * prompt) / since(prefill), 0};
+  for (int b = 0; b < batch; ++b)
+    rows[static_cast<std::size_t>(b)] = b;
+  inputs.resize(static_cast<std::size_t>(batch));
+  const Clock::time_point decode = Clock::now();
+  for (int step = 0; step < options.new_tokens; ++step) {
+    start.assign(static_cast<std::size_t>(batch), static_cast<std::int32_t>(prompt + step));
+    static_cast<void>(engine.cached_logits(inputs, 1, start, rows));
+  }
+  run.decode_tokens_per_s = static_cast<double>(batch * options.new_tokens) / since(decode);
+  return run;
+}
+
+// How fast the host reads memory alone, in 1e9 bytes/s: the median of 5 sums of a 1 GiB array of
+// 64-bit words (integer adds, which the compiler vectorises), split over the workers as the
+// decode's products are. A decode step only reads its weights; membw's figure counts its writes.
+double host_read_gbps() {
+  const std::size_t words = std::size_t{1} << 27;
+  std::vector<std::uint64_t> array(words, 1);
+  std::vector<double> seconds;
+  for (int round = 0; round < 5; ++round) {
+    const Clock::time_point start = Clock::now();
+    const std::uint64_t sum = tbb::parallel_reduce(
+        tbb::blocked_range<std::size_t>(0, words, std::size_t{1} << 20), std::uint64_t{0},
+        [&](const tbb::blocked_range<std::size_t>& range, std::uint64_t total) {
+          for (std::size_t i = range.begin(); i < range.end(); ++i)
+            total += array[i];
+          return total;
+        },
+        std::plus<>());
+    seconds.push_back(since(start));
+    if (sum != words) throw std::logic_error("the read stream summed the wrong words");
+  }
+  std::ranges::sort(seconds);
+  return static_cast<double>(words * sizeof(std::uint64_t)) / seconds[2] / 1e9;
+}
+
+// The device's memory bandwidth in 1e9 bytes/s: `strata bench membw`'s on the host (read and
+// written); a 1 GiB device-to-device copy's (twice its bytes over its time) on CUDA.
+double memory_gbps(gpu::Device& device) {
+  if (device.kind() != gpu::DeviceKind::cuda) {
+    bench::StreamOptions stream;
+    stream.params = "256M";  // as docs/benchmarks.md measures `strata bench membw`
+    stream.copy = "none";
+    return bench::measure_membw(stream).gbps;
+  }
+  constexpr std::int64_t bytes = std::int64_t{1} << 30;
+  gpu::DeviceBuffer from = device.allocate(bytes, "bandwidth source");
+  gpu::DeviceBuffer to = device.allocate(bytes, "bandwidth target");
+  gpu::Stream& stream = device.compute_stream();
+  stream.copy(to.data(), from.data(), bytes, gpu::CopyKind::device_to_device);
+  stream.synchronize();
+  const Clock::time_point start = Clock::now();
+  constexpr int copies = 10;
+  for (int i = 0; i < copies; ++i)
+    stream.copy(to.data(), from.data(), bytes, gpu::CopyKind::device_to_device);
+  stream.synchronize();
+  return 2.0 * bytes * copies / since(start) / 1e9;
+}
+
+// The engine of `batch` sequences on a device of `kind`, built as strata generate builds its own.
+struct DecodeEngine {
+  DecodeEngine(gpu::World& world, gpu::DeviceKind kind, const engine::Config& config)
+      : device(open_bench_device(kind)),
+        ops(gpu::create_ops(*device)),
+        comm(gpu::create_comm(world, *device)),
+        model(models::build_model(
+            models::plan_model(config.strata.model, config.batch.train_micro_batch_size_per_gpu))),
+        runtime{*device, *ops, *comm},
+        engine(runtime, config, *model) {}
+
+  std::unique_ptr<gpu::Device> device;
+  std::unique_ptr<gpu::Ops> ops;
+  std::unique_ptr<gpu::Comm> comm;
+  std::unique_ptr<engine::Model> model;
+  engine::Runtime runtime;
+  engine::Engine engine;
+};
+
+// The bandwidths a decode step is held to, in 1e9 bytes/s: the device's memory bandwidth, and on
+// the host its read rate alone (0 on CUDA).
+struct Bandwidth {
+  double memory = 0;
+  double read = 0;
+};
+
+void print_runs(const DecodeOptions& options, const std::vector<DecodeRun>& runs,
+                std::int64_t parameters, double weight_bytes, Bandwidth bandwidth,
+                const std::string& on) {
+  const double gbps = bandwidth.memory;
+  const double bound_at_one = gbps * 1e9 / weight_bytes;
+  const double read_at_one = bandwidth.read * 1e9 / weight_bytes;
+  if (options.json) {
+    nlohmann::json out = {{"device", on},
+                          {"dtype", options.dtype},
+                          {"model", options.model},
+                          {"parameters", parameters},
+                          {"weight_bytes", weight_bytes},
+                          {"memory_gbps", gbps},
+                          {"prompt", options.prompt},
+                          {"new_tokens", options.new_tokens},
+                          {"runs", nlohmann::json::array()}};
+    for (const DecodeRun& run : runs) {
+      out["runs"].push_back(
+          {{"batch", run.batch},
+           {"prefill_tokens_per_s", run.prefill_tokens_per_s},
+           {"decode_tokens_per_s", run.decode_tokens_per_s},
+           {"bound_tokens_per_s", bound_at_one * run.batch},
+           {"fraction_of_bound", run.decode_tokens_per_s / (bound_at_one * run.batch)}});
+    }
+    fmt::print("{}\n", out.dump(2));
+    return;
+  }
+  fmt::print("strata bench decode: GPT {} ({} parameters, {} of weights in {}) on {}\n",
+             options.model, base::format_count(static_cast<double>(parameters)),
+             base::format_bytes(weight_bytes), options.dtype, on);
+  fmt::print("bound: {:.1f} GB/s of memory bandwidth / the weights = {:.1f} tokens/s a sequence\n",
+             gbps, bound_at_one);
+  if (bandwidth.read > 0) {
+    fmt::print("read bound: {:.1f} GB/s read alone / the weights = {:.1f} tokens/s a sequence\n",
+               bandwidth.read, read_at_one);
+  }
+  fmt::print("{:>6} {:>14} {:>14} {:>14} {:>9} {:>13}\n", "batch", "prefill tok/s", "decode tok/s",
+             "bound tok/s", "of bound", "of read bound");
+  for (const DecodeRun& run : runs) {
+    fmt::print("{:>6} {:>14.1f} {:>14.1f} {:>14.1f} {:>8.2f}x {:>12.2f}x\n", run.batch,
+               run.prefill_tokens_per_s, run.decode_tokens_per_s, bound_at_one * run.batch,
+               run.decode_tokens_per_s / (bound_at_one * run.batch),
+               read_at_one > 0 ? run.decode_tokens_per_s / (read_at_one * run.batch) : 0.0);
+  }
+}
+
+void run_bench_decode(const DecodeOptions& options) {
+  const ModelSize size = parse_model(options.model);
+  static_cast<void>(parse_bench_dtype(options.dtype));
+  const gpu::DeviceKind kind = parse_bench_device(options.device);
+  gpu::World world;
+  // The bounds first, their arrays gone before any model is built.
+  Bandwidth bandwidth;
+  bandwidth.memory = memory_gbps(*open_bench_device(kind));
+  if (kind != gpu::DeviceKind::cuda) bandwidth.read = host_read_gbps();
+  std::vector<DecodeRun> runs;
+  std::int64_t parameters = 0;
+  std::string on;
+  for (int batch : options.batches) {
+    const engine::Config config =
+        engine::parse_config_text(config_json(options, size, batch), "bench decode").config;
+    DecodeEngine built(world, kind, config);
+    parameters = built.engine.layout().parameter_count();
+    on = built.device->name();
+    runs.push_back(measure(built.engine, options, batch));
+  }
+  const double element = options.dtype == "float32" ? 4.0 : 2.0;
+  print_runs(options, runs, parameters, static_cast<double>(parameters) * element, bandwidth, on);
+}
+
+}  // namespace
+
+void add_bench_decode_command(CLI::App& bench, CommandContext& /*context*/) {
+  auto options = std::make_shared<DecodeOptions>();
+  CLI::App* command = bench.add_subcommand(
+      "decode", "Generation with a KV cache: prefill and decode tokens/s beside the memory bound");
+  command->add_option("--device", options->device, "host or cuda")->capture_default_str();
+  command->add_option("--dtype", options->dtype, "float32, bfloat16 or float16")
+      ->capture_default_str();
+  command->add_option("--model", options->model, "125m, 1b, 1p3b or LxHxC (a GPT, vocab 50257)")
+      ->capture_default_str();
+  command->add_option("--batch", options->batches, "Sequences per decode step (each its own run)")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  command->add_option("--prompt", options->prompt, "Prompt tokens of each sequence")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  command->add_option("--new-tokens", options->new_tokens, "Decode steps")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  command->add_flag("--json", options->json, "Print one JSON document");
+  command->callback([options] { run_bench_decode(*options); });
+}
+
+}  // namespace strata::tools
