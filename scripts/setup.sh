@@ -11,6 +11,7 @@ packages=(
   libpcre2-dev libutf8proc-dev
   fio gnuplot-nox
   nodejs
+  python3-torch python3-numpy
 )
 
 missing=()
