@@ -312,6 +312,11 @@ void add_device_resident(RowBuilder& builder, const EstimateInputs& inputs, cons
                 fmt::format("the model's activations for a micro-batch of {}{}", inputs.micro_batch,
                             inputs.activation_checkpointing ? ", checkpointed" : ""));
   }
+  if (inputs.kv_cache) {
+    builder.add("kv_cache", Tier::gpu, inputs.kv_cache->bytes,
+                fmt::format("generation's keys and values: {} sequences x {} positions",
+                            inputs.kv_cache->sequences, inputs.kv_cache->positions));
+  }
   builder.add("param_shards", Tier::gpu, param_tier_plan(inputs, choice, layout).device_bytes,
               fmt::format("{} x part", storage));
   if (!choice.optimizer_offloaded()) {

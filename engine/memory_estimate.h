@@ -84,6 +84,14 @@ struct EstimateInputs {
   // The model's own activation memory for one micro-batch (models/ sizes it; engine/ cannot
   // include models/, so the caller fills it in). No term when unknown.
   std::optional<std::int64_t> activation_bytes;
+  // Generation's KV cache (strata estimate --kv-cache SxN: S sequences of N positions), sized by
+  // the model as the engine allocates it (Model::cache_bytes). No term when not asked for.
+  struct KvCache {
+    std::int64_t sequences = 0;
+    std::int64_t positions = 0;
+    std::int64_t bytes = 0;
+  };
+  std::optional<KvCache> kv_cache;
 
   std::int64_t world_size() const { return gpus_per_node * nodes; }
 };

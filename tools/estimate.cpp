@@ -37,6 +37,7 @@ struct EstimateOptions {
   std::string gpu_memory;
   bool activation_checkpointing = false;
   bool terms = false;
+  std::string kv_cache;  // "SxN": generation's cache of S sequences of N positions
 };
 
 // What the table is about, besides the rows.
@@ -59,6 +60,30 @@ std::int64_t parse_count_option(const std::string& name, const std::string& text
                     exit_bad_usage);
   }
   return *count;
+}
+
+// --kv-cache SxN: the cache the config's model allocates for S sequences of N positions.
+engine::EstimateInputs::KvCache kv_cache_term(const EstimateOptions& options,
+                                              const std::optional<engine::Config>& config) {
+  engine::EstimateInputs::KvCache cache;
+  char extra = 0;
+  if (std::sscanf(options.kv_cache.c_str(), "%ldx%ld%c", &cache.sequences, &cache.positions,
+                  &extra) != 2 ||
+      cache.sequences <= 0 || cache.positions <= 0) {
+    throw UserError(fmt::format("--kv-cache {} is not SEQUENCESxPOSITIONS", options.kv_cache),
+                    "write it as 8x2048: 8 sequences of 2048 positions each", exit_bad_usage);
+  }
+  if (!config || !options.model) {
+    throw UserError(
+        "--kv-cache sizes the cache from the model's layers and heads, which only "
+        "--config FILE --model gives",
+        "add --config FILE --model", exit_bad_usage);
+  }
+  models::ModelPlan sequences = models::plan_model(config->strata.model, cache.sequences);
+  sequences.from_pretrained.clear();
+  cache.bytes =
+      models::build_model(sequences)->cache_bytes(cache.positions, engine::compute_type(*config));
+  return cache;
 }
 
 std::optional<engine::Config> load_config(const EstimateOptions& options) {
@@ -212,6 +237,7 @@ EstimatePlan make_plan(const EstimateOptions& options) {
     plan.inputs.activation_bytes = model->activation_bytes(plan.inputs.activation_checkpointing,
                                                            engine::compute_type(*config));
   }
+  if (!options.kv_cache.empty()) plan.inputs.kv_cache = kv_cache_term(options, config);
   choose_gpu_capacity(options, config, inventory, plan);
   choose_host_capacity(config, plan);
   return plan;
@@ -368,6 +394,9 @@ void add_estimate_command(CLI::App& app, CommandContext& /*context*/) {
                     "With --model: count checkpointed activations (default: as the config's "
                     "activation_checkpointing section makes the engine do)");
   command->add_flag("--terms", options->terms, "List every term of every row");
+  command->add_option("--kv-cache", options->kv_cache,
+                      "With --model: add generation's KV cache of S sequences x N positions "
+                      "(SxN, as strata generate allocates it)");
   command->callback([options] { run_estimate(*options); });
 }
 

@@ -145,6 +145,34 @@ TEST(EstimateCommand, ModelShapeAndSizesComeFromTheConfig) {
   EXPECT_EQ(z3_nn->at("fits"), false);
 }
 
+// --kv-cache SxN: generation's cache as the model allocates it, on the GPU in every row: 2
+// layers x k and v x 3 sequences x 4 kv heads x 32 positions x 16 wide x 4 bytes, the sequences'
+// starts and lengths, and decode attention's scratch (each carved 64-byte aligned).
+TEST(EstimateCommand, GenerationsKvCacheIsATermOfTheDevice) {
+  TempDir dir;
+  std::filesystem::path file = dir.write("ds.json", R"({
+    "train_micro_batch_size_per_gpu": 2,
+    "strata": {"model": {"n_layer": 2, "n_head": 4, "d_model": 64, "seq_len": 32, "vocab": 256}}
+  })");
+  const nlohmann::json rows =
+      estimate_json({"--config", file.string(), "--model", "--kv-cache", "3x32"});
+  const std::int64_t expected =
+      models::Gpt({2, 4, 64, 32, 256, 3}).cache_bytes(32, gpu::DataType::float32);
+  EXPECT_EQ(expected, 2 * 2 * 3 * 4 * 32 * 16 * 4 + 64 + 64 + 3 * 4 * 1 * 18 * 4 + 32);
+  for (const nlohmann::json& row : rows)
+    EXPECT_EQ(term_bytes(row, "kv_cache"), expected);
+  for (const std::vector<std::string>& wrong :
+       {std::vector<std::string>{"--config", file.string(), "--model", "--kv-cache", "3"},
+        std::vector<std::string>{"--params", "7B", "--kv-cache", "3x32"}}) {
+    std::vector<std::string> arguments = {"estimate"};
+    arguments.insert(arguments.end(), wrong.begin(), wrong.end());
+    const RunResult refused = run_strata(arguments);
+    EXPECT_EQ(refused.exit_status, 2);
+    EXPECT_THAT(refused.err, ::testing::HasSubstr("--kv-cache"));
+    EXPECT_THAT(refused.err, ::testing::HasSubstr("fix: "));
+  }
+}
+
 // A vocabulary of 200 is held in 256 rows (models/vocab_padding.h): the parameters and the memory
 // are those of the 256 rows the run allocates, and the header says so.
 TEST(EstimateCommand, APaddedVocabularyIsCountedAsAllocatedAndNamed) {
