@@ -6,7 +6,11 @@
 // rate of reading memory alone is measured too, which a step that only reads is held to.
 //
 //   strata bench decode [--device host|cuda] [--dtype float32] [--model 125m|1b|1p3b|LxHxC]
-//                       [--batch 1,8] [--prompt 128] [--new-tokens 32] [--json]
+//                       [--batch 1,8] [--prompt 128] [--new-tokens 32]
+//                       [--offload none|cpu|nvme] [--nvme-path DIR] [--json]
+//
+// With the weights offloaded (stage 3, every weight gathered again for each step) the bound is
+// their transfer: host-to-device copies for cpu, the swap disk's reads for nvme.
 
 #include <fmt/format.h>
 
@@ -34,6 +38,7 @@
 #include "gpu/process_group.h"
 #include "gpu/stream.h"
 #include "models/model_plan.h"
+#include "tools/io_bench_sweep.h"
 
 namespace strata::tools {
 namespace {
@@ -45,6 +50,8 @@ struct DecodeOptions {
   std::vector<int> batches = {1, 8};
   int prompt = 128;
   int new_tokens = 32;
+  std::string offload = "none";  // where the weights live: none (the device), cpu or nvme
+  std::string nvme_path = ".";
   bool json = false;
 };
 
@@ -66,14 +73,28 @@ ModelSize parse_model(const std::string& name) {
                   "give 125m, 1b, 1p3b or LxHxC (layers x heads x width, heads dividing width)", 2);
 }
 
+// Where the weights live: on the device (stage 0), or at stage 3 in CPU memory or on NVMe, all
+// of them read again for every step (max_in_cpu 0), with the optimizer's states beside them.
+std::string zero_json(const DecodeOptions& options) {
+  if (options.offload == "none") return R"({"stage": 0})";
+  if (options.offload != "cpu" && options.offload != "nvme") {
+    throw UserError(fmt::format("--offload {} is not a placement", options.offload),
+                    "give none (the device), cpu or nvme", 2);
+  }
+  return fmt::format(R"({{"stage": 3, "offload_param": {{"device": "{0}", "nvme_path": "{1}",
+      "max_in_cpu": 0}}, "offload_optimizer": {{"device": "{0}", "nvme_path": "{1}"}}}})",
+                     options.offload, options.nvme_path);
+}
+
 std::string config_json(const DecodeOptions& options, ModelSize size, int batch) {
   const bool half = options.dtype != "float32";
   return fmt::format(R"({{"train_micro_batch_size_per_gpu": {}, "{}": {{"enabled": {}}},
-    "zero_optimization": {{"stage": 0}},
+    "zero_optimization": {},
     "strata": {{"model": {{"n_layer": {}, "n_head": {}, "d_model": {}, "seq_len": {},
                           "vocab": 50257}}, "seed": 1}}}})",
                      batch, options.dtype == "float16" ? "fp16" : "bf16", half ? "true" : "false",
-                     size.layers, size.heads, size.width, options.prompt + options.new_tokens);
+                     zero_json(options), size.layers, size.heads, size.width,
+                     options.prompt + options.new_tokens);
 }
 
 struct DecodeRun {
@@ -160,6 +181,35 @@ double memory_gbps(gpu::Device& device) {
   return 2.0 * bytes * copies / since(start) / 1e9;
 }
 
+// How fast the weights reach the device from where they live, in 1e9 bytes/s: host-to-device
+// copies of 1 GiB from page-locked memory (PCIe on CUDA, memcpy on the host) for cpu; the swap
+// disk's sequential reads through the aio engine (`strata io-bench`'s run, 2 GiB, 1 MiB blocks,
+// queue depth 32) for nvme.
+double transfer_gbps(const DecodeOptions& options, gpu::Device& device) {
+  if (options.offload == "nvme") {
+    io::RunConfig read;
+    read.dir = options.nvme_path;
+    read.size_bytes = std::int64_t{2} << 30;
+    io::check_path(read.dir, read.size_bytes);
+    io::prepare_file(read);
+    const std::vector<io::RunResult> runs = io::run(read, 2);
+    io::finish_test_file(read, /*keep=*/false);
+    return std::max(runs[0].gbps, runs[1].gbps);
+  }
+  constexpr std::int64_t bytes = std::int64_t{1} << 30;
+  gpu::PinnedBuffer from = device.allocate_pinned(bytes);
+  gpu::DeviceBuffer to = device.allocate(bytes, "transfer target");
+  gpu::Stream& stream = device.h2d_stream();
+  stream.copy(to.data(), from.data(), bytes, gpu::CopyKind::host_to_device);
+  stream.synchronize();
+  constexpr int copies = 5;
+  const Clock::time_point start = Clock::now();
+  for (int i = 0; i < copies; ++i)
+    stream.copy(to.data(), from.data(), bytes, gpu::CopyKind::host_to_device);
+  stream.synchronize();
+  return static_cast<double>(bytes) * copies / since(start) / 1e9;
+}
+
 // The engine of `batch` sequences on a device of `kind`, built as strata generate builds its own.
 struct DecodeEngine {
   DecodeEngine(gpu::World& world, gpu::DeviceKind kind, const engine::Config& config)
@@ -179,19 +229,22 @@ struct DecodeEngine {
   engine::Engine engine;
 };
 
-// The bandwidths a decode step is held to, in 1e9 bytes/s: the device's memory bandwidth, and on
-// the host its read rate alone (0 on CUDA).
+// The bandwidths a decode step is held to, in 1e9 bytes/s: the device's memory bandwidth, on the
+// host its read rate alone (0 on CUDA), and with the weights offloaded the rate they reach the
+// device from CPU memory or NVMe (0 on the device), which then bounds each step.
 struct Bandwidth {
   double memory = 0;
   double read = 0;
+  double transfer = 0;
 };
 
 void print_runs(const DecodeOptions& options, const std::vector<DecodeRun>& runs,
                 std::int64_t parameters, double weight_bytes, Bandwidth bandwidth,
                 const std::string& on) {
-  const double gbps = bandwidth.memory;
+  const double gbps = bandwidth.transfer > 0 ? bandwidth.transfer : bandwidth.memory;
   const double bound_at_one = gbps * 1e9 / weight_bytes;
-  const double read_at_one = bandwidth.read * 1e9 / weight_bytes;
+  // Reading memory is what bounds a step only while the weights are in it.
+  const double read_at_one = bandwidth.transfer > 0 ? 0.0 : bandwidth.read * 1e9 / weight_bytes;
   if (options.json) {
     nlohmann::json out = {{"device", on},
                           {"dtype", options.dtype},
@@ -216,19 +269,25 @@ void print_runs(const DecodeOptions& options, const std::vector<DecodeRun>& runs
   fmt::print("strata bench decode: GPT {} ({} parameters, {} of weights in {}) on {}\n",
              options.model, base::format_count(static_cast<double>(parameters)),
              base::format_bytes(weight_bytes), options.dtype, on);
-  fmt::print("bound: {:.1f} GB/s of memory bandwidth / the weights = {:.1f} tokens/s a sequence\n",
-             gbps, bound_at_one);
-  if (bandwidth.read > 0) {
+  fmt::print("bound: {:.1f} GB/s {} / the weights = {:.1f} tokens/s a sequence\n", gbps,
+             bandwidth.transfer > 0
+                 ? fmt::format("from {} to the device (weights offloaded)", options.offload)
+                 : std::string("of memory bandwidth"),
+             bound_at_one);
+  if (read_at_one > 0) {
     fmt::print("read bound: {:.1f} GB/s read alone / the weights = {:.1f} tokens/s a sequence\n",
                bandwidth.read, read_at_one);
   }
   fmt::print("{:>6} {:>14} {:>14} {:>14} {:>9} {:>13}\n", "batch", "prefill tok/s", "decode tok/s",
              "bound tok/s", "of bound", "of read bound");
   for (const DecodeRun& run : runs) {
-    fmt::print("{:>6} {:>14.1f} {:>14.1f} {:>14.1f} {:>8.2f}x {:>12.2f}x\n", run.batch,
+    const std::string of_read =
+        read_at_one > 0
+            ? fmt::format("{:.2f}x", run.decode_tokens_per_s / (read_at_one * run.batch))
+            : "-";
+    fmt::print("{:>6} {:>14.1f} {:>14.1f} {:>14.1f} {:>8.2f}x {:>13}\n", run.batch,
                run.prefill_tokens_per_s, run.decode_tokens_per_s, bound_at_one * run.batch,
-               run.decode_tokens_per_s / (bound_at_one * run.batch),
-               read_at_one > 0 ? run.decode_tokens_per_s / (read_at_one * run.batch) : 0.0);
+               run.decode_tokens_per_s / (bound_at_one * run.batch), of_read);
   }
 }
 
@@ -240,7 +299,11 @@ void run_bench_decode(const DecodeOptions& options) {
   // The bounds first, their arrays gone before any model is built.
   Bandwidth bandwidth;
   bandwidth.memory = memory_gbps(*open_bench_device(kind));
-  if (kind != gpu::DeviceKind::cuda) bandwidth.read = host_read_gbps();
+  if (options.offload != "none") {
+    bandwidth.transfer = transfer_gbps(options, *open_bench_device(kind));
+  } else if (kind != gpu::DeviceKind::cuda) {
+    bandwidth.read = host_read_gbps();
+  }
   std::vector<DecodeRun> runs;
   std::int64_t parameters = 0;
   std::string on;
@@ -275,6 +338,13 @@ void add_bench_decode_command(CLI::App& bench, CommandContext& /*context*/) {
       ->capture_default_str();
   command->add_option("--new-tokens", options->new_tokens, "Decode steps")
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  command
+      ->add_option("--offload", options->offload,
+                   "Where the weights live: none (the device), cpu or nvme (stage 3, read again "
+                   "for every step; the bound is then their transfer)")
+      ->capture_default_str();
+  command->add_option("--nvme-path", options->nvme_path, "Swap folder for --offload nvme")
       ->capture_default_str();
   command->add_flag("--json", options->json, "Print one JSON document");
   command->callback([options] { run_bench_decode(*options); });
