@@ -46,6 +46,13 @@
 #                     and B4 H16 T2048 D128 through strata's ops (`strata bench attention --device
 #                     cuda`) beside torch's scaled_dot_product_attention with each of its backends
 #                     (scripts/torch_sdpa_peer.py): attention.tsv
+#   generate_reference strata generate's greedy continuations of the Hugging Face fixtures (the
+#                     KV cache, batched) against a float64 torch forward
+#                     (scripts/generate_reference.py)
+#   generate_1p3b     generation with the KV cache on the 1.3B GPT in bf16 at batch 1 and 8, the
+#                     weights in GPU memory and in CPU memory: prefill and decode tokens/s beside
+#                     HBM's and PCIe's bounds (`strata bench decode`)
+#   bench_decode      the same on GPT-2 small at batch 1, 8 and 32 over 1,024-token prompts
 #   gpu_device_tests  the device, stream, event and timeline tests on CUDA (strata_gpu_tests)
 #   cuda_tests        every CUDA op against the host op, the optimizer kernels, the timeline rows
 #                     (strata_gpu_cuda_tests)
@@ -340,6 +347,11 @@ plan_checks() {
   # may run to its limit.
   add_check bench_gemm_bf16 75 "mkdir -p $logs/gemm_bf16 && cd $logs/gemm_bf16 && gemm_bf16 $b/bin/strata $root/scripts/torch_matmul_peer.py $big"
   add_check bench_attention 60 "mkdir -p $logs/attention && cd $logs/attention && attention_bf16 $b/bin/strata $root/scripts/torch_sdpa_peer.py"
+  # Generation with the KV cache: the fixtures' greedy continuations against torch in float64,
+  # then decode tokens/s beside HBM's bound (and with the weights in CPU memory, PCIe's).
+  add_check generate_reference 60 "python3 $root/scripts/generate_reference.py --strata $b/bin/strata | tee $logs/generate_reference.txt"
+  add_check generate_1p3b 150 "for offload in none cpu; do $b/bin/strata bench decode --device cuda --dtype bfloat16 --model 1p3b --batch 1,8 --prompt 512 --new-tokens 64 --offload \$offload --json > $logs/generate_1p3b_\$offload.json && cat $logs/generate_1p3b_\$offload.json; done"
+  add_check bench_decode 60 "$b/bin/strata bench decode --device cuda --dtype bfloat16 --model 125m --batch 1,8,32 --prompt 1024 --new-tokens 128 --json > $logs/bench_decode.json; cat $logs/bench_decode.json"
   add_check gpu_device_tests 120 "$b/bin/strata_gpu_tests --gtest_filter='*cuda*' --gtest_output=json:$logs/gpu_device_tests.json"
   add_check cuda_tests 180 "$b/bin/strata_gpu_cuda_tests --gtest_filter='-Types/CudaRealShapesTest.*:Types/CudnnAttentionTest.ModelShapes*:CudaOptimizerTest.TenStepsAreTheTwinBitForBitAndWithinTheBoundOfCpuAdam' --gtest_output=json:$logs/cuda_tests.json"
   add_check sass 150 "sass_check $b/bin/strata_gpu_cuda_tests | tee $logs/sass.txt"
