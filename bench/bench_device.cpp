@@ -23,7 +23,7 @@ gpu::DeviceKind parse_bench_device(const std::string& name) {
                   "give --device cuda (the GPU) or --device host (the host backend)", 2);
 }
 
-std::unique_ptr<gpu::Device> open_bench_cuda_device() {
+std::unique_ptr<gpu::Device> open_bench_cuda_device(std::int64_t budget_bytes) {
   const gpu::GpuInventory inventory = gpu::query_gpus();
   const std::string fix = "pass --device host to measure the host backend instead";
   if (!inventory.cuda_built) {
@@ -46,14 +46,18 @@ std::unique_ptr<gpu::Device> open_bench_cuda_device() {
                         "only)",
                     "run it on an A100, H100 or H200, or " + fix, 2);
   }
-  std::unique_ptr<gpu::Device> device = gpu::open_device({});
+  gpu::DeviceOptions options;
+  options.memory_budget_bytes = budget_bytes;
+  std::unique_ptr<gpu::Device> device = gpu::open_device(options);
   STRATA_ASSERT(device->kind() == gpu::DeviceKind::cuda);
   return device;
 }
 
-std::unique_ptr<gpu::Device> open_bench_device(gpu::DeviceKind kind) {
-  if (kind == gpu::DeviceKind::cuda) return open_bench_cuda_device();
-  return gpu::create_host_device({});
+std::unique_ptr<gpu::Device> open_bench_device(gpu::DeviceKind kind, std::int64_t budget_bytes) {
+  if (kind == gpu::DeviceKind::cuda) return open_bench_cuda_device(budget_bytes);
+  gpu::DeviceOptions options;
+  options.memory_budget_bytes = budget_bytes;
+  return gpu::create_host_device(options);
 }
 
 }  // namespace strata::tools
