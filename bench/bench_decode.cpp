@@ -7,7 +7,8 @@
 //
 //   strata bench decode [--device host|cuda] [--dtype float32] [--model 125m|350m|1b|1p3b|LxHxC]
 //                       [--batch 1,8] [--prompt 128] [--new-tokens 32]
-//                       [--offload none|cpu|nvme] [--nvme-path DIR] [--json]
+//                       [--offload none|cpu|nvme] [--optimizer none|cpu|nvme] [--nvme-path DIR]
+//                       [--device-memory-budget BYTES] [--json]
 //
 // With the weights offloaded (stage 3, every weight gathered again for each step) the bound is
 // their transfer: host-to-device copies for cpu, the swap disk's reads for nvme.
@@ -50,7 +51,8 @@ struct DecodeOptions {
   std::vector<int> batches = {1, 8};
   int prompt = 128;
   int new_tokens = 32;
-  std::string offload = "none";  // where the weights live: none (the device), cpu or nvme
+  std::string offload = "none";    // where the weights live: none (the device), cpu or nvme
+  std::string optimizer = "none";  // where a training run's optimizer states would live
   std::string nvme_path = ".";
   std::string device_memory_budget;  // "": the device's default (strata.device_memory_budget 0)
   bool json = false;
@@ -77,16 +79,25 @@ ModelSize parse_model(const std::string& name) {
 }
 
 // Where the weights live: on the device (stage 0), or at stage 3 in CPU memory or on NVMe, all
-// of them read again for every step (max_in_cpu 0), with the optimizer's states beside them.
+// of them read again for every step (max_in_cpu 0), with the optimizer's states beside them. The
+// engine holds a training run's optimizer states too: --optimizer cpu or nvme puts them there
+// (stage 3) for a model whose 16 bytes a parameter do not fit beside its weights.
 std::string zero_json(const DecodeOptions& options) {
-  if (options.offload == "none") return R"({"stage": 0})";
-  if (options.offload != "cpu" && options.offload != "nvme") {
-    throw UserError(fmt::format("--offload {} is not a placement", options.offload),
-                    "give none (the device), cpu or nvme", 2);
-  }
-  return fmt::format(R"({{"stage": 3, "offload_param": {{"device": "{0}", "nvme_path": "{1}",
-      "max_in_cpu": 0}}, "offload_optimizer": {{"device": "{0}", "nvme_path": "{1}"}}}})",
-                     options.offload, options.nvme_path);
+  const auto placement = [](const std::string& option, const std::string& value) {
+    if (value != "none" && value != "cpu" && value != "nvme") {
+      throw UserError(fmt::format("{} {} is not a placement", option, value),
+                      "give none (the device), cpu or nvme", 2);
+    }
+    return value;
+  };
+  const std::string params = placement("--offload", options.offload);
+  const std::string states =
+      params != "none" ? params : placement("--optimizer", options.optimizer);
+  if (params == "none" && states == "none") return R"({"stage": 0})";
+  return fmt::format(R"({{"stage": 3, "sub_group_size": 1e7,
+      "offload_param": {{"device": "{0}", "nvme_path": "{2}", "max_in_cpu": 0}},
+      "offload_optimizer": {{"device": "{1}", "nvme_path": "{2}"}}}})",
+                     params, states, options.nvme_path);
 }
 
 std::string config_json(const DecodeOptions& options, ModelSize size, int batch) {
@@ -352,7 +363,12 @@ void add_bench_decode_command(CLI::App& bench, CommandContext& /*context*/) {
                    "Where the weights live: none (the device), cpu or nvme (stage 3, read again "
                    "for every step; the bound is then their transfer)")
       ->capture_default_str();
-  command->add_option("--nvme-path", options->nvme_path, "Swap folder for --offload nvme")
+  command
+      ->add_option("--optimizer", options->optimizer,
+                   "With the weights on the device: where the engine keeps a training run's "
+                   "optimizer states, none (the device), cpu or nvme (stage 3)")
+      ->capture_default_str();
+  command->add_option("--nvme-path", options->nvme_path, "Swap folder for nvme")
       ->capture_default_str();
   command->add_option(
       "--device-memory-budget", options->device_memory_budget,

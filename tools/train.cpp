@@ -340,6 +340,22 @@ int train_on(gpu::World& world, const TrainOptions& options) {
   return outcome.stopped_by != 0 ? StopSignals::exit_status(outcome.stopped_by) : 0;
 }
 
+// --sample-every, --sample-prompt, --sample-tokens: samples during training (tools/train_sample.h).
+void add_sample_options(CLI::App& command, SampleOptions& sample) {
+  command
+      .add_option("--sample-every", sample.every,
+                  "Print a greedy sample from the model every N steps and at the last (also in "
+                  "--metrics)")
+      ->check(CLI::PositiveNumber);
+  command.add_option("--sample-prompt", sample.prompt,
+                     "The sample's prompt (default: the validation split's first tokens)");
+  command
+      .add_option("--sample-tokens", sample.tokens,
+                  "New tokens per sample, as far as the sequence allows")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+}
+
 }  // namespace
 
 void add_train_command(CLI::App& app, CommandContext& context) {
@@ -396,18 +412,7 @@ void add_train_command(CLI::App& app, CommandContext& context) {
                    "The step --timeline draws (the first ones also record the module order)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  command
-      ->add_option("--sample-every", options->sample.every,
-                   "Print a greedy sample from the model every N steps and at the last (also in "
-                   "--metrics)")
-      ->check(CLI::PositiveNumber);
-  command->add_option("--sample-prompt", options->sample.prompt,
-                      "The sample's prompt (default: the validation split's first tokens)");
-  command
-      ->add_option("--sample-tokens", options->sample.tokens,
-                   "New tokens per sample, as far as the sequence allows")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+  add_sample_options(*command, options->sample);
   command->callback([options, &context] { context.exit_status = run_training(*options); });
 }
 
