@@ -34,11 +34,10 @@
 #include "bench/bench_stream.h"
 #include "engine/config/config.h"
 #include "engine/engine.h"
-#include "gpu/comm.h"
-#include "gpu/ops.h"
 #include "gpu/process_group.h"
 #include "gpu/stream.h"
 #include "models/model_plan.h"
+#include "tools/built_engine.h"
 #include "tools/io_bench_sweep.h"
 
 namespace strata::tools {
@@ -54,7 +53,8 @@ struct DecodeOptions {
   std::string offload = "none";    // where the weights live: none (the device), cpu or nvme
   std::string optimizer = "none";  // where a training run's optimizer states would live
   std::string nvme_path = ".";
-  std::string device_memory_budget;  // "": the device's default (strata.device_memory_budget 0)
+  std::string device_memory_budget;   // "": the device's default (strata.device_memory_budget 0)
+  std::string bound_params = "256M";  // membw's arrays; the read stream takes 4 bytes of each
   bool json = false;
 };
 
@@ -152,11 +152,12 @@ DecodeRun measure(engine::Engine& engine, const DecodeOptions& options, int batc
   return run;
 }
 
-// How fast the host reads memory alone, in 1e9 bytes/s: the median of 5 sums of a 1 GiB array of
-// 64-bit words (integer adds, which the compiler vectorises), split over the workers as the
-// decode's products are. A decode step only reads its weights; membw's figure counts its writes.
-double host_read_gbps() {
-  const std::size_t words = std::size_t{1} << 27;
+// How fast the host reads memory alone, in 1e9 bytes/s: the median of 5 sums of an array of
+// 64-bit words (4 bytes for each of membw's parameters: 1 GiB for its 256M) (integer adds, which
+// the compiler vectorises), split over the workers as the decode's products are. A decode step only
+// reads its weights; membw's figure counts its writes.
+double host_read_gbps(std::int64_t params) {
+  const auto words = static_cast<std::size_t>(params / 2);
   std::vector<std::uint64_t> array(words, 1);
   std::vector<double> seconds;
   for (int round = 0; round < 5; ++round) {
@@ -178,10 +179,10 @@ double host_read_gbps() {
 
 // The device's memory bandwidth in 1e9 bytes/s: `strata bench membw`'s on the host (read and
 // written); a 1 GiB device-to-device copy's (twice its bytes over its time) on CUDA.
-double memory_gbps(gpu::Device& device) {
+double memory_gbps(gpu::Device& device, const std::string& params) {
   if (device.kind() != gpu::DeviceKind::cuda) {
     bench::StreamOptions stream;
-    stream.params = "256M";  // as docs/benchmarks.md measures `strata bench membw`
+    stream.params = params;  // 256M: as docs/benchmarks.md measures `strata bench membw`
     stream.copy = "none";
     return bench::measure_membw(stream).gbps;
   }
@@ -228,25 +229,6 @@ double transfer_gbps(const DecodeOptions& options, gpu::Device& device) {
   return static_cast<double>(bytes) * copies / since(start) / 1e9;
 }
 
-// The engine of `batch` sequences on a device of `kind`, built as strata generate builds its own.
-struct DecodeEngine {
-  DecodeEngine(gpu::World& world, gpu::DeviceKind kind, const engine::Config& config)
-      : device(open_bench_device(kind, config.strata.device_memory_budget)),
-        ops(gpu::create_ops(*device)),
-        comm(gpu::create_comm(world, *device)),
-        model(models::build_model(
-            models::plan_model(config.strata.model, config.batch.train_micro_batch_size_per_gpu))),
-        runtime{*device, *ops, *comm},
-        engine(runtime, config, *model) {}
-
-  std::unique_ptr<gpu::Device> device;
-  std::unique_ptr<gpu::Ops> ops;
-  std::unique_ptr<gpu::Comm> comm;
-  std::unique_ptr<engine::Model> model;
-  engine::Runtime runtime;
-  engine::Engine engine;
-};
-
 // The bandwidths a decode step is held to, in 1e9 bytes/s: the device's memory bandwidth, on the
 // host its read rate alone (0 on CUDA), and with the weights offloaded the rate they reach the
 // device from CPU memory or NVMe (0 on the device), which then bounds each step.
@@ -256,6 +238,43 @@ struct Bandwidth {
   double transfer = 0;
 };
 
+// The runs as one JSON document: what was measured, the bandwidths, and each batch's figures beside
+// its bound (the memory's, or the transfer's when the weights are offloaded) and, on the host with
+// the weights in memory, its read bound (null otherwise).
+nlohmann::ordered_json runs_json(const DecodeOptions& options, const std::vector<DecodeRun>& runs,
+                                 std::int64_t parameters, double weight_bytes, Bandwidth bandwidth,
+                                 const std::string& on) {
+  const double bound_gbps = bandwidth.transfer > 0 ? bandwidth.transfer : bandwidth.memory;
+  const double bound_at_one = bound_gbps * 1e9 / weight_bytes;
+  const double read_at_one = bandwidth.transfer > 0 ? 0.0 : bandwidth.read * 1e9 / weight_bytes;
+  nlohmann::ordered_json out = {{"device", on},
+                                {"dtype", options.dtype},
+                                {"model", options.model},
+                                {"parameters", parameters},
+                                {"weight_bytes", weight_bytes},
+                                {"offload", options.offload},
+                                {"optimizer", options.optimizer},
+                                {"prompt", options.prompt},
+                                {"new_tokens", options.new_tokens},
+                                {"memory_gbps", bandwidth.memory},
+                                {"read_gbps", bandwidth.read},
+                                {"transfer_gbps", bandwidth.transfer},
+                                {"bound_gbps", bound_gbps},
+                                {"runs", nlohmann::ordered_json::array()}};
+  for (const DecodeRun& run : runs) {
+    const double bound = bound_at_one * run.batch;
+    out["runs"].push_back({{"batch", run.batch},
+                           {"prefill_tokens_per_s", run.prefill_tokens_per_s},
+                           {"decode_tokens_per_s", run.decode_tokens_per_s},
+                           {"bound_tokens_per_s", bound},
+                           {"fraction_of_bound", run.decode_tokens_per_s / bound},
+                           {"read_bound_tokens_per_s",
+                            read_at_one > 0 ? nlohmann::ordered_json(read_at_one * run.batch)
+                                            : nlohmann::ordered_json()}});
+  }
+  return out;
+}
+
 void print_runs(const DecodeOptions& options, const std::vector<DecodeRun>& runs,
                 std::int64_t parameters, double weight_bytes, Bandwidth bandwidth,
                 const std::string& on) {
@@ -264,24 +283,7 @@ void print_runs(const DecodeOptions& options, const std::vector<DecodeRun>& runs
   // Reading memory is what bounds a step only while the weights are in it.
   const double read_at_one = bandwidth.transfer > 0 ? 0.0 : bandwidth.read * 1e9 / weight_bytes;
   if (options.json) {
-    nlohmann::json out = {{"device", on},
-                          {"dtype", options.dtype},
-                          {"model", options.model},
-                          {"parameters", parameters},
-                          {"weight_bytes", weight_bytes},
-                          {"memory_gbps", gbps},
-                          {"prompt", options.prompt},
-                          {"new_tokens", options.new_tokens},
-                          {"runs", nlohmann::json::array()}};
-    for (const DecodeRun& run : runs) {
-      out["runs"].push_back(
-          {{"batch", run.batch},
-           {"prefill_tokens_per_s", run.prefill_tokens_per_s},
-           {"decode_tokens_per_s", run.decode_tokens_per_s},
-           {"bound_tokens_per_s", bound_at_one * run.batch},
-           {"fraction_of_bound", run.decode_tokens_per_s / (bound_at_one * run.batch)}});
-    }
-    fmt::print("{}\n", out.dump(2));
+    fmt::print("{}\n", runs_json(options, runs, parameters, weight_bytes, bandwidth, on).dump(2));
     return;
   }
   fmt::print("strata bench decode: GPT {} ({} parameters, {} of weights in {}) on {}\n",
@@ -312,15 +314,17 @@ void print_runs(const DecodeOptions& options, const std::vector<DecodeRun>& runs
 void run_bench_decode(const DecodeOptions& options) {
   const ModelSize size = parse_model(options.model);
   static_cast<void>(parse_bench_dtype(options.dtype));
+  static_cast<void>(zero_json(options));  // the placements, refused before anything is measured
   const gpu::DeviceKind kind = parse_bench_device(options.device);
   gpu::World world;
   // The bounds first, their arrays gone before any model is built.
   Bandwidth bandwidth;
-  bandwidth.memory = memory_gbps(*open_bench_device(kind));
+  bandwidth.memory = memory_gbps(*open_bench_device(kind), options.bound_params);
   if (options.offload != "none") {
     bandwidth.transfer = transfer_gbps(options, *open_bench_device(kind));
   } else if (kind != gpu::DeviceKind::cuda) {
-    bandwidth.read = host_read_gbps();
+    bandwidth.read = host_read_gbps(
+        bench::parse_params(options.bound_params, bench::make_pattern(bench::StreamOptions{})));
   }
   std::vector<DecodeRun> runs;
   std::int64_t parameters = 0;
@@ -328,7 +332,9 @@ void run_bench_decode(const DecodeOptions& options) {
   for (int batch : options.batches) {
     const engine::Config config =
         engine::parse_config_text(config_json(options, size, batch), "bench decode").config;
-    DecodeEngine built(world, kind, config);
+    BuiltEngine built(
+        world, open_bench_device(kind, config.strata.device_memory_budget), config,
+        models::plan_model(config.strata.model, config.batch.train_micro_batch_size_per_gpu));
     parameters = built.engine.layout().parameter_count();
     on = built.device->name();
     runs.push_back(measure(built.engine, options, batch));
@@ -373,6 +379,11 @@ void add_bench_decode_command(CLI::App& bench, CommandContext& /*context*/) {
   command->add_option(
       "--device-memory-budget", options->device_memory_budget,
       "strata.device_memory_budget of the runs (16GiB, ...; default: the device's)");
+  command
+      ->add_option("--bound-params", options->bound_params,
+                   "Host bounds: `strata bench membw --params` of the memory bound, and 4 bytes "
+                   "each of the read stream")
+      ->capture_default_str();
   command->add_flag("--json", options->json, "Print one JSON document");
   command->callback([options] { run_bench_decode(*options); });
 }

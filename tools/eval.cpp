@@ -14,13 +14,11 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "engine/engine.h"
-#include "gpu/comm.h"
-#include "gpu/open_device.h"
-#include "gpu/ops.h"
 #include "gpu/process_group.h"
 #include "models/data/text_tokens.h"
 #include "models/data/token_file.h"
 #include "models/model_plan.h"
+#include "tools/built_engine.h"
 #include "tools/commands.h"
 #include "tools/run_setup.h"
 
@@ -175,16 +173,8 @@ int run_eval(const EvalOptions& options) {
                     "evaluate a longer file, or a model with a shorter strata.model.seq_len", 2);
   }
 
-  gpu::DeviceOptions device_options;
-  device_options.memory_budget_bytes = config.strata.device_memory_budget;
-  device_options.cuda_device_index = world.local_rank();
-  std::unique_ptr<gpu::Device> device = gpu::open_device(device_options);
-  std::unique_ptr<gpu::Ops> ops =
-      gpu::create_ops(*device, gpu::OpsOptions{.tf32 = config.strata.allow_tf32});
-  std::unique_ptr<gpu::Comm> comm = gpu::create_comm(world, *device);
-  std::unique_ptr<engine::Model> model = models::build_model(plan);
-  engine::Runtime runtime{*device, *ops, *comm};
-  engine::Engine engine(runtime, config, *model);
+  BuiltEngine built(world, open_run_device(config, world), config, plan);
+  engine::Engine& engine = built.engine;
   std::string weights =
       plan.from_pretrained.empty()
           ? fmt::format("fresh weights (strata.seed {})", config.strata.seed)

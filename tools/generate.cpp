@@ -14,14 +14,11 @@
 #include "engine/checkpoint/manifest.h"
 #include "engine/checkpoint/save_directory.h"
 #include "engine/config/config.h"
-#include "engine/engine.h"
-#include "gpu/comm.h"
-#include "gpu/open_device.h"
-#include "gpu/ops.h"
 #include "gpu/process_group.h"
 #include "models/generate/generation_config.h"
 #include "models/generate/generator.h"
 #include "models/model_plan.h"
+#include "tools/built_engine.h"
 #include "tools/commands.h"
 #include "tools/generate_prompts.h"
 #include "tools/run_setup.h"
@@ -169,31 +166,6 @@ nlohmann::ordered_json result_json(const generate::Generation& generation,
           {"decode_tokens_per_s", batch.decode_tokens_per_s()}};
 }
 
-// The engine a generation runs on, built as `strata eval` builds its own.
-struct GenerationEngine {
-  GenerationEngine(const engine::Config& config, const models::ModelPlan& plan, gpu::World& world)
-      : device(gpu::open_device(device_options(config, world))),
-        ops(gpu::create_ops(*device, gpu::OpsOptions{.tf32 = config.strata.allow_tf32})),
-        comm(gpu::create_comm(world, *device)),
-        model(models::build_model(plan)),
-        runtime{*device, *ops, *comm},
-        engine(runtime, config, *model) {}
-
-  static gpu::DeviceOptions device_options(const engine::Config& config, gpu::World& world) {
-    gpu::DeviceOptions options;
-    options.memory_budget_bytes = config.strata.device_memory_budget;
-    options.cuda_device_index = world.local_rank();
-    return options;
-  }
-
-  std::unique_ptr<gpu::Device> device;
-  std::unique_ptr<gpu::Ops> ops;
-  std::unique_ptr<gpu::Comm> comm;
-  std::unique_ptr<engine::Model> model;
-  engine::Runtime runtime;
-  engine::Engine engine;
-};
-
 // What one run generates for: the requests, the model's text, and the config sized for them.
 struct GenerationPlan {
   std::vector<generate::GenerationRequest> requests;
@@ -259,7 +231,7 @@ int run_generate(const GenerateOptions& options) {
   TextTokenizers tokenizers;
   const GenerationPlan plan = plan_generation(options, world.world_size(), tokenizers);
   const models::ModelPlan shape = plan_model(plan.config);
-  GenerationEngine built(plan.config, shape, world);
+  BuiltEngine built(world, open_run_device(plan.config, world), plan.config, shape);
   if (!options.checkpoint.empty())
     static_cast<void>(built.engine.load_checkpoint(options.checkpoint));
 
