@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <utility>
 
@@ -189,13 +190,15 @@ EvalStats Engine::evaluate_batch(std::span<const std::int32_t> inputs,
   const std::int64_t batches = static_cast<std::int64_t>(inputs.size()) / micro_tokens;
   STRATA_ASSERT(batches <= config_.batch.gradient_accumulation_steps);
   STRATA_ASSERT(targets.size() == inputs.size());
-  loss_->count(targets, batches);
-  coordinator_->begin_pass(false);
-  for (std::int64_t micro = 0; micro < batches; ++micro) {
-    load_micro_batch(inputs, targets, micro);
-    run_forward(micro, /*training=*/false);
-  }
-  loss_->reduce(batches);
+  forward_only([&] {
+    loss_->count(targets, batches);
+    coordinator_->begin_pass(false);
+    for (std::int64_t micro = 0; micro < batches; ++micro) {
+      load_micro_batch(inputs, targets, micro);
+      run_forward(micro, /*training=*/false);
+    }
+    loss_->reduce(batches);
+  });
   stream().synchronize();
   EvalStats stats;
   stats.loss = loss_->reported(batches);
@@ -209,15 +212,37 @@ std::vector<float> Engine::logits_at(std::span<const std::int32_t> inputs,
   record_->check_usable();
   settle_step();
   STRATA_ASSERT(std::ssize(inputs) == model_.tokens_per_micro_batch());
-  // No target is in the loss: only the logits are wanted.
-  const std::vector<std::int32_t> targets(inputs.size(), -1);
-  loss_->count(targets, 1);
-  coordinator_->begin_pass(false);
-  load_micro_batch(inputs, targets, 0);
-  run_forward(0, /*training=*/false);
   for (std::int64_t row : rows)
     STRATA_ASSERT(row >= 0 && row < model_.tokens_per_micro_batch());
+  hold_logits(std::ssize(rows));
+  // No target is in the loss: only the logits are wanted.
+  const std::vector<std::int32_t> targets(inputs.size(), -1);
+  forward_only([&] {
+    loss_->count(targets, 1);
+    coordinator_->begin_pass(false);
+    load_micro_batch(inputs, targets, 0);
+    run_forward(0, /*training=*/false);
+  });
   return read_logits(rows);
+}
+
+void Engine::forward_only(const std::function<void()>& enqueue) {
+  try {
+    enqueue();
+  } catch (...) {
+    // What was enqueued may still read the caller's host memory (a copy of its tokens), which
+    // the exception is about to free: it runs out first.
+    drain_streams();
+    throw;
+  }
+}
+
+void Engine::hold_logits(std::int64_t rows) {
+  const std::int64_t bytes = rows * model_.vocab() * kFloat;
+  if (logits_.bytes() < bytes) {
+    logits_ = {};
+    logits_ = runtime_.device.allocate(bytes, "logits for generation");
+  }
 }
 
 void Engine::reserve_cache(std::int64_t max_seq) {
@@ -226,18 +251,22 @@ void Engine::reserve_cache(std::int64_t max_seq) {
   settle_step();
   gpu::Device& device = runtime_.device;
   const gpu::DataType compute = compute_type(config_);
-  const std::int64_t bytes = model_.cache_bytes(max_seq, compute);
-  // A cache already there is freed before the new one is made.
+  const std::int64_t sequences = config_.batch.train_micro_batch_size_per_gpu;
+  const std::int64_t logits = sequences * model_.vocab() * kFloat;
+  const std::int64_t bytes = cache_reservation_bytes(model_, sequences, max_seq, compute);
+  // A cache already there is freed before the new one is made; a step without its own arena
+  // (engine_build.cpp, reserve_step_memory) still needs its room.
   const std::int64_t held =
-      cache_positions_ > 0 ? model_.cache_bytes(cache_positions_, compute) : 0;
-  const std::int64_t left = device.budget_bytes() - device.bytes_in_use() + held;
+      (cache_positions_ > 0 ? model_.cache_bytes(cache_positions_, compute) : 0) +
+      std::min(logits_.bytes(), logits);
+  const std::int64_t left = device.budget_bytes() - device.bytes_in_use() + held - step_room_;
   if (bytes > left) {
     const auto as_bytes = [](std::int64_t n) { return base::format_bytes(static_cast<double>(n)); };
     throw UserError(
         fmt::format("the KV cache of {} positions for each of {} sequences takes {}, and the "
-                    "device has {} of its {} budget left beside the model",
-                    max_seq, config_.batch.train_micro_batch_size_per_gpu, as_bytes(bytes),
-                    as_bytes(left), as_bytes(device.budget_bytes())),
+                    "device has {} of its {} budget left beside the model and its step",
+                    max_seq, sequences, as_bytes(bytes), as_bytes(std::max<std::int64_t>(left, 0)),
+                    as_bytes(device.budget_bytes())),
         "ask for fewer new tokens or fewer prompts at once, give the device more "
         "(strata.device_memory_budget), or offload the parameters "
         "(zero_optimization.offload_param)",
@@ -245,8 +274,15 @@ void Engine::reserve_cache(std::int64_t max_seq) {
   }
   cache_positions_ = 0;
   model_.allocate_cache(device, stream(), max_seq, compute);
+  hold_logits(sequences);
   stream().synchronize();
   cache_positions_ = max_seq;
+}
+
+std::int64_t Engine::cache_reservation_bytes(const Model& model, std::int64_t sequences,
+                                             std::int64_t max_seq, gpu::DataType compute) {
+  // The logits of a pass of one row per sequence, which reading them needs.
+  return model.cache_bytes(max_seq, compute) + sequences * model.vocab() * kFloat;
 }
 
 std::vector<float> Engine::cached_logits(std::span<const std::int32_t> inputs, std::int64_t tokens,
@@ -255,21 +291,24 @@ std::vector<float> Engine::cached_logits(std::span<const std::int32_t> inputs, s
   record_->check_usable();
   STRATA_ASSERT(cache_positions_ > 0);
   settle_step();
-  const std::vector<std::int32_t> targets(static_cast<std::size_t>(model_.tokens_per_micro_batch()),
-                                          -1);
-  loss_->count(targets, 1);
-  coordinator_->begin_pass(false);
-  model_.load_cached(stream(), inputs, tokens, start);
-  run_forward(0, /*training=*/false);
   for (std::int64_t row : rows)
     STRATA_ASSERT(row >= 0 && row < std::ssize(inputs));
+  hold_logits(std::ssize(rows));
+  const std::vector<std::int32_t> targets(static_cast<std::size_t>(model_.tokens_per_micro_batch()),
+                                          -1);
+  forward_only([&] {
+    loss_->count(targets, 1);
+    coordinator_->begin_pass(false);
+    model_.load_cached(stream(), inputs, tokens, start);
+    run_forward(0, /*training=*/false);
+  });
   return read_logits(rows);
 }
 
 std::vector<float> Engine::read_logits(std::span<const std::int64_t> rows) {
   const std::int64_t vocab = model_.vocab();
   const std::int64_t bytes = std::ssize(rows) * vocab * kFloat;
-  if (logits_.bytes() < bytes) logits_ = runtime_.device.allocate(bytes, "logits for generation");
+  STRATA_ASSERT(logits_.bytes() >= bytes);  // hold_logits, before the forward
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const gpu::ConstTensor row = model_.logits_at(rows[i]);
     runtime_.ops.cast_to_float(stream(), logits_.as<float>() + static_cast<std::int64_t>(i) * vocab,

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -176,6 +177,11 @@ class Engine {
   // device's budget like every other allocation; a cache of another length replaces it. Throws
   // UserError naming its bytes and what the device has left when it does not fit.
   void reserve_cache(std::int64_t max_seq);
+  // What reserve_cache takes on the device for `sequences` sequences of `model` (the micro-batch
+  // it was planned for): its KV cache and one row of fp32 logits per sequence. strata estimate's
+  // kv_cache term.
+  static std::int64_t cache_reservation_bytes(const Model& model, std::int64_t sequences,
+                                              std::int64_t max_seq, gpu::DataType compute);
   // One pass of generation (Model::load_cached: `tokens` new tokens of each sequence of the
   // micro-batch from position start[b], kept in the cache) and the logits at each of `rows`
   // (indices into the pass's batch x tokens rows), as logits_at gives them. Collective when there
@@ -235,6 +241,12 @@ class Engine {
   void reserve_step_memory();
 
   // The step (engine.cpp), in the order train_batch calls them.
+  // Runs `enqueue` (a forward with no update); when it throws, the work it enqueued is waited for
+  // before the exception leaves, as that work may read host memory the unwinding frees.
+  void forward_only(const std::function<void()>& enqueue);
+  // The device buffer read_logits widens `rows` rows of logits into, grown before any forward
+  // is enqueued, so that no allocation can fail between a forward and its read.
+  void hold_logits(std::int64_t rows);
   // The last forward's logits at each of `rows`, widened to fp32 and brought to the host.
   std::vector<float> read_logits(std::span<const std::int64_t> rows);
   void load_micro_batch(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets,
@@ -291,6 +303,9 @@ class Engine {
   std::unique_ptr<Checkpointer> checkpoints_;
   gpu::DeviceBuffer logits_;          // logits_at's fp32 rows on the device, grown as asked
   std::int64_t cache_positions_ = 0;  // reserve_cache's max_seq; 0: no cache
+  // Device memory a step allocates beyond the engine's holdings when its arena could not be
+  // reserved (reserve_step_memory): what a KV cache must leave free.
+  std::int64_t step_room_ = 0;
 };
 
 }  // namespace strata::engine

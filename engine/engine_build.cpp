@@ -304,6 +304,7 @@ void Engine::reserve_step_memory() {
         why, device.budget_bytes() - room + wanted);
   };
   if (wanted > room) {
+    step_room_ = std::max<std::int64_t>(room, 0);
     without_arena(fmt::format(
         "strata.device_memory_budget leaves {} for the step, less than the {} its buffers and "
         "their slack take",
@@ -315,6 +316,7 @@ void Engine::reserve_step_memory() {
     memory_->reserve(wanted);
   } catch (const UserError& error) {
     // The budget allowed it but the device itself did not (a card shared with another process).
+    step_room_ = room;
     without_arena(error.what());
   }
 }

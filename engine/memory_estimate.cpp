@@ -314,7 +314,8 @@ void add_device_resident(RowBuilder& builder, const EstimateInputs& inputs, cons
   }
   if (inputs.kv_cache) {
     builder.add("kv_cache", Tier::gpu, inputs.kv_cache->bytes,
-                fmt::format("generation's keys and values: {} sequences x {} positions",
+                fmt::format("generation's keys and values, {} sequences x {} positions, and a "
+                            "row of fp32 logits each",
                             inputs.kv_cache->sequences, inputs.kv_cache->positions));
   }
   builder.add("param_shards", Tier::gpu, param_tier_plan(inputs, choice, layout).device_bytes,

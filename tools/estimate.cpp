@@ -13,6 +13,7 @@
 #include "base/error.h"
 #include "base/units.h"
 #include "engine/config/config.h"
+#include "engine/engine.h"
 #include "engine/memory_estimate.h"
 #include "gpu/device_query.h"
 #include "gpu/host/host_device.h"
@@ -82,7 +83,8 @@ engine::EstimateInputs::KvCache kv_cache_term(const EstimateOptions& options,
   models::ModelPlan sequences = models::plan_model(config->strata.model, cache.sequences);
   sequences.from_pretrained.clear();
   cache.bytes =
-      models::build_model(sequences)->cache_bytes(cache.positions, engine::compute_type(*config));
+      engine::Engine::cache_reservation_bytes(*models::build_model(sequences), cache.sequences,
+                                              cache.positions, engine::compute_type(*config));
   return cache;
 }
 

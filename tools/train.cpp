@@ -316,6 +316,7 @@ int train_on(gpu::World& world, const TrainOptions& options) {
                                      : "read from " + plan.from_pretrained);
   }
   const std::int64_t done_before = resume_point ? resume_from(engine, *resume_point, leader) : 0;
+  samples.reserve(engine);
 
   // The steps.
   std::filesystem::create_directories(options.out_dir);

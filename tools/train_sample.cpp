@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "engine/engine.h"
 #include "tools/generate_prompts.h"
 
 namespace strata::tools {
@@ -62,6 +63,18 @@ TrainSamples::TrainSamples(const SampleOptions& options, const engine::Config& c
                                 "leave no room for a new token after it",
                                 prompt, plan.seq_len()),
                     fmt::format("give a prompt of fewer than {} tokens", plan.seq_len()), 2);
+  }
+}
+
+void TrainSamples::reserve(engine::Engine& engine) const {
+  if (every_ <= 0) return;
+  try {
+    engine.reserve_cache(std::ssize(request_.prompt) + request_.max_new_tokens);
+  } catch (const UserError& error) {
+    throw UserError(
+        fmt::format("--sample-every {}: {}", every_, error.what()),
+        fmt::format("drop --sample-every or sample fewer --sample-tokens, or {}", error.fix()),
+        error.exit_status());
   }
 }
 

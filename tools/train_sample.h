@@ -47,6 +47,9 @@ class TrainSamples {
   TrainSamples(const TrainSamples&) = delete;  // its text points into its tokenizers
   TrainSamples& operator=(const TrainSamples&) = delete;
 
+  // Makes the samples' KV cache before the first step, so that a device with no room for it
+  // refuses the run (naming --sample-every) before any training rather than at the first sample.
+  void reserve(engine::Engine& engine) const;
   bool due(std::int64_t step, std::int64_t last_step) const;
   // Collective: every rank calls it.
   TrainSample take(engine::Engine& engine) const;

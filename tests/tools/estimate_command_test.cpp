@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/engine.h"
 #include "gpu/device_query.h"
 #include "gpu/host/host_device.h"
 #include "models/gpt/gpt.h"
@@ -145,9 +146,10 @@ TEST(EstimateCommand, ModelShapeAndSizesComeFromTheConfig) {
   EXPECT_EQ(z3_nn->at("fits"), false);
 }
 
-// --kv-cache SxN: generation's cache as the model allocates it, on the GPU in every row: 2
+// --kv-cache SxN: generation's cache as the engine allocates it, on the GPU in every row: 2
 // layers x k and v x 3 sequences x 4 kv heads x 32 positions x 16 wide x 4 bytes, the sequences'
-// starts and lengths, and decode attention's scratch (each carved 64-byte aligned).
+// starts and lengths, decode attention's scratch (each carved 64-byte aligned), and a row of
+// logits per sequence.
 TEST(EstimateCommand, GenerationsKvCacheIsATermOfTheDevice) {
   TempDir dir;
   std::filesystem::path file = dir.write("ds.json", R"({
@@ -156,9 +158,11 @@ TEST(EstimateCommand, GenerationsKvCacheIsATermOfTheDevice) {
   })");
   const nlohmann::json rows =
       estimate_json({"--config", file.string(), "--model", "--kv-cache", "3x32"});
-  const std::int64_t expected =
-      models::Gpt({2, 4, 64, 32, 256, 3}).cache_bytes(32, gpu::DataType::float32);
-  EXPECT_EQ(expected, 2 * 2 * 3 * 4 * 32 * 16 * 4 + 64 + 64 + 3 * 4 * 1 * 18 * 4 + 32);
+  const std::int64_t expected = engine::Engine::cache_reservation_bytes(
+      models::Gpt({2, 4, 64, 32, 256, 3}), 3, 32, gpu::DataType::float32);
+  // The cache, its positions, its scratch (rounded to 64 bytes), and 3 rows of 256 fp32 logits.
+  EXPECT_EQ(expected,
+            2 * 2 * 3 * 4 * 32 * 16 * 4 + 64 + 64 + 3 * 4 * 1 * 18 * 4 + 32 + 3 * 256 * 4);
   for (const nlohmann::json& row : rows)
     EXPECT_EQ(term_bytes(row, "kv_cache"), expected);
   for (const std::vector<std::string>& wrong :

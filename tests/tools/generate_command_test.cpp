@@ -243,6 +243,23 @@ TEST(GenerateCommand, TrainingSamplesAreWhatGenerateMakesFromThatStep) {
   EXPECT_EQ(too_long.exit_status, 2);
   EXPECT_THAT(too_long.err, HasSubstr("leave no room for a new token"));
   EXPECT_THAT(too_long.err, HasSubstr("fix: give a prompt of fewer than 16 tokens"));
+
+  // A device budget that leaves the step waiting for memory has no room for the samples' cache:
+  // the run is refused before its first step rather than stopped at its first sample.
+  std::string tight_config = tiny_config(R"({"stage": 0})");
+  tight_config.replace(tight_config.find(R"("seed": 7)"), 9,
+                       R"("seed": 7, "device_memory_budget": 1400000)");
+  const std::filesystem::path tight = dir.write("tight.json", tight_config);
+  const RunResult unsampled =
+      run_strata({"train", "--config", tight.string(), "--out", (dir.path() / "out").string()});
+  ASSERT_EQ(unsampled.exit_status, 0) << unsampled.err;
+  ASSERT_THAT(unsampled.err, HasSubstr("the step will wait for the device to free memory"));
+  const RunResult sampled = run_strata({"train", "--config", tight.string(), "--sample-every", "1",
+                                        "--out", (dir.path() / "out").string()});
+  EXPECT_EQ(sampled.exit_status, 2);
+  EXPECT_THAT(sampled.err, HasSubstr("--sample-every 1: the KV cache of"));
+  EXPECT_THAT(sampled.err, HasSubstr("fix: drop --sample-every"));
+  EXPECT_THAT(sampled.out, ::testing::Not(HasSubstr("step ")));
 }
 
 struct Refusal {

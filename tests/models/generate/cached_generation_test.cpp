@@ -184,11 +184,12 @@ TEST(GenerateWithCache, PastThePositionsOrTheDeviceIsRefusedFirst) {
     EXPECT_THAT(error.fix(), HasSubstr("strata.device_memory_budget"));
   }
   // The engine goes on: a cache that fits is made, exactly the bytes the estimate counts
-  // (strata estimate --kv-cache: Model::cache_bytes), and generates.
+  // (strata estimate --kv-cache: Engine::cache_reservation_bytes), and generates.
   const std::int64_t before = run.device->bytes_in_use();
   run.engine.reserve_cache(kSeqLen);
-  EXPECT_EQ(run.device->bytes_in_use() - before,
-            run.model->cache_bytes(kSeqLen, gpu::DataType::float32));
+  EXPECT_EQ(
+      run.device->bytes_in_use() - before,
+      engine::Engine::cache_reservation_bytes(*run.model, 2, kSeqLen, gpu::DataType::float32));
   const std::vector<GenerationRequest> fits = {request({5, 9, 11}, 4)};
   EXPECT_EQ(
       generate_with_cache(run.engine, {2, kSeqLen, kSeqLen}, fits, kBytes).sequences[0].ids.size(),
