@@ -30,6 +30,7 @@
 #include "base/error.h"
 #include "base/units.h"
 #include "bench/bench.h"
+#include "bench/bench_copy.h"
 #include "bench/bench_device.h"
 #include "bench/bench_stream.h"
 #include "engine/config/config.h"
@@ -178,7 +179,8 @@ double host_read_gbps(std::int64_t params) {
 }
 
 // The device's memory bandwidth in 1e9 bytes/s: `strata bench membw`'s on the host (read and
-// written); a 1 GiB device-to-device copy's (twice its bytes over its time) on CUDA.
+// written); the best of 5 device-to-device copies of 1 GiB (twice its bytes over its time, as
+// `strata bench h2d` times a copy) on CUDA.
 double memory_gbps(gpu::Device& device, const std::string& params) {
   if (device.kind() != gpu::DeviceKind::cuda) {
     bench::StreamOptions stream;
@@ -189,19 +191,15 @@ double memory_gbps(gpu::Device& device, const std::string& params) {
   constexpr std::int64_t bytes = std::int64_t{1} << 30;
   gpu::DeviceBuffer from = device.allocate(bytes, "bandwidth source");
   gpu::DeviceBuffer to = device.allocate(bytes, "bandwidth target");
-  gpu::Stream& stream = device.compute_stream();
-  stream.copy(to.data(), from.data(), bytes, gpu::CopyKind::device_to_device);
-  stream.synchronize();
-  const Clock::time_point start = Clock::now();
-  constexpr int copies = 10;
-  for (int i = 0; i < copies; ++i)
-    stream.copy(to.data(), from.data(), bytes, gpu::CopyKind::device_to_device);
-  stream.synchronize();
-  return 2.0 * bytes * copies / since(start) / 1e9;
+  const bench::CopyTimes times =
+      bench::copy_times(device, device.compute_stream(), to.data(), from.data(), bytes,
+                        gpu::CopyKind::device_to_device, 5);
+  return 2.0 * bytes / times.engine_seconds / 1e9;
 }
 
-// How fast the weights reach the device from where they live, in 1e9 bytes/s: host-to-device
-// copies of 1 GiB from page-locked memory (PCIe on CUDA, memcpy on the host) for cpu; the swap
+// How fast the weights reach the device from where they live, in 1e9 bytes/s: the best of 5
+// host-to-device copies of 1 GiB from page-locked memory (PCIe on CUDA, memcpy on the host), as
+// `strata bench h2d` times them, for cpu; the swap
 // disk's sequential reads through the aio engine (`strata io-bench`'s run, 2 GiB, 1 MiB blocks,
 // queue depth 32) for nvme.
 double transfer_gbps(const DecodeOptions& options, gpu::Device& device) {
@@ -218,15 +216,9 @@ double transfer_gbps(const DecodeOptions& options, gpu::Device& device) {
   constexpr std::int64_t bytes = std::int64_t{1} << 30;
   gpu::PinnedBuffer from = device.allocate_pinned(bytes);
   gpu::DeviceBuffer to = device.allocate(bytes, "transfer target");
-  gpu::Stream& stream = device.h2d_stream();
-  stream.copy(to.data(), from.data(), bytes, gpu::CopyKind::host_to_device);
-  stream.synchronize();
-  constexpr int copies = 5;
-  const Clock::time_point start = Clock::now();
-  for (int i = 0; i < copies; ++i)
-    stream.copy(to.data(), from.data(), bytes, gpu::CopyKind::host_to_device);
-  stream.synchronize();
-  return static_cast<double>(bytes) * copies / since(start) / 1e9;
+  const bench::CopyTimes times = bench::copy_times(
+      device, device.h2d_stream(), to.data(), from.data(), bytes, gpu::CopyKind::host_to_device, 5);
+  return static_cast<double>(bytes) / times.engine_seconds / 1e9;
 }
 
 // The bandwidths a decode step is held to, in 1e9 bytes/s: the device's memory bandwidth, on the

@@ -18,8 +18,8 @@
 #include "base/by_index.h"
 #include "base/error.h"
 #include "base/units.h"
+#include "bench/bench_copy.h"
 #include "gpu/open_device.h"
-#include "gpu/plain_copy.h"
 #include "tools/commands.h"
 
 namespace strata::tools {
@@ -41,36 +41,6 @@ using Clock = std::chrono::steady_clock;
 
 double gbps(std::int64_t bytes, double seconds) {
   return static_cast<double>(bytes) / seconds / 1e9;
-}
-
-struct CopyTimes {
-  double engine_seconds = 1e30;
-  double plain_seconds = 1e30;
-};
-
-// Best times of `steps` stream copies (each timed between two events on the stream, as a CUDA
-// timeline would time it) and `steps` plain copies (gpu::plain_copy) between the same buffers,
-// alternated so that both see the same machine load, after one warm-up of each.
-CopyTimes copy_times(gpu::Device& device, gpu::Stream& stream, void* target, const void* source,
-                     std::int64_t bytes, gpu::CopyKind kind, int steps) {
-  auto start = device.create_event();
-  auto end = device.create_event();
-  stream.copy(target, source, bytes, kind);
-  stream.synchronize();
-  gpu::plain_copy(device, target, source, bytes, kind);
-  CopyTimes times;
-  for (int step = 0; step < steps; ++step) {
-    stream.record(*start);
-    stream.copy(target, source, bytes, kind);
-    stream.record(*end);
-    end->synchronize();
-    times.engine_seconds = std::min(times.engine_seconds, end->elapsed_ms(*start) / 1e3);
-    auto begin = Clock::now();
-    gpu::plain_copy(device, target, source, bytes, kind);
-    times.plain_seconds =
-        std::min(times.plain_seconds, std::chrono::duration<double>(Clock::now() - begin).count());
-  }
-  return times;
 }
 
 // Median microseconds of a no-op task enqueued on the compute stream and waited for.
@@ -108,10 +78,12 @@ void run_h2d_bench(const H2dBenchOptions& options) {
 
   // On the host device "device memory" is host memory, so the plain copy is memcpy between the
   // same two buffers; on CUDA it will be cudaMemcpyAsync.
-  CopyTimes h2d = copy_times(*device, device->h2d_stream(), on_device.data(), pinned.data(), bytes,
-                             gpu::CopyKind::host_to_device, options.steps);
-  CopyTimes d2h = copy_times(*device, device->d2h_stream(), pinned_back.data(), on_device.data(),
-                             bytes, gpu::CopyKind::device_to_host, options.steps);
+  const bench::CopyTimes h2d =
+      bench::copy_times(*device, device->h2d_stream(), on_device.data(), pinned.data(), bytes,
+                        gpu::CopyKind::host_to_device, options.steps);
+  const bench::CopyTimes d2h =
+      bench::copy_times(*device, device->d2h_stream(), pinned_back.data(), on_device.data(), bytes,
+                        gpu::CopyKind::device_to_host, options.steps);
   std::vector<CopyFigure> figures = {
       {"h2d", gbps(bytes, h2d.engine_seconds), gbps(bytes, h2d.plain_seconds)},
       {"d2h", gbps(bytes, d2h.engine_seconds), gbps(bytes, d2h.plain_seconds)},
