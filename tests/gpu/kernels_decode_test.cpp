@@ -74,54 +74,53 @@ TEST(KvCache, EachKvHeadsPositionsLieBackToBackAtTheirStart) {
   EXPECT_EQ(k_cache[4 * kHeadDim], 0.0f);  // before sequence 0's start: untouched
 }
 
+// Whole sequences' qkv, the fused forward's output over them, and the cache filled from them.
+struct Sequences {
+  explicit Sequences(unsigned seed) : qkv(random_values(kBatch * kSeq * kStride, seed)) {
+    std::vector<float> lse(kBatch * kHeads * kSeq);
+    flash_attention_forward(out.data(), lse.data(), qkv.data(), kBatch, kSeq, kHeads, kKvHeads,
+                            kHeadDim);
+    write_cache(k_cache, v_cache, qkv, {0, 0}, kSeq);
+  }
+
+  // The decode step of each sequence's token at position length[b] - 1, against the cache;
+  // returns the largest difference of a sequence's output from the forward's row there.
+  float step_difference(const std::vector<std::int32_t>& length) const {
+    std::vector<float> step_qkv(kBatch * kStride), step_out(kBatch * kHeads * kHeadDim);
+    for (i64 b = 0; b < kBatch; ++b)
+      std::memcpy(step_qkv.data() + b * kStride, qkv.data() + (b * kSeq + length[b] - 1) * kStride,
+                  kStride * sizeof(float));
+    decode_attention(step_out.data(), step_qkv.data(), k_cache.data(), v_cache.data(),
+                     length.data(), kBatch, kHeads, kKvHeads, kHeadDim, kSeq);
+    float largest = 0.0f;
+    for (i64 b = 0; b < kBatch; ++b) {
+      largest = std::max(
+          largest, relative_difference(step_out.data() + b * kHeads * kHeadDim,
+                                       out.data() + (b * kSeq + length[b] - 1) * kHeads * kHeadDim,
+                                       kHeads * kHeadDim));
+    }
+    return largest;
+  }
+
+  std::vector<float> qkv;
+  std::vector<float> out = std::vector<float>(kBatch * kSeq * kHeads * kHeadDim);
+  std::vector<float> k_cache = std::vector<float>(kBatch * kKvHeads * kSeq * kHeadDim, 0.0f);
+  std::vector<float> v_cache = k_cache;
+};
+
 // The cache filled from a whole sequence's qkv; for every position p, the decode step's query is
 // row p's and the cache holds positions [0, p]: the output is the forward's row p.
 TEST(DecodeAttention, EachStepIsTheFusedForwardsRow) {
-  const std::vector<float> qkv = random_values(kBatch * kSeq * kStride, 2);
-  std::vector<float> out(kBatch * kSeq * kHeads * kHeadDim), lse(kBatch * kHeads * kSeq);
-  flash_attention_forward(out.data(), lse.data(), qkv.data(), kBatch, kSeq, kHeads, kKvHeads,
-                          kHeadDim);
-  std::vector<float> k_cache(kBatch * kKvHeads * kSeq * kHeadDim, 0.0f), v_cache = k_cache;
-  write_cache(k_cache, v_cache, qkv, {0, 0}, kSeq);
-  std::vector<float> step_qkv(kBatch * kStride), step_out(kBatch * kHeads * kHeadDim);
+  const Sequences sequences(2);
   for (i64 p = 0; p < kSeq; ++p) {
-    for (i64 b = 0; b < kBatch; ++b)
-      std::memcpy(step_qkv.data() + b * kStride, qkv.data() + (b * kSeq + p) * kStride,
-                  kStride * sizeof(float));
-    const std::vector<std::int32_t> length(kBatch, static_cast<std::int32_t>(p + 1));
-    decode_attention(step_out.data(), step_qkv.data(), k_cache.data(), v_cache.data(),
-                     length.data(), kBatch, kHeads, kKvHeads, kHeadDim, kSeq);
-    for (i64 b = 0; b < kBatch; ++b) {
-      ASSERT_LE(
-          relative_difference(step_out.data() + b * kHeads * kHeadDim,
-                              out.data() + (b * kSeq + p) * kHeads * kHeadDim, kHeads * kHeadDim),
-          kDecodeTolerance)
-          << "sequence " << b << ", position " << p;
-    }
+    ASSERT_LE(sequences.step_difference(std::vector<std::int32_t>(kBatch, p + 1)), kDecodeTolerance)
+        << "position " << p;
   }
 }
 
 // Sequences at different lengths in one step: each attends over its own positions only.
 TEST(DecodeAttention, SequencesOfOneStepStandAtTheirOwnLengths) {
-  const std::vector<float> qkv = random_values(kBatch * kSeq * kStride, 3);
-  std::vector<float> out(kBatch * kSeq * kHeads * kHeadDim), lse(kBatch * kHeads * kSeq);
-  flash_attention_forward(out.data(), lse.data(), qkv.data(), kBatch, kSeq, kHeads, kKvHeads,
-                          kHeadDim);
-  std::vector<float> k_cache(kBatch * kKvHeads * kSeq * kHeadDim, 0.0f), v_cache = k_cache;
-  write_cache(k_cache, v_cache, qkv, {0, 0}, kSeq);
-  const std::vector<std::int32_t> length = {70, 129};
-  std::vector<float> step_qkv(kBatch * kStride), step_out(kBatch * kHeads * kHeadDim);
-  for (i64 b = 0; b < kBatch; ++b)
-    std::memcpy(step_qkv.data() + b * kStride, qkv.data() + (b * kSeq + length[b] - 1) * kStride,
-                kStride * sizeof(float));
-  decode_attention(step_out.data(), step_qkv.data(), k_cache.data(), v_cache.data(), length.data(),
-                   kBatch, kHeads, kKvHeads, kHeadDim, kSeq);
-  for (i64 b = 0; b < kBatch; ++b) {
-    EXPECT_LE(relative_difference(step_out.data() + b * kHeads * kHeadDim,
-                                  out.data() + (b * kSeq + length[b] - 1) * kHeads * kHeadDim,
-                                  kHeads * kHeadDim),
-              kDecodeTolerance);
-  }
+  EXPECT_LE(Sequences(3).step_difference({70, 129}), kDecodeTolerance);
 }
 
 TEST(PositionsAtAStart, ATokenAtItsStartIsTheWholeSequencesRow) {
