@@ -103,6 +103,12 @@ bool ParamCoordinator::gather(int module, bool ahead) {
        evict = policy_.next_to_evict(slice.padded_numel))
     drop(evict);
   Gathered& entry = gathered_[module];
+  if (tier_.lends()) {
+    entry.lent = true;
+    ++counters_.lent;
+    count_gather(module);
+    return true;
+  }
   const int rank = layout_.world_size() > 1 ? comm_.rank() : 0;
   const std::int64_t element = gpu::size_bytes(options_.storage);
   // The module stays in the storage type: the ops compute in it (gpu/ops.h), so nothing is
@@ -126,40 +132,59 @@ bool ParamCoordinator::gather(int module, bool ahead) {
     memory_.release(stream_, std::move(entry.params));
     throw;
   }
+  count_gather(module);
+  return true;
+}
+
+void ParamCoordinator::count_gather(int module) {
   policy_.mark_gathered(module);
   ++counters_.gathers;
-  counters_.gathered_elements += slice.padded_numel;
+  counters_.gathered_elements += layout_.module(module).padded_numel;
   counters_.peak_live_elements = std::max(counters_.peak_live_elements, policy_.live_elements());
-  return true;
 }
 
 void ParamCoordinator::make_ready(int module) {
   const ModuleSlice& slice = layout_.module(module);
   Gathered& entry = gathered_[module];
+  if (entry.lent) {
+    lend(module);
+    return;
+  }
   if (entry.uploaded) stream_.wait(*std::exchange(entry.uploaded, nullptr));
-  // The layout of stages 0-2 may be unsharded (world 1) while the job has several ranks: then
-  // every rank holds the whole module and there is nothing to gather.
-  const bool sharded = layout_.world_size() > 1;
-  const std::int64_t element = gpu::size_bytes(options_.storage);
   std::byte* full = entry.params.as<std::byte>();
-  const std::byte* source = tier_.device_shard(module);
-  if (source == nullptr) source = full + (sharded ? comm_.rank() : 0) * slice.shard_numel * element;
-  if (sharded) {
+  // Unsharded (stages 0-2 keep every module whole on each rank; or one rank), the shard fetched
+  // into `full` is the module. Sharded, the device tier's shard or the one fetched into this
+  // rank's place is all-gathered.
+  if (layout_.world_size() > 1) {
+    const std::int64_t element = gpu::size_bytes(options_.storage);
+    const std::byte* source = tier_.device_shard(module);
+    if (source == nullptr) source = full + comm_.rank() * slice.shard_numel * element;
     comm_.all_gather(stream_, source, full, slice.shard_numel, options_.storage);
-  } else if (source != full) {
-    stream_.copy(full, source, slice.padded_numel * element, gpu::CopyKind::device_to_device);
   }
   for (const TensorSlot& slot : layout_.tensors(module))
     entry.tensors.push_back(gpu::Tensor(full, options_.storage).at(slot.offset));
   entry.ready = true;
 }
 
+// The tensors of a lent module point into the tier. A tier of the plan alone holds no memory:
+// its tensors are null (the estimate's step reads none).
+void ParamCoordinator::lend(int module) {
+  Gathered& entry = gathered_[module];
+  std::byte* memory = tier_.lent_module(module);
+  for (const TensorSlot& slot : layout_.tensors(module)) {
+    entry.tensors.push_back(memory == nullptr ? gpu::Tensor(nullptr, options_.storage)
+                                              : gpu::Tensor(memory, options_.storage).at(slot.offset));
+  }
+  entry.ready = true;
+}
+
 void ParamCoordinator::drop(int module) {
   Gathered& entry = gathered_[module];
+  entry.lent = false;
   // A copy made ahead may still be writing the memory: the stream waits for it before the
   // memory goes back in its order.
   if (entry.uploaded) stream_.wait(*std::exchange(entry.uploaded, nullptr));
-  memory_.release(stream_, std::move(entry.params));
+  if (entry.params) memory_.release(stream_, std::move(entry.params));
   entry.tensors.clear();
   entry.ready = false;
   policy_.mark_dropped(module);

@@ -24,7 +24,8 @@ struct CoordinatorOptions : GatherRules {
 
 // Traffic and residency, for the step's metrics and the tests.
 struct CoordinatorCounters {
-  std::int64_t gathers = 0;            // modules gathered
+  std::int64_t gathers = 0;            // modules gathered (or lent: ParamTier::lends())
+  std::int64_t lent = 0;               // of them, read in place from the tier: nothing copied
   std::int64_t gathered_elements = 0;  // their padded elements
   std::int64_t live_elements = 0;      // gathered elements now on the device
   std::int64_t peak_live_elements = 0;
@@ -39,7 +40,9 @@ struct CoordinatorCounters {
 // ahead, while earlier ones compute: shards in CPU memory are copied to their device memory on the
 // copy stream (the compute stream waits only for the copy's event, when the module is acquired),
 // and shards on NVMe are read into the tier's buffers. A step whose order departs from the trace
-// stops prefetching, and the next step records anew. What to keep, drop and prefetch is the
+// stops prefetching, and the next step records anew. A tier that lends its modules
+// (ParamTier::lends(): the device tier of an unsharded layout) is read in place: no memory, no
+// copy, the same values. What to keep, drop and prefetch is the
 // GatherPolicy's decision; the coordinator does the device work and holds the memory. The memory
 // estimate runs this class itself, on a counting device over a tier of the plan alone, for the
 // step's device peak (engine/memory_estimate.cpp).
@@ -71,7 +74,8 @@ class ParamCoordinator {
 
  private:
   struct Gathered {
-    gpu::DeviceBuffer params;  // the storage type, padded_numel
+    gpu::DeviceBuffer params;  // the storage type, padded_numel; none when lent
+    bool lent = false;         // the tensors point into the tier's own memory
     std::vector<gpu::Tensor> tensors;
     bool ready = false;  // make_ready ran: the stream may read `params` through `tensors`
     // Gathered ahead of use: the shard's copy into `params`, which the stream has not waited for
@@ -84,6 +88,8 @@ class ParamCoordinator {
   bool gather(int module, bool ahead);
   // The stream waits for a copy made ahead, all-gathers the module and points its tensors at it.
   void make_ready(int module);
+  void lend(int module);
+  void count_gather(int module);  // the policy and the counters, once the module is live
   void drop(int module);
   void prefetch_ahead();
   // The memory's reclaimer: drops the module the policy gives up first; false when there is none.

@@ -27,11 +27,15 @@ std::unique_ptr<ShardStore> make_store(gpu::Device& device, const FlatLayout& la
 }  // namespace
 
 ParamTier::ParamTier(gpu::Device& device, const FlatLayout& layout, const ParamTierOptions& options)
-    : layout_(layout), device_(options.device), store_(make_store(device, layout, options)) {}
+    : layout_(layout),
+      device_(options.device),
+      element_bytes_(options.element_bytes),
+      store_(make_store(device, layout, options)) {}
 
 ParamTier::ParamTier(const FlatLayout& layout, const ParamTierOptions& options, PlanOnly)
     : layout_(layout),
       device_(options.device),
+      element_bytes_(options.element_bytes),
       store_(std::make_unique<PlannedShards>(plan(options, layout))) {}
 
 ParamTier::~ParamTier() = default;
@@ -39,6 +43,13 @@ ParamTier::~ParamTier() = default;
 Range ParamTier::shard_range(int module) const {
   const ModuleSlice& slice = layout_.module(module);
   return Range{slice.partition_offset, slice.partition_offset + slice.shard_numel};
+}
+
+std::byte* ParamTier::lent_module(int module) const {
+  STRATA_ASSERT(lends());
+  std::byte* partition = store_->device_partition();
+  if (partition == nullptr) return nullptr;
+  return partition + layout_.module(module).partition_offset * element_bytes_;
 }
 
 bool ParamTier::prefetch(int module) {

@@ -97,6 +97,18 @@ class ParamTier final : public ParamSink {
 
   // Device tier: the whole partition in device memory, which an optimizer on the device writes.
   std::byte* device_partition() const { return store_->device_partition(); }
+  // Whether the coordinator reads each module in place, lent by the tier, rather than in memory
+  // of its own: the device tier of an unsharded layout (stage 0, or one rank) holds every whole
+  // module in the storage type already, so a gathered copy would only double it. The new values
+  // are written in stream order (an optimizer on the device) or after the gradients of what they
+  // overwrite are on the host, which the compute stream makes after its last read of them (an
+  // offloaded one, whose late ranges the next forward waits for in wait_committed).
+  bool lends() const noexcept {
+    return device_ == OffloadDevice::none && layout_.world_size() == 1;
+  }
+  // With lends(): module `module`'s memory in the partition (nullptr in a tier of the plan
+  // alone, which holds none).
+  std::byte* lent_module(int module) const;
 
   // ParamSink: `range` starts on a multiple of 2048 elements (so that every piece written to the
   // swap file is whole 4 KiB blocks) and ends there or at the partition's end. commit() writes
@@ -145,6 +157,7 @@ class ParamTier final : public ParamSink {
 
   const FlatLayout& layout_;
   OffloadDevice device_;
+  std::int64_t element_bytes_;  // the storage type's
   // The ranges an optimizer's thread commits while the engine's thread gathers modules.
   CommitFence fence_;
   // After the fence: the store goes first, settling the copies and reads still in flight.

@@ -245,10 +245,12 @@ TEST(GenerateCommand, TrainingSamplesAreWhatGenerateMakesFromThatStep) {
   EXPECT_THAT(too_long.err, HasSubstr("fix: give a prompt of fewer than 16 tokens"));
 
   // A device budget that leaves the step waiting for memory has no room for the samples' cache:
-  // the run is refused before its first step rather than stopped at its first sample.
-  std::string tight_config = tiny_config(R"({"stage": 0})");
+  // the run is refused before its first step rather than stopped at its first sample. (The
+  // weights in CPU memory, as stage 0 on the device gathers nothing and has no step to wait.)
+  std::string tight_config = tiny_config(
+      R"({"stage": 3, "offload_param": {"device": "cpu"}, "offload_optimizer": {"device": "cpu"}})");
   tight_config.replace(tight_config.find(R"("seed": 7)"), 9,
-                       R"("seed": 7, "device_memory_budget": 1400000)");
+                       R"("seed": 7, "device_memory_budget": 500000)");
   const std::filesystem::path tight = dir.write("tight.json", tight_config);
   const RunResult unsampled =
       run_strata({"train", "--config", tight.string(), "--out", (dir.path() / "out").string()});

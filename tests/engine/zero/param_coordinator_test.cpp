@@ -164,6 +164,44 @@ TEST(ParamCoordinator, GathersTheTierShardsInTheStorageTypeOnEveryTier) {
   }
 }
 
+// The device tier of one rank holds every whole module in the storage type: the coordinator lends
+// it in place, at stage 3 as below it. The tensors point into the tier's partition, no step memory
+// is taken and nothing is copied, and new values the tier takes are what the next pass reads.
+TEST(ParamCoordinator, TheDeviceTierOfOneRankIsReadInPlace) {
+  for (bool release_after_use : {true, false}) {
+    SCOPED_TRACE(release_after_use ? "stage 3" : "stages 0-2");
+    CoordinatorOptions options = stage3();
+    options.release_after_use = release_after_use;
+    Fixture f(OffloadDevice::none, options);
+    ASSERT_TRUE(f.tier->lends());
+    const std::int64_t live_before = f.memory.live_bytes();
+    f.coordinator->begin_pass(true);
+    for (int m : {0, 1, 2, 3, 3, 2, 1, 0}) {
+      std::span<const gpu::Tensor> tensors = f.coordinator->acquire(m);
+      EXPECT_EQ(tensors[0].data, f.tier->device_partition() + f.layout.module(m).partition_offset * 2);
+      EXPECT_EQ(f.memory.live_bytes(), live_before);
+      f.coordinator->release(m);
+      f.expect_values(m);
+    }
+    f.coordinator->end_step();
+    EXPECT_EQ(f.coordinator->counters().lent, f.coordinator->counters().gathers);
+    // A new value committed to the tier (an offloaded optimizer's) is read by the next pass.
+    f.coordinator->invalidate();
+    std::span<std::byte> values = f.tier->values(Range{0, kRange});
+    std::ranges::fill(values, std::byte{0});
+    f.tier->commit(Range{0, kRange});
+    std::span<const gpu::Tensor> tensors = f.coordinator->acquire(0);
+    std::uint16_t first = 1;
+    f.device_->compute_stream().copy(&first, tensors[0].data, 2, gpu::CopyKind::device_to_host);
+    f.device_->compute_stream().synchronize();
+    EXPECT_EQ(first, 0);
+    f.coordinator->release(0);
+  }
+  // Sharded over ranks, or offloaded, the tier has a shard of each module at most: gathered.
+  Fixture cpu(OffloadDevice::cpu, stage3());
+  EXPECT_FALSE(cpu.tier->lends());
+}
+
 // Six modules of one size: the host enqueues a whole forward and backward without waiting for
 // the device (each gathered buffer is one released before, reused in stream order; each NVMe
 // shard's pool buffer goes back once its copy has run), and every module still sees its own
