@@ -172,8 +172,9 @@ void ParamCoordinator::lend(int module) {
   Gathered& entry = gathered_[module];
   std::byte* memory = tier_.lent_module(module);
   for (const TensorSlot& slot : layout_.tensors(module)) {
-    entry.tensors.push_back(memory == nullptr ? gpu::Tensor(nullptr, options_.storage)
-                                              : gpu::Tensor(memory, options_.storage).at(slot.offset));
+    entry.tensors.push_back(memory == nullptr
+                                ? gpu::Tensor(nullptr, options_.storage)
+                                : gpu::Tensor(memory, options_.storage).at(slot.offset));
   }
   entry.ready = true;
 }

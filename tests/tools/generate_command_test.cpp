@@ -245,8 +245,9 @@ TEST(GenerateCommand, TrainingSamplesAreWhatGenerateMakesFromThatStep) {
   EXPECT_THAT(too_long.err, HasSubstr("fix: give a prompt of fewer than 16 tokens"));
 
   // A device budget that leaves the step waiting for memory has no room for the samples' cache:
-  // the run is refused before its first step rather than stopped at its first sample. (The
-  // weights in CPU memory, as stage 0 on the device gathers nothing and has no step to wait.)
+  // the run is refused before its first step rather than stopped at its first sample. The
+  // weights are in CPU memory, gathered for every module: on the device at stage 0 they are lent
+  // in place, and no budget that holds the activations leaves the step short.
   std::string tight_config = tiny_config(
       R"({"stage": 3, "offload_param": {"device": "cpu"}, "offload_optimizer": {"device": "cpu"}})");
   tight_config.replace(tight_config.find(R"("seed": 7)"), 9,

@@ -178,7 +178,8 @@ TEST(ParamCoordinator, TheDeviceTierOfOneRankIsReadInPlace) {
     f.coordinator->begin_pass(true);
     for (int m : {0, 1, 2, 3, 3, 2, 1, 0}) {
       std::span<const gpu::Tensor> tensors = f.coordinator->acquire(m);
-      EXPECT_EQ(tensors[0].data, f.tier->device_partition() + f.layout.module(m).partition_offset * 2);
+      EXPECT_EQ(tensors[0].data,
+                f.tier->device_partition() + f.layout.module(m).partition_offset * 2);
       EXPECT_EQ(f.memory.live_bytes(), live_before);
       f.coordinator->release(m);
       f.expect_values(m);
