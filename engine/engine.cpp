@@ -30,11 +30,25 @@
 #include "engine/zero/param_coordinator.h"
 #include "engine/zero/param_tier.h"
 #include "gpu/comm.h"
+#include "gpu/ops.h"
 
 namespace strata::engine {
 namespace {
 
 constexpr std::int64_t kFloat = sizeof(float);
+
+// Generation's passes compute each row alone (gpu::Ops::set_rows_alone), the full forward that
+// checks them too: a decode step's logits are then that forward's to the bit on the host.
+class RowsAlone {
+ public:
+  explicit RowsAlone(gpu::Ops& ops) : ops_(ops) { ops_.set_rows_alone(true); }
+  ~RowsAlone() { ops_.set_rows_alone(false); }
+  RowsAlone(const RowsAlone&) = delete;
+  RowsAlone& operator=(const RowsAlone&) = delete;
+
+ private:
+  gpu::Ops& ops_;
+};
 
 }  // namespace
 
@@ -217,6 +231,7 @@ std::vector<float> Engine::logits_at(std::span<const std::int32_t> inputs,
   hold_logits(std::ssize(rows));
   // No target is in the loss: only the logits are wanted.
   const std::vector<std::int32_t> targets(inputs.size(), -1);
+  const RowsAlone alone(runtime_.ops);
   forward_only([&] {
     loss_->count(targets, 1);
     coordinator_->begin_pass(false);
@@ -296,6 +311,7 @@ std::vector<float> Engine::cached_logits(std::span<const std::int32_t> inputs, s
   hold_logits(std::ssize(rows));
   const std::vector<std::int32_t> targets(static_cast<std::size_t>(model_.tokens_per_micro_batch()),
                                           -1);
+  const RowsAlone alone(runtime_.ops);
   forward_only([&] {
     loss_->count(targets, 1);
     coordinator_->begin_pass(false);

@@ -169,7 +169,9 @@ class Engine {
   // One forward over one micro-batch of `inputs` (tokens_per_micro_batch() tokens; no loss, no
   // update) and the logits at each of `rows` (token indices into the micro-batch) widened to fp32:
   // rows.size() x the model's vocab() values. The model is causal, so a row's logits depend only
-  // on the tokens up to it in its sequence. Collective when there are several ranks.
+  // on the tokens up to it in its sequence. Each row is computed alone (gpu::Ops::set_rows_alone),
+  // as in cached_logits: on the host a decode step's logits are these to the bit. Collective when
+  // there are several ranks.
   std::vector<float> logits_at(std::span<const std::int32_t> inputs,
                                std::span<const std::int64_t> rows);
   // Generation with a KV cache (models/generate/): a cache of `max_seq` positions (at most the

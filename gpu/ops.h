@@ -70,6 +70,14 @@ class Ops {
   Ops(const Ops&) = delete;
   Ops& operator=(const Ops&) = delete;
 
+  // Whether the forward ops enqueued from now on compute each row alone: a row of a product or
+  // of attention then has the bits it has in a pass of one row, whatever rows come with it, so a
+  // decode step's logits are a full forward's to the bit (models/generate/). The host's products
+  // (OpenBLAS) round a row of many unlike the row alone, and the mode costs their speed: only
+  // generation's passes ask for it. cuBLAS and cuDNN promise no such thing, and the CUDA ops
+  // ignore it.
+  virtual void set_rows_alone(bool alone) { static_cast<void>(alone); }
+
   // Token t of sequence b is at position start[b] + t (`start`: `batch` int32 of device memory,
   // where a decode step's sequences stand; nullptr: every sequence starts at 0, as in training);
   // wpe, when not null, holds every position's row.

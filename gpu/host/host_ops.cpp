@@ -170,21 +170,23 @@ class HostOps final : public Ops {
   void matmul_forward(Stream& s, Tensor out, ConstTensor inp, ConstTensor weight, ConstTensor bias,
                       i64 rows, i64 in, i64 out_channels) override {
     host::common_type({out, inp, weight, bias});
+    const bool alone = rows_alone_;
     kernel(s, [=] {
       In x(inp, rows * in), w(weight, out_channels * in), bb(bias, out_channels);
       Out y(out, rows * out_channels, fresh);
-      k::matmul_forward<float>(y.get(), x.get(), w.get(), bb.get(), rows, in, out_channels);
+      k::matmul_forward<float>(y.get(), x.get(), w.get(), bb.get(), rows, in, out_channels, alone);
       y.store();
     });
   }
   void matmul_gelu_forward(Stream& s, Tensor out, Tensor pre, ConstTensor inp, ConstTensor weight,
                            ConstTensor bias, i64 rows, i64 in, i64 out_channels) override {
     host::common_type({out, pre, inp, weight, bias});
+    const bool alone = rows_alone_;
     kernel(s, [=] {
       const i64 n = rows * out_channels;
       In x(inp, rows * in), w(weight, out_channels * in), bb(bias, out_channels);
       Out y(out, n, fresh), p(pre, n, fresh);
-      k::matmul_forward<float>(p.get(), x.get(), w.get(), bb.get(), rows, in, out_channels);
+      k::matmul_forward<float>(p.get(), x.get(), w.get(), bb.get(), rows, in, out_channels, alone);
       // The GELU reads the fp32 sum before store() rounds it into `pre`, as cuBLASLt's epilogue
       // does.
       k::gelu_forward<float>(y.get(), p.get(), n);
@@ -207,11 +209,13 @@ class HostOps final : public Ops {
   void attention_forward(Stream& s, Tensor out, float* lse, ConstTensor qkv, i64 b, i64 t,
                          i64 heads, i64 kv_heads, i64 head_dim) override {
     host::common_type({out, qkv});
+    const bool alone = rows_alone_;
     kernel(s, [=] {
       const i64 rows = b * t;
       In x(qkv, rows * (heads + 2 * kv_heads) * head_dim);
       Out y(out, rows * heads * head_dim, fresh);
-      k::flash_attention_forward<float>(y.get(), lse, x.get(), b, t, heads, kv_heads, head_dim);
+      k::flash_attention_forward<float>(y.get(), lse, x.get(), b, t, heads, kv_heads, head_dim,
+                                        alone);
       y.store();
     });
   }
@@ -486,6 +490,10 @@ class HostOps final : public Ops {
         target[i] = detail::scaled_sum(target[i], source[i], scale);
     });
   }
+  void set_rows_alone(bool alone) override { rows_alone_ = alone; }
+
+ private:
+  bool rows_alone_ = false;  // read as each op is enqueued: an op keeps the mode it was asked in
 };
 
 }  // namespace

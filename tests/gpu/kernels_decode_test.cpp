@@ -1,8 +1,9 @@
 // Decoding with a KV cache on the host: the cache writes place each kv head's positions back to
 // back, a decode step's attention is the fused forward's row for that position (the same blocks
-// and online softmax; OpenBLAS's products of one row round differently from those of 64, so within
-// fp32 rounding, kDecodeTolerance), and the rotary and learned position embeddings of a token at a
-// start position are that row's to the bit.
+// and online softmax): to the bit with the forward's rows computed alone, within fp32 rounding
+// (kDecodeTolerance) of its blocks of 64 rows, whose products OpenBLAS rounds unlike one row's;
+// and the rotary and learned position embeddings of a token at a start position are that row's to
+// the bit.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -74,18 +75,22 @@ TEST(KvCache, EachKvHeadsPositionsLieBackToBackAtTheirStart) {
   EXPECT_EQ(k_cache[4 * kHeadDim], 0.0f);  // before sequence 0's start: untouched
 }
 
-// Whole sequences' qkv, the fused forward's output over them, and the cache filled from them.
+// Whole sequences' qkv, the fused forward's output over them (its query blocks at once, and each
+// row alone), and the cache filled from them.
 struct Sequences {
   explicit Sequences(unsigned seed) : qkv(random_values(kBatch * kSeq * kStride, seed)) {
     std::vector<float> lse(kBatch * kHeads * kSeq);
     flash_attention_forward(out.data(), lse.data(), qkv.data(), kBatch, kSeq, kHeads, kKvHeads,
                             kHeadDim);
+    flash_attention_forward(out_alone.data(), lse.data(), qkv.data(), kBatch, kSeq, kHeads,
+                            kKvHeads, kHeadDim, /*rows_alone=*/true);
     write_cache(k_cache, v_cache, qkv, {0, 0}, kSeq);
   }
 
   // The decode step of each sequence's token at position length[b] - 1, against the cache;
-  // returns the largest difference of a sequence's output from the forward's row there.
-  float step_difference(const std::vector<std::int32_t>& length) const {
+  // returns the largest difference of a sequence's output from `forward`'s row there.
+  float step_difference(const std::vector<std::int32_t>& length,
+                        const std::vector<float>& forward) const {
     std::vector<float> step_qkv(kBatch * kStride), step_out(kBatch * kHeads * kHeadDim);
     for (i64 b = 0; b < kBatch; ++b)
       std::memcpy(step_qkv.data() + b * kStride, qkv.data() + (b * kSeq + length[b] - 1) * kStride,
@@ -94,16 +99,17 @@ struct Sequences {
                      length.data(), kBatch, kHeads, kKvHeads, kHeadDim, kSeq);
     float largest = 0.0f;
     for (i64 b = 0; b < kBatch; ++b) {
-      largest = std::max(
-          largest, relative_difference(step_out.data() + b * kHeads * kHeadDim,
-                                       out.data() + (b * kSeq + length[b] - 1) * kHeads * kHeadDim,
-                                       kHeads * kHeadDim));
+      largest = std::max(largest, relative_difference(step_out.data() + b * kHeads * kHeadDim,
+                                                      forward.data() + (b * kSeq + length[b] - 1) *
+                                                                           kHeads * kHeadDim,
+                                                      kHeads * kHeadDim));
     }
     return largest;
   }
 
   std::vector<float> qkv;
   std::vector<float> out = std::vector<float>(kBatch * kSeq * kHeads * kHeadDim);
+  std::vector<float> out_alone = out;
   std::vector<float> k_cache = std::vector<float>(kBatch * kKvHeads * kSeq * kHeadDim, 0.0f);
   std::vector<float> v_cache = k_cache;
 };
@@ -113,14 +119,18 @@ struct Sequences {
 TEST(DecodeAttention, EachStepIsTheFusedForwardsRow) {
   const Sequences sequences(2);
   for (i64 p = 0; p < kSeq; ++p) {
-    ASSERT_LE(sequences.step_difference(std::vector<std::int32_t>(kBatch, p + 1)), kDecodeTolerance)
+    const std::vector<std::int32_t> length(kBatch, static_cast<std::int32_t>(p + 1));
+    ASSERT_EQ(sequences.step_difference(length, sequences.out_alone), 0.0f) << "position " << p;
+    ASSERT_LE(sequences.step_difference(length, sequences.out), kDecodeTolerance)
         << "position " << p;
   }
 }
 
 // Sequences at different lengths in one step: each attends over its own positions only.
 TEST(DecodeAttention, SequencesOfOneStepStandAtTheirOwnLengths) {
-  EXPECT_LE(Sequences(3).step_difference({70, 129}), kDecodeTolerance);
+  const Sequences sequences(3);
+  EXPECT_EQ(sequences.step_difference({70, 129}, sequences.out_alone), 0.0f);
+  EXPECT_LE(sequences.step_difference({70, 129}, sequences.out), kDecodeTolerance);
 }
 
 TEST(PositionsAtAStart, ATokenAtItsStartIsTheWholeSequencesRow) {

@@ -63,6 +63,27 @@ TEST(KernelsMatmul, ForwardMatchesScalarReferenceWithAndWithoutBias) {
   }
 }
 
+// Computed alone (a generation pass's products), each of 64 rows has the bits of a product of that
+// row by itself; the product of all 64 at once rounds them otherwise.
+TEST(KernelsMatmul, RowsAloneHaveTheBitsOfOneRow) {
+  constexpr std::int64_t many = 64, in = 96, out = 80;
+  const std::vector<float> inp = testing::to_float(random_values(many * in, 7));
+  const std::vector<float> weight = testing::to_float(random_values(out * in, 8));
+  const std::vector<float> bias = testing::to_float(random_values(out, 9));
+  std::vector<float> alone(many * out), together(many * out), one(out);
+  matmul_forward(alone.data(), inp.data(), weight.data(), bias.data(), many, in, out, true);
+  matmul_forward(together.data(), inp.data(), weight.data(), bias.data(), many, in, out);
+  std::int64_t rounded_otherwise = 0;
+  for (std::int64_t r = 0; r < many; ++r) {
+    matmul_forward(one.data(), inp.data() + r * in, weight.data(), bias.data(), 1, in, out);
+    for (std::int64_t o = 0; o < out; ++o) {
+      ASSERT_EQ(alone[r * out + o], one[o]) << "row " << r << " output " << o;
+      rounded_otherwise += together[r * out + o] != one[o] ? 1 : 0;
+    }
+  }
+  RecordProperty("rounded_otherwise_together", std::to_string(rounded_otherwise));
+}
+
 TEST(KernelsMatmul, BackwardMatchesFiniteDifferencesScaledErrorBelow1e9) {
   auto inp = random_values(rows * in_channels, 4);
   auto weight = random_values(out_channels * in_channels, 5);

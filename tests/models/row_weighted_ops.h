@@ -35,6 +35,7 @@ class RowWeightedOps final : public gpu::Ops {
   }
 
   // Everything else as the inner ops.
+  void set_rows_alone(bool alone) override { inner_.set_rows_alone(alone); }
   void embedding_forward(Stream& stream, Tensor out, const std::int32_t* tokens, ConstTensor wte,
                          ConstTensor wpe, const std::int32_t* start, std::int64_t batch,
                          std::int64_t seq_len, std::int64_t channels, std::int64_t vocab) override {

@@ -151,21 +151,32 @@ void write_output_row(Real* out, const RunningSoftmax<Real>& state, std::int64_t
     out[d] = static_cast<Real>(static_cast<double>(state.acc[i * head_dim + d]) / row_sum);
 }
 
-// One (batch, head, query block) task of the forward.
+// One (batch, head, query block) task of the forward: the block's rows at once, or each alone.
 template <typename Real>
 void forward_query_block(RunningSoftmax<Real>& state, Real* out, Real* lse, const Real* qkv,
-                         const Shape& shape, std::int64_t b, std::int64_t h, std::int64_t row) {
+                         const Shape& shape, std::int64_t b, std::int64_t h, std::int64_t row,
+                         bool rows_alone) {
   const HeadRows<const Real> view = head_rows(qkv, shape, b, h);
   const std::int64_t rows = shape.block_end(row) - row;
   const std::int64_t head_dim = shape.head_dim;
-  attend_rows(state, view.q + row * view.stride, view.stride, row, rows,
-              KeyRows<Real>{view.k, view.v, view.stride, shape.seq_len}, head_dim);
+  const KeyRows<Real> keys{view.k, view.v, view.stride, shape.seq_len};
   Real* out_rows = out + (b * shape.seq_len + row) * shape.out_stride() + h * head_dim;
   Real* lse_rows = lse + (b * shape.heads + h) * shape.seq_len + row;
-  for (std::int64_t i = 0; i < rows; ++i) {
-    write_output_row(out_rows + i * shape.out_stride(), state, i, head_dim);
-    lse_rows[i] = static_cast<Real>(static_cast<double>(state.max[i]) + std::log(state.sum[i]));
+  const auto write_row = [&](std::int64_t i, std::int64_t state_row) {
+    write_output_row(out_rows + i * shape.out_stride(), state, state_row, head_dim);
+    lse_rows[i] = static_cast<Real>(static_cast<double>(state.max[state_row]) +
+                                    std::log(state.sum[state_row]));
+  };
+  if (rows_alone) {
+    for (std::int64_t i = 0; i < rows; ++i) {
+      attend_rows(state, view.q + (row + i) * view.stride, view.stride, row + i, 1, keys, head_dim);
+      write_row(i, 0);
+    }
+    return;
   }
+  attend_rows(state, view.q + row * view.stride, view.stride, row, rows, keys, head_dim);
+  for (std::int64_t i = 0; i < rows; ++i)
+    write_row(i, i);
 }
 
 // What the backward of one (batch, query head) pair reads and writes.
@@ -272,7 +283,7 @@ void backward_kv_head(BackwardScratch<Real>& scratch, std::vector<Real>& delta, 
 template <typename Real>
 void flash_attention_forward(Real* out, Real* lse, const Real* qkv, std::int64_t batch,
                              std::int64_t seq_len, std::int64_t heads, std::int64_t kv_heads,
-                             std::int64_t head_dim) {
+                             std::int64_t head_dim, bool rows_alone) {
   const Shape shape{batch, seq_len, heads, kv_heads, head_dim};
   check_shape(shape);
   STRATA_ASSERT(out != nullptr && lse != nullptr && qkv != nullptr);
@@ -284,7 +295,7 @@ void flash_attention_forward(Real* out, Real* lse, const Real* qkv, std::int64_t
       const std::int64_t b = task / (heads * blocks);
       const std::int64_t h = (task / blocks) % heads;
       const std::int64_t row = (task % blocks) * block_rows;
-      forward_query_block(state, out, lse, qkv, shape, b, h, row);
+      forward_query_block(state, out, lse, qkv, shape, b, h, row, rows_alone);
     }
   });
 }
@@ -336,11 +347,11 @@ void decode_attention(Real* out, const Real* qkv, const Real* k_cache, const Rea
 }
 
 template void flash_attention_forward<float>(float*, float*, const float*, std::int64_t,
-                                             std::int64_t, std::int64_t, std::int64_t,
-                                             std::int64_t);
+                                             std::int64_t, std::int64_t, std::int64_t, std::int64_t,
+                                             bool);
 template void flash_attention_forward<double>(double*, double*, const double*, std::int64_t,
                                               std::int64_t, std::int64_t, std::int64_t,
-                                              std::int64_t);
+                                              std::int64_t, bool);
 template void flash_attention_backward<float>(float*, const float*, const float*, const float*,
                                               const float*, std::int64_t, std::int64_t,
                                               std::int64_t, std::int64_t, std::int64_t);

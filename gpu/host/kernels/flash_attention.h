@@ -21,10 +21,12 @@ namespace strata::gpu::host::kernels {
 // a running maximum and sum (online softmax), rescaling its accumulated output when the maximum
 // grows, so scratch is O(64 x 64 + 64 x head_dim) per task. Products run through single-threaded
 // BLAS; the pieces depend on the shapes only, so the bits do not depend on the thread count.
+// With `rows_alone` each query row is its own product, with the bits decode_attention gives it
+// over a cache as long as seq_len (a block's product rounds a row unlike one row alone).
 template <typename Real>
 void flash_attention_forward(Real* out, Real* lse, const Real* qkv, std::int64_t batch,
                              std::int64_t seq_len, std::int64_t heads, std::int64_t kv_heads,
-                             std::int64_t head_dim);
+                             std::int64_t head_dim, bool rows_alone = false);
 
 // dqkv += the gradient of out with respect to qkv given dout (batch, seq_len, heads * head_dim),
 // qkv and the forward's out and lse. The probabilities are recomputed block by block:

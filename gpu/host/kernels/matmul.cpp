@@ -124,7 +124,8 @@ const char* blas_kernels() {
 
 template <typename Real>
 void matmul_forward(Real* out, const Real* inp, const Real* weight, const Real* bias,
-                    std::int64_t rows, std::int64_t in_channels, std::int64_t out_channels) {
+                    std::int64_t rows, std::int64_t in_channels, std::int64_t out_channels,
+                    bool rows_alone) {
   STRATA_ASSERT(rows >= 0 && in_channels > 0 && out_channels > 0);
   STRATA_ASSERT(out != nullptr && inp != nullptr && weight != nullptr);
   if (rows == 0) return;
@@ -141,7 +142,7 @@ void matmul_forward(Real* out, const Real* inp, const Real* weight, const Real* 
                             });
     beta = 1;
   }
-  if (rows <= gemv_rows) {
+  if (rows <= gemv_rows || rows_alone) {
     few_rows_gemm(rows, out_channels, in_channels, inp, weight, beta, out);
     return;
   }
@@ -179,9 +180,9 @@ void matmul_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout, c
 }
 
 template void matmul_forward<float>(float*, const float*, const float*, const float*, std::int64_t,
-                                    std::int64_t, std::int64_t);
+                                    std::int64_t, std::int64_t, bool);
 template void matmul_forward<double>(double*, const double*, const double*, const double*,
-                                     std::int64_t, std::int64_t, std::int64_t);
+                                     std::int64_t, std::int64_t, std::int64_t, bool);
 template void matmul_backward<float>(float*, float*, float*, const float*, const float*,
                                      const float*, std::int64_t, std::int64_t, std::int64_t);
 template void matmul_backward<double>(double*, double*, double*, const double*, const double*,

@@ -22,10 +22,12 @@ const char* blas_kernels();
 // weight is stored as PyTorch's nn.Linear stores it (out x in, row-major). bias may be nullptr
 // (the tied LM head: logits = x @ wte^T). out may not alias inp or weight. Up to 8 rows (a decode
 // step's) go through sgemv, which reads the weight without packing it: their sums are ordered
-// unlike sgemm's, so the bits of a row depend on how many rows come with it.
+// unlike sgemm's, so the bits of a row depend on how many rows come with it. With `rows_alone`
+// every row goes through sgemv, whatever their number: each row then has the bits it has alone.
 template <typename Real>
 void matmul_forward(Real* out, const Real* inp, const Real* weight, const Real* bias,
-                    std::int64_t rows, std::int64_t in_channels, std::int64_t out_channels);
+                    std::int64_t rows, std::int64_t in_channels, std::int64_t out_channels,
+                    bool rows_alone = false);
 
 // dinp += dout @ weight, dweight += dout^T @ inp, dbias += sum over rows of dout. dbias may be
 // nullptr when the forward had no bias. Tiles split the result, never the summed dimension, and
