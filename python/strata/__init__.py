@@ -1,0 +1,10 @@
+"""strata for PyTorch users: the engine's CPU optimizers (strata.optim).
+
+Built by the project's CMake into build/<preset>/python: `PYTHONPATH=build/release/python
+python3 -c "import strata"`. Tensors pass without a copy, as their address and dtype; no libtorch
+is linked.
+"""
+
+from strata import optim
+
+__all__ = ["optim"]

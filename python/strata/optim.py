@@ -1,0 +1,180 @@
+"""DeepSpeed's CPU optimizers on strata's cpu_adam: CPUAdam, CPUAdagrad and CPULion.
+
+torch.optim.Optimizer subclasses with DeepSpeed's signatures (DeepSpeedCPUAdam, DeepSpeedCPUAdagrad,
+DeepSpeedCPULion), stepping every parameter in place through the C++ kernels (AVX-512 or AVX2,
+chosen at run time), with the GIL released.
+
+- Parameters and gradients in float32, bfloat16 or float16. A 16-bit parameter steps from an fp32
+  master kept in its state ("master") and gets the new value rounded to nearest even.
+- Moments in float32 (fp32_optimizer_states=True), or in bfloat16 for a bfloat16 parameter.
+- `threads` workers (0: every core); any count gives the same bits.
+- The state uses torch's keys ("step", "exp_avg", "exp_avg_sq"; Adagrad's "sum"), so a state_dict
+  moves between these and torch.optim.AdamW / Adagrad both ways.
+"""
+
+import torch
+
+from strata import _native
+from strata._tensors import address, check_cpu, dtype_name
+
+__all__ = ["CPUAdam", "CPUAdagrad", "CPULion"]
+
+
+def _check_threads(threads):
+    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 0:
+        raise ValueError(f"threads={threads!r}: give a count of workers, or 0 for every core")
+
+
+class _CPUOptimizer(torch.optim.Optimizer):
+    """What the three share: the state, its checks and its loading. A subclass names its moments
+    (torch's state keys) and steps one parameter in _step_one."""
+
+    _moments = ()
+
+    def __init__(self, params, defaults, fp32_optimizer_states, threads):
+        _check_threads(threads)
+        super().__init__(params, defaults)
+        self.fp32_optimizer_states = fp32_optimizer_states
+        self.threads = threads
+
+    def _states_dtype(self, p):
+        if self.fp32_optimizer_states or p.dtype == torch.float32:
+            return torch.float32
+        if p.dtype == torch.bfloat16:
+            return torch.bfloat16
+        raise ValueError(
+            f"a {p.dtype} parameter with fp32_optimizer_states=False: strata keeps moments in "
+            f"float32 or bfloat16; fix: pass fp32_optimizer_states=True")
+
+    def _new_state(self, p):
+        state = {"step": torch.tensor(0.0)}
+        for key in self._moments:
+            state[key] = torch.zeros(p.shape, dtype=self._states_dtype(p))
+        if p.dtype != torch.float32:
+            state["master"] = p.detach().to(torch.float32, copy=True).contiguous()
+        return state
+
+    def _arrays(self, p, state):
+        """The native step's arrays: the master (or the fp32 parameter), the gradient, the
+        16-bit copy (the parameter itself) and the moments' dtype."""
+        check_cpu(p, "a parameter")
+        if p.grad.is_sparse:
+            raise ValueError("a sparse gradient: strata's CPU optimizers step dense ones; fix: "
+                             "use torch.optim.SparseAdam for sparse embeddings")
+        check_cpu(p.grad, "a parameter's gradient", p.numel())
+        for key in self._moments:
+            check_cpu(state[key], f"the state's {key!r}", p.numel())
+        master = state.get("master")
+        if master is not None:
+            check_cpu(master, "the state's 'master'", p.numel())
+        params = p if master is None else master
+        moments = state[self._moments[0]]
+        return dict(numel=p.numel(), params=address(params),
+                    params_dtype=dtype_name(params, "the stepped parameter"),
+                    grads=address(p.grad), grads_dtype=dtype_name(p.grad, "a gradient"),
+                    states_dtype=dtype_name(moments, "the moments"),
+                    copy=0 if master is None else address(p),
+                    copy_dtype="" if master is None else dtype_name(p, "a parameter"))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if len(state) == 0:
+                    state.update(self._new_state(p))
+                state["step"] += 1
+                self._step_one(group, self._arrays(p, state), state, int(state["step"].item()))
+        return loss
+
+    def load_state_dict(self, state_dict):
+        """Loads a state_dict of this class, of torch's optimizer of the same rule, or of
+        DeepSpeed's (an int step): the moments keep this optimizer's dtypes, and a 16-bit
+        parameter's master is the saved one, or the parameter widened when there is none."""
+        super().load_state_dict(state_dict)  # the groups; it casts states to the params' dtypes
+        params = [p for group in self.param_groups for p in group["params"]]
+        for index, saved in state_dict["state"].items():
+            p = params[index]
+            self.state[p] = self._state_from(p, saved)
+
+    def _state_from(self, p, saved):
+        state = {"step": torch.tensor(float(saved["step"]))}
+        for key in self._moments:
+            if key not in saved:
+                raise ValueError(f"the loaded state has no {key!r} (it has {sorted(saved)}); fix: "
+                                 f"load a state_dict of {type(self).__name__} or of torch's "
+                                 f"optimizer of the same rule")
+            state[key] = saved[key].detach().to("cpu", self._states_dtype(p), copy=True)
+        if p.dtype != torch.float32:
+            master = saved.get("master", p)
+            state["master"] = master.detach().to("cpu", torch.float32, copy=True).contiguous()
+        return state
+
+
+class CPUAdam(_CPUOptimizer):
+    """Adam, or AdamW with adamw_mode=True (decoupled weight decay), DeepSpeedCPUAdam's
+    signature. amsgrad is refused, as DeepSpeed has none."""
+
+    _moments = ("exp_avg", "exp_avg_sq")
+
+    def __init__(self, model_params, lr=1e-3, bias_correction=True, betas=(0.9, 0.999), eps=1e-8,
+                 weight_decay=0, amsgrad=False, adamw_mode=True, fp32_optimizer_states=True,
+                 threads=0):
+        if amsgrad:
+            raise ValueError("amsgrad=True: CPUAdam, as DeepSpeedCPUAdam, has no AMSGrad; fix: "
+                             "pass amsgrad=False, or use torch.optim.AdamW(amsgrad=True)")
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                        bias_correction=bias_correction, amsgrad=False)
+        self.adamw_mode = adamw_mode
+        super().__init__(model_params, defaults, fp32_optimizer_states, threads)
+
+    def _step_one(self, group, arrays, state, step):
+        beta1, beta2 = group["betas"]
+        _native.adam_step(**arrays, exp_avg=address(state["exp_avg"]),
+                          exp_avg_sq=address(state["exp_avg_sq"]), lr=group["lr"], beta1=beta1,
+                          beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"],
+                          bias_correction=group["bias_correction"], adamw_mode=self.adamw_mode,
+                          step=step, threads=self.threads)
+
+
+class CPUAdagrad(_CPUOptimizer):
+    """Adagrad (torch.optim.Adagrad without lr decay or an initial accumulator),
+    DeepSpeedCPUAdagrad's signature; the sum of squares is torch's "sum"."""
+
+    _moments = ("sum",)
+
+    def __init__(self, model_params, lr=1e-2, eps=1e-10, weight_decay=0, amsgrad=False,
+                 fp32_optimizer_states=True, threads=0):
+        if amsgrad:
+            raise ValueError("amsgrad=True: CPUAdagrad, as DeepSpeedCPUAdagrad, has no AMSGrad; "
+                             "fix: pass amsgrad=False")
+        defaults = dict(lr=lr, eps=eps, weight_decay=weight_decay, amsgrad=False)
+        super().__init__(model_params, defaults, fp32_optimizer_states, threads)
+
+    def _step_one(self, group, arrays, state, step):
+        _native.adagrad_step(**arrays, sum=address(state["sum"]), lr=group["lr"],
+                             eps=group["eps"], weight_decay=group["weight_decay"], step=step,
+                             threads=self.threads)
+
+
+class CPULion(_CPUOptimizer):
+    """Lion (Chen et al. 2023), DeepSpeedCPULion's signature; the momentum is "exp_avg"."""
+
+    _moments = ("exp_avg",)
+
+    def __init__(self, model_params, lr=1e-3, betas=(0.9, 0.999), weight_decay=0,
+                 fp32_optimizer_states=True, threads=0):
+        defaults = dict(lr=lr, betas=betas, weight_decay=weight_decay)
+        super().__init__(model_params, defaults, fp32_optimizer_states, threads)
+
+    def _step_one(self, group, arrays, state, step):
+        beta1, beta2 = group["betas"]
+        _native.lion_step(**arrays, exp_avg=address(state["exp_avg"]), lr=group["lr"],
+                          beta1=beta1, beta2=beta2, weight_decay=group["weight_decay"], step=step,
+                          threads=self.threads)

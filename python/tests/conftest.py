@@ -1,0 +1,1 @@
+"""The package under test is the build's: PYTHONPATH=build/release/python (scripts/test.sh)."""
