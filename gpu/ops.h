@@ -71,8 +71,9 @@ class Ops {
   Ops& operator=(const Ops&) = delete;
 
   // Whether the forward ops enqueued from now on compute each row alone: a row of a product or
-  // of attention then has the bits it has in a pass of one row, whatever rows come with it, so a
-  // decode step's logits are a full forward's to the bit (models/generate/). The host's products
+  // of attention then has the bits it has in a pass of one row, whatever rows come with it and
+  // whatever the sequence's or the KV cache's length, so a decode step's logits are a full
+  // forward's to the bit (models/generate/). The host's products
   // (OpenBLAS) round a row of many unlike the row alone, and the mode costs their speed: only
   // generation's passes ask for it. cuBLAS and cuDNN promise no such thing, and the CUDA ops
   // ignore it.

@@ -112,9 +112,11 @@ void fold_scores(RunningSoftmax<Real>& state, const ScoreBlock& block, std::int6
 }
 
 // The keys and values one query head attends over: row t of each at k + t * stride and
-// v + t * stride, rows [0, end) readable. Key blocks start at multiples of block_rows and stop at
-// `end`, so a query row meets the same blocks whether it is one of a whole sequence's (end its
-// length) or a decode step's against a cache as long (end the cache's length).
+// v + t * stride, rows [0, end) read. Key blocks start at multiples of block_rows and stop at
+// `end`. A block of query rows reads to its sequence's end (the keys past a row weigh 0); one row
+// alone (a decode step, or a forward's row computed alone) reads to its own position, end = row +
+// 1, so its products have the same shapes, and bits, whatever the sequence's or the cache's
+// length, and a cache's positions past it are never read.
 template <typename Real>
 struct KeyRows {
   const Real* k;
@@ -169,7 +171,8 @@ void forward_query_block(RunningSoftmax<Real>& state, Real* out, Real* lse, cons
   };
   if (rows_alone) {
     for (std::int64_t i = 0; i < rows; ++i) {
-      attend_rows(state, view.q + (row + i) * view.stride, view.stride, row + i, 1, keys, head_dim);
+      attend_rows(state, view.q + (row + i) * view.stride, view.stride, row + i, 1,
+                  KeyRows<Real>{view.k, view.v, view.stride, row + i + 1}, head_dim);
       write_row(i, 0);
     }
     return;
@@ -339,7 +342,8 @@ void decode_attention(Real* out, const Real* qkv, const Real* k_cache, const Rea
       STRATA_ASSERT(position >= 0 && position < max_seq);
       const std::int64_t cache_head = (b * kv_heads + h / (heads / kv_heads)) * max_seq * head_dim;
       attend_rows(state, qkv + b * shape.qkv_stride() + h * head_dim, shape.qkv_stride(), position,
-                  1, KeyRows<Real>{k_cache + cache_head, v_cache + cache_head, head_dim, max_seq},
+                  1,
+                  KeyRows<Real>{k_cache + cache_head, v_cache + cache_head, head_dim, position + 1},
                   head_dim);
       write_output_row(out + b * shape.out_stride() + h * head_dim, state, 0, head_dim);
     }

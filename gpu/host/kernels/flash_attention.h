@@ -46,12 +46,11 @@ void flash_attention_backward(Real* dqkv, const Real* dout, const Real* qkv, con
 // heads (row b of qkv, laid out as above; only the q part is read) attend over positions
 // [0, length[b]) of k_cache and v_cache, each (batch, kv_heads, max_seq, head_dim), the token's
 // own k and v already there. out is (batch, heads * head_dim). The keys are folded in the
-// forward's blocks of 64, which stop at max_seq as a whole sequence's stop at seq_len, with the
-// same online softmax, so a row's output is the forward's for that position of a sequence
-// max_seq long up to the products' rounding (OpenBLAS rounds a product of one query row
-// differently from one of 64). Positions past length[b] are read by the block that holds the last
-// one and weighed 0: they must hold finite values (a fresh cache is zeroed). One task per
-// (sequence, head).
+// forward's blocks of 64 with the same online softmax, the last block ending at the token's own
+// position, so a row's output is the forward's for that position: to the bit when the forward
+// computes each row alone (rows_alone, whose blocks end there too), up to the products' rounding
+// against its blocks of 64 rows (OpenBLAS rounds a product of one query row differently from one
+// of 64). Positions past length[b] are never read. One task per (sequence, head).
 template <typename Real>
 void decode_attention(Real* out, const Real* qkv, const Real* k_cache, const Real* v_cache,
                       const std::int32_t* length, std::int64_t batch, std::int64_t heads,

@@ -55,11 +55,12 @@ std::string on_nvme(const engine::testing::SwapDirectory& swap) {
 
 // A prefill of a 5-token prompt in row 0 and a 3-token one in row 1, then decode steps feeding
 // fixed tokens: at every step each row's logits are a full forward's over the whole sequence, bit
-// for bit (each row computed alone, the cache as long as the micro-batch's sequences).
-void expect_steps_match_full_forwards(const std::string& model, const std::string& zero) {
+// for bit (each row computed alone), with a cache of `cache` positions.
+void expect_steps_match_full_forwards(const std::string& model, const std::string& zero,
+                                      std::int64_t cache = kSeqLen) {
   testing::HostEngine run(config(model, zero), 2);
   std::vector<std::vector<std::int32_t>> sequences = {{5, 9, 11, 2, 7}, {3, 1, 4}};
-  run.engine.reserve_cache(kSeqLen);
+  run.engine.reserve_cache(cache);
   std::vector<std::int32_t> prefill(2 * 5, 0);
   std::ranges::copy(sequences[0], prefill.begin());
   std::ranges::copy(sequences[1], prefill.begin() + 5);
@@ -94,6 +95,14 @@ TEST(GenerateWithCache, EachStepIsAFullForwardAtTheSequencesEndLlamaGroupedQuery
   engine::testing::SwapDirectory swap;
   for (const std::string& zero : {kOnTheDevice, in_cpu(), on_nvme(swap)})
     expect_steps_match_full_forwards(kLlama, zero);
+}
+
+// The cache's length is not in the bits: shorter than the sequences (the 17 positions the steps
+// reach) and, for Llama's rotary positions, longer than seq_len.
+TEST(GenerateWithCache, EachStepIsAFullForwardWhateverTheCachesLength) {
+  expect_steps_match_full_forwards(kGpt, kOnTheDevice, 17);
+  expect_steps_match_full_forwards(kLlama, kOnTheDevice, 17);
+  expect_steps_match_full_forwards(kLlama, kOnTheDevice, 40);
 }
 
 GenerationRequest request(std::vector<std::int32_t> prompt, std::int64_t max_new_tokens) {
