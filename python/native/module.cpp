@@ -7,10 +7,11 @@
 #include <string>
 
 #include "base/error.h"
+#include "python/native/aio.h"
 #include "python/native/optim.h"
 
 PYBIND11_MODULE(_native, module) {
-  module.doc() = "strata's C++ engine pieces for Python: the CPU optimizers' steps";
+  module.doc() = "strata's C++ engine pieces for Python: the CPU optimizers' steps, the aio handle";
   // A hyperparameter out of range, a NUMA node that is not there: a ValueError with the cause
   // and its fix, as the command line prints them.
   pybind11::register_exception_translator([](std::exception_ptr raised) {
@@ -22,4 +23,7 @@ PYBIND11_MODULE(_native, module) {
     }
   });
   strata::python::add_optimizer_steps(module);
+  // After the UserError translator: pybind11 asks the last registered first, and an I/O error is
+  // a UserError that becomes OSError.
+  strata::python::add_aio(module);
 }

@@ -76,7 +76,8 @@ cpu_adam::Workers& workers(int threads) {
   static std::map<int, std::unique_ptr<cpu_adam::Workers>> arenas;
   const std::lock_guard<std::mutex> lock(mutex);
   std::unique_ptr<cpu_adam::Workers>& arena = arenas[threads];
-  if (!arena) arena = std::make_unique<cpu_adam::Workers>(cpu_adam::WorkersOptions{.threads = threads});
+  if (!arena)
+    arena = std::make_unique<cpu_adam::Workers>(cpu_adam::WorkersOptions{.threads = threads});
   return *arena;
 }
 
@@ -86,9 +87,8 @@ void dispatch(const Array& params, const Array& grads, const std::string& states
               const std::optional<Array>& copy, Step&& step) {
   with_grad_type(grads.dtype, [&](auto g) {
     with_copy_type(copy, [&](auto h) {
-      with_state_type(params.dtype, [&](auto p) {
-        with_state_type(states, [&](auto s) { step(g, h, p, s); });
-      });
+      with_state_type(params.dtype,
+                      [&](auto p) { with_state_type(states, [&](auto s) { step(g, h, p, s); }); });
     });
   });
 }
@@ -186,12 +186,11 @@ void add_optimizer_steps(py::module_& module) {
                               copy_dtype),
                   exp_avg, exp_avg_sq, config, step, threads);
       },
-      py::kw_only(), py::arg("numel"), py::arg("params"), py::arg("params_dtype"),
-      py::arg("grads"), py::arg("grads_dtype"), py::arg("exp_avg"), py::arg("exp_avg_sq"),
-      py::arg("states_dtype"), py::arg("copy"), py::arg("copy_dtype"), py::arg("lr"),
-      py::arg("beta1"), py::arg("beta2"), py::arg("eps"), py::arg("weight_decay"),
-      py::arg("bias_correction"), py::arg("adamw_mode"), py::arg("step"), py::arg("threads"),
-      py::call_guard<py::gil_scoped_release>());
+      py::kw_only(), py::arg("numel"), py::arg("params"), py::arg("params_dtype"), py::arg("grads"),
+      py::arg("grads_dtype"), py::arg("exp_avg"), py::arg("exp_avg_sq"), py::arg("states_dtype"),
+      py::arg("copy"), py::arg("copy_dtype"), py::arg("lr"), py::arg("beta1"), py::arg("beta2"),
+      py::arg("eps"), py::arg("weight_decay"), py::arg("bias_correction"), py::arg("adamw_mode"),
+      py::arg("step"), py::arg("threads"), py::call_guard<py::gil_scoped_release>());
   module.def(
       "adagrad_step",
       [](std::int64_t numel, std::uintptr_t params, const std::string& params_dtype,
@@ -204,11 +203,10 @@ void add_optimizer_steps(py::module_& module) {
                                  copy, copy_dtype),
                      sum, config, step, threads);
       },
-      py::kw_only(), py::arg("numel"), py::arg("params"), py::arg("params_dtype"),
-      py::arg("grads"), py::arg("grads_dtype"), py::arg("sum"), py::arg("states_dtype"),
-      py::arg("copy"), py::arg("copy_dtype"), py::arg("lr"), py::arg("eps"),
-      py::arg("weight_decay"), py::arg("step"), py::arg("threads"),
-      py::call_guard<py::gil_scoped_release>());
+      py::kw_only(), py::arg("numel"), py::arg("params"), py::arg("params_dtype"), py::arg("grads"),
+      py::arg("grads_dtype"), py::arg("sum"), py::arg("states_dtype"), py::arg("copy"),
+      py::arg("copy_dtype"), py::arg("lr"), py::arg("eps"), py::arg("weight_decay"),
+      py::arg("step"), py::arg("threads"), py::call_guard<py::gil_scoped_release>());
   module.def(
       "lion_step",
       [](std::int64_t numel, std::uintptr_t params, const std::string& params_dtype,
@@ -221,9 +219,9 @@ void add_optimizer_steps(py::module_& module) {
                               copy_dtype),
                   exp_avg, config, step, threads);
       },
-      py::kw_only(), py::arg("numel"), py::arg("params"), py::arg("params_dtype"),
-      py::arg("grads"), py::arg("grads_dtype"), py::arg("exp_avg"), py::arg("states_dtype"),
-      py::arg("copy"), py::arg("copy_dtype"), py::arg("lr"), py::arg("beta1"), py::arg("beta2"),
+      py::kw_only(), py::arg("numel"), py::arg("params"), py::arg("params_dtype"), py::arg("grads"),
+      py::arg("grads_dtype"), py::arg("exp_avg"), py::arg("states_dtype"), py::arg("copy"),
+      py::arg("copy_dtype"), py::arg("lr"), py::arg("beta1"), py::arg("beta2"),
       py::arg("weight_decay"), py::arg("step"), py::arg("threads"),
       py::call_guard<py::gil_scoped_release>());
 }

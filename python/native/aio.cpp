@@ -1,0 +1,220 @@
+// DeepNVMe's aio handle on strata's aio engine (io_uring, docs/aio.md), for strata/aio.py.
+//
+// AioHandle::submit starts one transfer between `bytes` of memory at `address` and a file at
+// `offset` (both multiples of 4 KiB: strata/aio.py refuses others first, as the engine would) and
+// returns; wait() finishes every transfer submitted, in order, and returns how many. Memory that
+// is not 4 KiB aligned (an ordinary torch tensor) goes through an aligned bounce buffer: copied
+// in before a write, out after a read. The caller keeps the memory alive and untouched until
+// wait() returns. The GIL is released while the handle submits and waits.
+#include "python/native/aio.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "aio/aligned_buffer.h"
+#include "aio/engine.h"
+#include "aio/errors.h"
+
+namespace strata::python {
+namespace {
+
+namespace py = pybind11;
+
+constexpr std::int64_t kAlignment = aio::AlignedBuffer::default_alignment_bytes;
+
+struct HandleOptions {
+  std::int64_t block_size;
+  int queue_depth;
+  bool single_submit;
+  bool overlap_events;
+  int intra_op_parallelism;
+  bool verify;
+};
+
+class AioHandle {
+ public:
+  explicit AioHandle(const HandleOptions& options)
+      : options_(options), engine_(engine_options(options)) {}
+  ~AioHandle() {
+    // Transfers still in flight write into memory the caller may free: they finish first.
+    try {
+      wait();
+    } catch (const std::exception&) {  // nobody is left to hear it
+    }
+  }
+  AioHandle(const AioHandle&) = delete;
+  AioHandle& operator=(const AioHandle&) = delete;
+
+  void submit(bool read, std::uintptr_t address, std::int64_t bytes, const std::string& path,
+              std::int64_t offset) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    Pending pending{read, reinterpret_cast<std::byte*>(address), bytes, {}, {}, {}};
+    pending.file = std::make_unique<aio::File>(
+        engine_.open(path, read ? aio::OpenMode::read : aio::OpenMode::create));
+    std::byte* memory = pending.memory;
+    if (address % kAlignment != 0) {
+      pending.bounce.emplace(bytes);
+      if (!read) std::memcpy(pending.bounce->data(), memory, static_cast<std::size_t>(bytes));
+      memory = pending.bounce->data();
+    }
+    const std::span<std::byte> span(memory, static_cast<std::size_t>(bytes));
+    pending.ticket = read ? engine_.submit_read(*pending.file, offset, span)
+                          : engine_.submit_write(*pending.file, offset, span);
+    pending_.push_back(std::move(pending));
+  }
+
+  // Every transfer submitted, in order; the first failure is thrown once all are done.
+  int wait() {
+    std::vector<Pending> done;
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      done.swap(pending_);
+    }
+    std::exception_ptr failure;
+    for (Pending& pending : done) {
+      try {
+        engine_.wait(pending.ticket);
+        if (pending.read && pending.bounce) {
+          std::memcpy(pending.memory, pending.bounce->data(),
+                      static_cast<std::size_t>(pending.bytes));
+        }
+        if (!pending.read && options_.verify) pending.file->sync();  // the checksums' sidecar
+      } catch (...) {
+        if (!failure) failure = std::current_exception();
+      }
+    }
+    if (failure) std::rethrow_exception(failure);
+    return static_cast<int>(done.size());
+  }
+
+  const HandleOptions& options() const { return options_; }
+
+ private:
+  struct Pending {
+    bool read;
+    std::byte* memory;
+    std::int64_t bytes;
+    std::optional<aio::AlignedBuffer> bounce;
+    std::unique_ptr<aio::File> file;
+    aio::Ticket ticket;
+  };
+
+  static aio::EngineOptions engine_options(const HandleOptions& options) {
+    aio::EngineOptions engine;
+    engine.block_size_bytes = options.block_size;
+    engine.queue_depth = options.queue_depth;
+    engine.thread_count = options.intra_op_parallelism;
+    engine.single_submit = options.single_submit;
+    engine.overlap_events = options.overlap_events;
+    engine.verify_checksums = options.verify;
+    return engine;
+  }
+
+  HandleOptions options_;
+  aio::Engine engine_;
+  std::mutex mutex_;  // pending_: two Python threads may submit on one handle
+  std::vector<Pending> pending_;
+};
+
+// An operating system's refusal outside the aio engine, raised in Python as OSError(errno, ...).
+struct SystemError {
+  int errno_value;
+  std::string message;
+};
+
+// Page-locked memory for new_cpu_locked_tensor: 4 KiB aligned, zeroed, locked with mlock so that
+// it is never swapped out (what pin_memory() gives where torch has CUDA). Exposed as a writable
+// buffer that torch.frombuffer wraps; unlocked and freed when the last tensor over it goes.
+class LockedBuffer {
+ public:
+  explicit LockedBuffer(std::int64_t bytes)
+      : buffer_(std::max<std::int64_t>(bytes, 1)), bytes_(bytes) {
+    if (mlock(buffer_.data(), static_cast<std::size_t>(buffer_.size_bytes())) != 0) {
+      const int error = errno;
+      throw SystemError{error, "could not lock " + std::to_string(bytes) +
+                                   " bytes of memory (mlock: " + std::strerror(error) +
+                                   "); fix: raise the locked-memory limit (ulimit -l, or "
+                                   "LimitMEMLOCK for a service), or allocate fewer bytes"};
+    }
+    locked_ = true;
+  }
+  ~LockedBuffer() { unlock(); }
+  LockedBuffer(const LockedBuffer&) = delete;
+  LockedBuffer& operator=(const LockedBuffer&) = delete;
+
+  void unlock() {
+    if (locked_) munlock(buffer_.data(), static_cast<std::size_t>(buffer_.size_bytes()));
+    locked_ = false;
+  }
+  bool locked() const { return locked_; }
+  std::uintptr_t address() const { return reinterpret_cast<std::uintptr_t>(buffer_.data()); }
+  py::buffer_info info() {
+    return py::buffer_info(buffer_.data(), 1, py::format_descriptor<std::uint8_t>::format(), 1,
+                           {bytes_}, {1}, /*readonly=*/false);
+  }
+
+ private:
+  aio::AlignedBuffer buffer_;
+  std::int64_t bytes_;
+  bool locked_ = false;
+};
+
+void raise_os_error(int errno_value, const std::string& message, const std::string& path) {
+  py::object error =
+      py::module_::import("builtins")
+          .attr("OSError")(errno_value, message, path.empty() ? py::none() : py::cast(path));
+  PyErr_SetObject(PyExc_OSError, error.ptr());
+}
+
+// A failed transfer (aio::IoError, ChecksumError) is OSError(errno, message naming the path, the
+// offset and the fix, path); a read past the end of the file, which has no errno, is EIO.
+void translate_errors() {
+  py::register_exception_translator([](std::exception_ptr raised) {
+    try {
+      if (raised) std::rethrow_exception(raised);
+    } catch (const aio::IoError& error) {
+      const int number = error.errno_value() != 0 ? error.errno_value() : EIO;
+      raise_os_error(number, std::string(error.what()) + "; fix: " + error.fix(), error.path());
+    } catch (const SystemError& error) {
+      raise_os_error(error.errno_value, error.message, "");
+    }
+  });
+}
+
+}  // namespace
+
+void add_aio(py::module_& module) {
+  translate_errors();
+  py::class_<AioHandle>(module, "AioHandle")
+      .def(py::init([](std::int64_t block_size, int queue_depth, bool single_submit,
+                       bool overlap_events, int intra_op_parallelism, bool verify) {
+             return std::make_unique<AioHandle>(HandleOptions{block_size, queue_depth,
+                                                              single_submit, overlap_events,
+                                                              intra_op_parallelism, verify});
+           }),
+           py::kw_only(), py::arg("block_size"), py::arg("queue_depth"), py::arg("single_submit"),
+           py::arg("overlap_events"), py::arg("intra_op_parallelism"), py::arg("verify"))
+      .def("submit", &AioHandle::submit, py::kw_only(), py::arg("read"), py::arg("address"),
+           py::arg("bytes"), py::arg("path"), py::arg("offset"),
+           py::call_guard<py::gil_scoped_release>())
+      .def("wait", &AioHandle::wait, py::call_guard<py::gil_scoped_release>());
+  py::class_<LockedBuffer>(module, "LockedBuffer", py::buffer_protocol())
+      .def(py::init<std::int64_t>(), py::arg("bytes"))
+      .def_buffer(&LockedBuffer::info)
+      .def_property_readonly("address", &LockedBuffer::address)
+      .def_property_readonly("locked", &LockedBuffer::locked)
+      .def("unlock", &LockedBuffer::unlock);
+}
+
+}  // namespace strata::python
