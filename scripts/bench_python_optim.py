@@ -4,14 +4,16 @@ fastest on the CPU) and with its for-loop, and `strata bench adam`, the C++ path
 package calls (its bound: the memory traffic of the step).
 
   PYTHONPATH=build/release/python /usr/bin/python3 scripts/bench_python_optim.py \
-      [--params 100M,1B] [--steps 5] [--foreach-up-to 100M]
+      [--params 100M,1B] [--steps 5] [--foreach-up-to 100M] [--nvme-path DIR]
 
 Each model is fp32 parameters in tensors of 10M elements with fp32 gradients; AdamW with
 lr 1e-3 and weight decay 0.01 in every optimizer. A time is the median of `steps` steps after one
 untimed step, torch on every core. torch's foreach AdamW takes temporaries as large as the model, so it runs only up to
 --foreach-up-to parameters (a 1B model's 16 GB of states and its temporaries exceed 24 GiB).
 Prints one line per model and optimizer: seconds per step, parameters per second, and the ratio
-to torch's best and to the C++ path.
+to torch's best and to the C++ path. With --nvme-path, CPUAdam(states="nvme") too (sub-groups of
+100M), beside its bound: the larger of the step in memory and the disk's time to read and write
+the states (12 bytes a parameter each way, at `strata io-bench`'s read and write rates on DIR).
 """
 
 import argparse
@@ -68,11 +70,36 @@ def cpp_seconds_per_step(params, steps):
     return json.loads(report.stdout)
 
 
+def disk_gbps(path, rw, size="2G"):
+    """io-bench's rate on DIR: the median of 3 after an untimed one."""
+    report = subprocess.run(
+        [str(STRATA), "io-bench", "--path", str(path), "--size", size, "--rw", rw, "--loops",
+         "4", "--json", "--keep"], check=True, capture_output=True, text=True)
+    loops = [json.loads(line)["gbps"] for line in report.stdout.splitlines()]
+    return statistics.median(loops[1:])
+
+
+def nvme_rows(params, steps, path, in_memory_s):
+    """CPUAdam with its states on NVMe, and its bound."""
+    seconds = seconds_per_step(
+        lambda t: CPUAdam(t, lr=1e-3, weight_decay=0.01, states="nvme", nvme_path=path,
+                          sub_group_size=100_000_000), params, steps)
+    read, write = disk_gbps(path, "read"), disk_gbps(path, "write")
+    for name in ("strata-io-bench.dat", "strata-io-bench.dat.crc32c"):
+        (Path(path) / name).unlink(missing_ok=True)
+    disk_s = 12 * params / (read * 1e9) + 12 * params / (write * 1e9)
+    bound = max(in_memory_s, disk_s)
+    print(f"  {'CPUAdam, states on NVMe':26s} {seconds:8.4f} s  bound {bound:.4f} s "
+          f"(in memory {in_memory_s:.4f} s; disk {disk_s:.4f} s: read {read:.2f} GB/s, "
+          f"write {write:.2f} GB/s)  {bound / seconds:5.2f}x the bound")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--params", default="100M,1B")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--foreach-up-to", default="100M")
+    parser.add_argument("--nvme-path", default=None)
     args = parser.parse_args()
     # Every core for torch too (Debian's torch may start with one thread).
     torch.set_num_threads(len(os.sched_getaffinity(0)))
@@ -98,6 +125,8 @@ def main():
                   f"{torch_best / seconds:5.2f}x torch's best  "
                   f"{cpp['seconds_per_step'] / seconds:5.2f}x the C++ path  "
                   f"{bound / seconds:5.2f}x the bound")
+        if args.nvme_path:
+            nvme_rows(params, args.steps, args.nvme_path, rows["strata.optim.CPUAdam"])
         sys.stdout.flush()
 
 

@@ -25,6 +25,7 @@
 #include "aio/aligned_buffer.h"
 #include "aio/engine.h"
 #include "aio/errors.h"
+#include "python/native/errors.h"
 
 namespace strata::python {
 namespace {
@@ -127,12 +128,6 @@ class AioHandle {
   std::vector<Pending> pending_;
 };
 
-// An operating system's refusal outside the aio engine, raised in Python as OSError(errno, ...).
-struct SystemError {
-  int errno_value;
-  std::string message;
-};
-
 // Page-locked memory for new_cpu_locked_tensor: 4 KiB aligned, zeroed, locked with mlock so that
 // it is never swapped out (what pin_memory() gives where torch has CUDA). Exposed as a writable
 // buffer that torch.frombuffer wraps; unlocked and freed when the last tensor over it goes.
@@ -170,32 +165,9 @@ class LockedBuffer {
   bool locked_ = false;
 };
 
-void raise_os_error(int errno_value, const std::string& message, const std::string& path) {
-  py::object error =
-      py::module_::import("builtins")
-          .attr("OSError")(errno_value, message, path.empty() ? py::none() : py::cast(path));
-  PyErr_SetObject(PyExc_OSError, error.ptr());
-}
-
-// A failed transfer (aio::IoError, ChecksumError) is OSError(errno, message naming the path, the
-// offset and the fix, path); a read past the end of the file, which has no errno, is EIO.
-void translate_errors() {
-  py::register_exception_translator([](std::exception_ptr raised) {
-    try {
-      if (raised) std::rethrow_exception(raised);
-    } catch (const aio::IoError& error) {
-      const int number = error.errno_value() != 0 ? error.errno_value() : EIO;
-      raise_os_error(number, std::string(error.what()) + "; fix: " + error.fix(), error.path());
-    } catch (const SystemError& error) {
-      raise_os_error(error.errno_value, error.message, "");
-    }
-  });
-}
-
 }  // namespace
 
 void add_aio(py::module_& module) {
-  translate_errors();
   py::class_<AioHandle>(module, "AioHandle")
       .def(py::init([](std::int64_t block_size, int queue_depth, bool single_submit,
                        bool overlap_events, int intra_op_parallelism, bool verify) {

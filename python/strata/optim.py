@@ -10,7 +10,13 @@ chosen at run time), with the GIL released.
 - `threads` workers (0: every core); any count gives the same bits.
 - The state uses torch's keys ("step", "exp_avg", "exp_avg_sq"; Adagrad's "sum"), so a state_dict
   moves between these and torch.optim.AdamW / Adagrad both ways.
+- states="nvme", nvme_path=DIR: the fp32 masters and moments live in the engine's checksummed swap
+  file under DIR instead of CPU memory, streamed through a few buffers of sub_group_size elements
+  at each step (docs/python.md).
 """
+
+import itertools
+import os
 
 import torch
 
@@ -18,6 +24,9 @@ from strata import _native
 from strata._tensors import address, check_cpu, dtype_name
 
 __all__ = ["CPUAdam", "CPUAdagrad", "CPULion"]
+
+
+_SWAP_NAMES = itertools.count()
 
 
 def _check_threads(threads):
@@ -30,12 +39,23 @@ class _CPUOptimizer(torch.optim.Optimizer):
     (torch's state keys) and steps one parameter in _step_one."""
 
     _moments = ()
+    _rule = ""  # the engine's name of the rule, for states on NVMe
 
-    def __init__(self, params, defaults, fp32_optimizer_states, threads):
+    def __init__(self, params, defaults, fp32_optimizer_states, threads, nvme):
         _check_threads(threads)
         super().__init__(params, defaults)
         self.fp32_optimizer_states = fp32_optimizer_states
         self.threads = threads
+        if nvme["states"] not in ("cpu", "nvme"):
+            raise ValueError(f"states={nvme['states']!r}: give \"cpu\" (the default) or \"nvme\"")
+        self._nvme = _NvmeStates(self, **nvme) if nvme["states"] == "nvme" else None
+
+    def state_dict(self):
+        if self._nvme is not None:
+            raise ValueError(
+                "the optimizer's states are on NVMe and a state_dict would bring them all into "
+                "CPU memory; fix: save the run with states=\"cpu\", or keep the swap directory")
+        return super().state_dict()
 
     def _states_dtype(self, p):
         if self.fp32_optimizer_states or p.dtype == torch.float32:
@@ -82,6 +102,9 @@ class _CPUOptimizer(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        if self._nvme is not None:
+            self._nvme.step(self)
+            return loss
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is None:
@@ -123,16 +146,21 @@ class CPUAdam(_CPUOptimizer):
 
     _moments = ("exp_avg", "exp_avg_sq")
 
+    _rule = "adam"
+
     def __init__(self, model_params, lr=1e-3, bias_correction=True, betas=(0.9, 0.999), eps=1e-8,
                  weight_decay=0, amsgrad=False, adamw_mode=True, fp32_optimizer_states=True,
-                 threads=0):
+                 threads=0, states="cpu", nvme_path=None, sub_group_size=100_000_000,
+                 buffer_count=4, pin_memory=False):
         if amsgrad:
             raise ValueError("amsgrad=True: CPUAdam, as DeepSpeedCPUAdam, has no AMSGrad; fix: "
                              "pass amsgrad=False, or use torch.optim.AdamW(amsgrad=True)")
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                         bias_correction=bias_correction, amsgrad=False)
         self.adamw_mode = adamw_mode
-        super().__init__(model_params, defaults, fp32_optimizer_states, threads)
+        super().__init__(model_params, defaults, fp32_optimizer_states, threads,
+                         dict(states=states, nvme_path=nvme_path, sub_group_size=sub_group_size,
+                              buffer_count=buffer_count, pin_memory=pin_memory))
 
     def _step_one(self, group, arrays, state, step):
         beta1, beta2 = group["betas"]
@@ -149,13 +177,18 @@ class CPUAdagrad(_CPUOptimizer):
 
     _moments = ("sum",)
 
+    _rule = "adagrad"
+
     def __init__(self, model_params, lr=1e-2, eps=1e-10, weight_decay=0, amsgrad=False,
-                 fp32_optimizer_states=True, threads=0):
+                 fp32_optimizer_states=True, threads=0, states="cpu", nvme_path=None,
+                 sub_group_size=100_000_000, buffer_count=4, pin_memory=False):
         if amsgrad:
             raise ValueError("amsgrad=True: CPUAdagrad, as DeepSpeedCPUAdagrad, has no AMSGrad; "
                              "fix: pass amsgrad=False")
         defaults = dict(lr=lr, eps=eps, weight_decay=weight_decay, amsgrad=False)
-        super().__init__(model_params, defaults, fp32_optimizer_states, threads)
+        super().__init__(model_params, defaults, fp32_optimizer_states, threads,
+                         dict(states=states, nvme_path=nvme_path, sub_group_size=sub_group_size,
+                              buffer_count=buffer_count, pin_memory=pin_memory))
 
     def _step_one(self, group, arrays, state, step):
         _native.adagrad_step(**arrays, sum=address(state["sum"]), lr=group["lr"],
@@ -168,13 +201,88 @@ class CPULion(_CPUOptimizer):
 
     _moments = ("exp_avg",)
 
+    _rule = "lion"
+
     def __init__(self, model_params, lr=1e-3, betas=(0.9, 0.999), weight_decay=0,
-                 fp32_optimizer_states=True, threads=0):
+                 fp32_optimizer_states=True, threads=0, states="cpu", nvme_path=None,
+                 sub_group_size=100_000_000, buffer_count=4, pin_memory=False):
         defaults = dict(lr=lr, betas=betas, weight_decay=weight_decay)
-        super().__init__(model_params, defaults, fp32_optimizer_states, threads)
+        super().__init__(model_params, defaults, fp32_optimizer_states, threads,
+                         dict(states=states, nvme_path=nvme_path, sub_group_size=sub_group_size,
+                              buffer_count=buffer_count, pin_memory=pin_memory))
 
     def _step_one(self, group, arrays, state, step):
         beta1, beta2 = group["betas"]
         _native.lion_step(**arrays, exp_avg=address(state["exp_avg"]), lr=group["lr"],
                           beta1=beta1, beta2=beta2, weight_decay=group["weight_decay"], step=step,
                           threads=self.threads)
+
+
+class _NvmeStates:
+    """An optimizer's states in the engine's swap file (strata._native.NvmeOptimizer): the
+    parameters of its one group laid end to end as one partition, stepped sub-group by
+    sub-group. Made at the first step, from the parameters' values then, as torch's optimizers
+    read theirs; a failed transfer leaves it refusing every later step. It holds no reference
+    to its optimizer, so the swap directory goes when the optimizer does."""
+
+    def __init__(self, optimizer, states, nvme_path, sub_group_size, buffer_count, pin_memory):
+        del states  # "nvme", or this would not be made
+        if nvme_path is None:
+            raise ValueError("states=\"nvme\" without nvme_path; fix: pass nvme_path=DIR, a "
+                             "directory on the disk that is to hold the states")
+        if len(optimizer.param_groups) != 1:
+            raise ValueError(f"states=\"nvme\" steps one partition, and there are "
+                             f"{len(optimizer.param_groups)} parameter groups; fix: give one "
+                             f"group, or states=\"cpu\"")
+        if not optimizer.fp32_optimizer_states:
+            raise ValueError("states=\"nvme\" keeps fp32 masters and moments; fix: leave "
+                             "fp32_optimizer_states=True")
+        self._settings = dict(nvme_path=os.fspath(nvme_path), sub_group_size=sub_group_size,
+                              buffer_count=buffer_count, pin_memory=pin_memory,
+                              job=f"python-{os.getpid()}-{next(_SWAP_NAMES)}")
+        self._native = None
+        self._step = 0
+
+    def step(self, optimizer):
+        group = optimizer.param_groups[0]
+        params = group["params"]
+        for p in params:
+            check_cpu(p, "a parameter")
+            if p.grad is None:
+                raise ValueError("a parameter has no gradient, and states=\"nvme\" steps every "
+                                 "parameter of its partition; fix: leave frozen parameters out "
+                                 "of the optimizer, or give them zero gradients")
+            check_cpu(p.grad, "a parameter's gradient", p.numel())
+        dtypes = {p.dtype for p in params}
+        if len(dtypes) != 1:
+            raise ValueError(f"states=\"nvme\" steps parameters of one dtype, and these are "
+                             f"{sorted(str(d) for d in dtypes)}; fix: one optimizer per dtype")
+        if self._native is None:
+            self._native = self._make(optimizer, group, params)
+        self._step += 1
+        self._native.step(step=self._step, lr=group["lr"],
+                          betas=tuple(group.get("betas", (0.9, 0.999))),
+                          params=[p.data_ptr() for p in params],
+                          grads=[p.grad.data_ptr() for p in params])
+
+    def _make(self, optimizer, group, params):
+        native = _native.NvmeOptimizer(
+            type=optimizer._rule, lr=group["lr"],
+            betas=tuple(group.get("betas", (0.9, 0.999))), eps=group.get("eps", 1e-8),
+            weight_decay=group["weight_decay"],
+            bias_correction=group.get("bias_correction", True),
+            adamw_mode=getattr(optimizer, "adamw_mode", True),
+            numels=[p.numel() for p in params], dtype=dtype_name(params[0], "a parameter"),
+            **self._settings)
+        native.fill(params=[p.data_ptr() for p in params])
+        return native
+
+    @property
+    def nvme_bytes(self):
+        """Bytes of the swap file the states take (0 before the first step)."""
+        return 0 if self._native is None else self._native.nvme_bytes
+
+    @property
+    def buffer_bytes(self):
+        """CPU memory the states' swap buffers take (0 before the first step)."""
+        return 0 if self._native is None else self._native.buffer_bytes

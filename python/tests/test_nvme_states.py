@@ -1,0 +1,95 @@
+"""strata.optim with states="nvme": the same bits as the states in CPU memory for every rule and
+parameter type, sub-groups crossing tensors; the states on disk and only the swap buffers in
+memory, whatever the model's size; a disk that returns other bytes than were written named, and
+every later step refused; the refusals."""
+
+import gc
+import os
+
+import pytest
+import torch
+
+from strata.optim import CPUAdagrad, CPUAdam, CPULion
+
+SHAPES = [(1000,), (70, 1000), (5,)]  # sub-groups of 4,096 cut across all three
+
+
+def params(dtype=torch.float32, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    return [torch.nn.Parameter(torch.randn(shape, generator=generator).to(dtype))
+            for shape in SHAPES]
+
+
+def train(optimizer, tensors, steps=20, seed=1):
+    generator = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        for p in tensors:
+            p.grad = torch.randn(p.shape, generator=generator).to(p.dtype)
+        optimizer.step()
+
+
+@pytest.mark.parametrize("rule,kwargs", [(CPUAdam, dict(weight_decay=0.01)),
+                                         (CPUAdam, dict(adamw_mode=False, weight_decay=0.01)),
+                                         (CPUAdagrad, dict(weight_decay=0.01)),
+                                         (CPULion, dict(weight_decay=0.1))])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_states_on_nvme_step_to_the_bits_of_states_in_memory(tmp_path, rule, kwargs, dtype):
+    on_disk, in_memory = params(dtype), params(dtype)
+    train(rule(on_disk, states="nvme", nvme_path=tmp_path, sub_group_size=4096, **kwargs),
+          on_disk)
+    train(rule(in_memory, **kwargs), in_memory)
+    for a, b in zip(on_disk, in_memory):
+        assert torch.equal(a, b)
+
+
+def test_the_states_are_on_disk_and_only_buffers_in_memory(tmp_path):
+    small, large = params(), [torch.nn.Parameter(torch.zeros(2_000_000))]
+    footprints = []
+    for tensors in (small, large):
+        optimizer = CPUAdam(tensors, states="nvme", nvme_path=tmp_path, sub_group_size=65536)
+        train(optimizer, tensors, steps=2)
+        numel = sum(p.numel() for p in tensors)
+        assert optimizer._nvme.nvme_bytes >= 12 * numel  # master, exp_avg, exp_avg_sq
+        footprints.append(optimizer._nvme.buffer_bytes)
+        assert any(name.startswith("strata-python-") for name in os.listdir(tmp_path))
+        del optimizer
+        gc.collect()
+    assert footprints[0] == footprints[1] <= 4 * 12 * 65536 + 4 * 3 * 4096
+    assert not any(name.startswith("strata-python-") for name in os.listdir(tmp_path))
+
+
+def test_a_disk_returning_other_bytes_is_named_and_every_later_step_refused(tmp_path):
+    tensors = params()
+    optimizer = CPUAdam(tensors, states="nvme", nvme_path=tmp_path, sub_group_size=4096)
+    train(optimizer, tensors, steps=2)
+    (swap,) = tmp_path.glob("strata-python-*/rank0/swap.bin")
+    with open(swap, "r+b") as file:  # a sector of the first sub-group's masters goes bad
+        file.seek(8)
+        file.write(b"\x5a" * 16)
+    with pytest.raises(OSError) as failed:
+        train(optimizer, tensors, steps=1)
+    assert str(swap) in str(failed.value) and "CRC32C" in str(failed.value)
+    assert "training cannot continue from this state" in str(failed.value)
+    with pytest.raises(OSError, match="swap.bin"):
+        train(optimizer, tensors, steps=1)
+
+
+def test_refusals_name_the_fix(tmp_path):
+    with pytest.raises(ValueError, match="without nvme_path; fix"):
+        CPUAdam(params(), states="nvme")
+    with pytest.raises(ValueError, match="states='disk'"):
+        CPUAdam(params(), states="disk")
+    groups = [{"params": params()[:1]}, {"params": params()[1:]}]
+    with pytest.raises(ValueError, match="2 parameter groups; fix"):
+        CPUAdam(groups, states="nvme", nvme_path=tmp_path)
+    tensors = params()
+    optimizer = CPUAdam(tensors, states="nvme", nvme_path=tmp_path)
+    with pytest.raises(ValueError, match="has no gradient.*fix"):
+        optimizer.step()
+    mixed = params()[:1] + params(torch.bfloat16)[1:]
+    for p in mixed:
+        p.grad = torch.zeros_like(p)
+    with pytest.raises(ValueError, match="one dtype.*fix"):
+        CPUAdam(mixed, states="nvme", nvme_path=tmp_path).step()
+    with pytest.raises(ValueError, match="on NVMe.*fix"):
+        optimizer.state_dict()
