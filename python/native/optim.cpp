@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "cpu_adam/half.h"
 #include "cpu_adam/optimizer.h"
@@ -110,50 +111,29 @@ std::span<H> copy_span(const std::optional<Array>& copy, std::int64_t numel) {
   }
 }
 
-void adam_step(const StepArrays& a, std::uintptr_t exp_avg, std::uintptr_t exp_avg_sq,
-               const cpu_adam::AdamConfig& config, std::int64_t step, int threads) {
+// One step of `config`'s rule over the arrays, its moments at `moments` (Adam: exp_avg and
+// exp_avg_sq; Adagrad: the sum; Lion: exp_avg) in the states' dtype.
+template <class Config>
+void run_step(const StepArrays& a, const std::vector<std::uintptr_t>& moments, const Config& config,
+              std::int64_t step, int threads) {
   dispatch(a.params, a.grads, a.states, a.copy, [&](auto g, auto h, auto p, auto s) {
     using G = typename decltype(g)::type;
     using H = typename decltype(h)::type;
     using P = typename decltype(p)::type;
     using S = typename decltype(s)::type;
-    const Array m{exp_avg, a.states}, v{exp_avg_sq, a.states};
+    const auto moment = [&](std::size_t i) {
+      return span_of<S>(Array{moments[i], a.states}, a.numel);
+    };
+    const std::span<P> params = span_of<P>(a.params, a.numel);
+    const std::span<const G> grads = span_of<const G>(a.grads, a.numel);
     workers(threads).run([&] {
-      cpu_adam::step<G, H, P, S>(config, step, span_of<P>(a.params, a.numel),
-                                 span_of<const G>(a.grads, a.numel), span_of<S>(m, a.numel),
-                                 span_of<S>(v, a.numel), copy_span<H>(a.copy, a.numel), 1.0f);
-    });
-  });
-}
-
-void adagrad_step(const StepArrays& a, std::uintptr_t sum, const cpu_adam::AdagradConfig& config,
-                  std::int64_t step, int threads) {
-  dispatch(a.params, a.grads, a.states, a.copy, [&](auto g, auto h, auto p, auto s) {
-    using G = typename decltype(g)::type;
-    using H = typename decltype(h)::type;
-    using P = typename decltype(p)::type;
-    using S = typename decltype(s)::type;
-    const Array v{sum, a.states};
-    workers(threads).run([&] {
-      cpu_adam::step<G, H, P, S>(config, step, span_of<P>(a.params, a.numel),
-                                 span_of<const G>(a.grads, a.numel), span_of<S>(v, a.numel),
-                                 copy_span<H>(a.copy, a.numel), 1.0f);
-    });
-  });
-}
-
-void lion_step(const StepArrays& a, std::uintptr_t exp_avg, const cpu_adam::LionConfig& config,
-               std::int64_t step, int threads) {
-  dispatch(a.params, a.grads, a.states, a.copy, [&](auto g, auto h, auto p, auto s) {
-    using G = typename decltype(g)::type;
-    using H = typename decltype(h)::type;
-    using P = typename decltype(p)::type;
-    using S = typename decltype(s)::type;
-    const Array m{exp_avg, a.states};
-    workers(threads).run([&] {
-      cpu_adam::step<G, H, P, S>(config, step, span_of<P>(a.params, a.numel),
-                                 span_of<const G>(a.grads, a.numel), span_of<S>(m, a.numel),
-                                 copy_span<H>(a.copy, a.numel), 1.0f);
+      if constexpr (std::is_same_v<Config, cpu_adam::AdamConfig>) {
+        cpu_adam::step<G, H, P, S>(config, step, params, grads, moment(0), moment(1),
+                                   copy_span<H>(a.copy, a.numel), 1.0f);
+      } else {
+        cpu_adam::step<G, H, P, S>(config, step, params, grads, moment(0),
+                                   copy_span<H>(a.copy, a.numel), 1.0f);
+      }
     });
   });
 }
@@ -182,9 +162,9 @@ void add_optimizer_steps(py::module_& module) {
         const cpu_adam::AdamConfig config{lr,           beta1,           beta2,     eps,
                                           weight_decay, bias_correction, adamw_mode};
         cpu_adam::validate(config);
-        adam_step(step_arrays(numel, params, params_dtype, grads, grads_dtype, states_dtype, copy,
-                              copy_dtype),
-                  exp_avg, exp_avg_sq, config, step, threads);
+        run_step(step_arrays(numel, params, params_dtype, grads, grads_dtype, states_dtype, copy,
+                             copy_dtype),
+                 {exp_avg, exp_avg_sq}, config, step, threads);
       },
       py::kw_only(), py::arg("numel"), py::arg("params"), py::arg("params_dtype"), py::arg("grads"),
       py::arg("grads_dtype"), py::arg("exp_avg"), py::arg("exp_avg_sq"), py::arg("states_dtype"),
@@ -199,9 +179,9 @@ void add_optimizer_steps(py::module_& module) {
          float lr, float eps, float weight_decay, std::int64_t step, int threads) {
         const cpu_adam::AdagradConfig config{lr, eps, weight_decay};
         cpu_adam::validate(config);
-        adagrad_step(step_arrays(numel, params, params_dtype, grads, grads_dtype, states_dtype,
-                                 copy, copy_dtype),
-                     sum, config, step, threads);
+        run_step(step_arrays(numel, params, params_dtype, grads, grads_dtype, states_dtype, copy,
+                             copy_dtype),
+                 {sum}, config, step, threads);
       },
       py::kw_only(), py::arg("numel"), py::arg("params"), py::arg("params_dtype"), py::arg("grads"),
       py::arg("grads_dtype"), py::arg("sum"), py::arg("states_dtype"), py::arg("copy"),
@@ -215,9 +195,9 @@ void add_optimizer_steps(py::module_& module) {
          float lr, float beta1, float beta2, float weight_decay, std::int64_t step, int threads) {
         const cpu_adam::LionConfig config{lr, beta1, beta2, weight_decay};
         cpu_adam::validate(config);
-        lion_step(step_arrays(numel, params, params_dtype, grads, grads_dtype, states_dtype, copy,
-                              copy_dtype),
-                  exp_avg, config, step, threads);
+        run_step(step_arrays(numel, params, params_dtype, grads, grads_dtype, states_dtype, copy,
+                             copy_dtype),
+                 {exp_avg}, config, step, threads);
       },
       py::kw_only(), py::arg("numel"), py::arg("params"), py::arg("params_dtype"), py::arg("grads"),
       py::arg("grads_dtype"), py::arg("exp_avg"), py::arg("states_dtype"), py::arg("copy"),
