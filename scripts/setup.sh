@@ -11,7 +11,7 @@ packages=(
   libpcre2-dev libutf8proc-dev
   fio gnuplot-nox
   nodejs
-  python3-torch python3-numpy python3-pytest pybind11-dev python3-dev
+  python3-torch python3-numpy python3-pytest pybind11-dev python3-dev python3-venv python3-pip
 )
 
 missing=()

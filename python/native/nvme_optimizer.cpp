@@ -215,6 +215,27 @@ class NvmeOptimizer {
     });
   }
 
+  // The states as fp32 arrays per tensor, `numel` elements each (an address of 0: not wanted, or
+  // for write_states not given: zeros): copied out through the pool's buffers (a state_dict) or
+  // in, written to the swap file (a load).
+  struct TensorStates {
+    std::vector<std::uintptr_t> masters, exp_avg, exp_avg_sq;
+  };
+  void read_states(const TensorStates& out) {
+    states_->visit_states([&](const engine::zero::OptimizerStates::SubGroupStates& group) {
+      copy_out(group.range, group.params, out.masters);
+      copy_out(group.range, group.exp_avg, out.exp_avg);
+      copy_out(group.range, group.exp_avg_sq, out.exp_avg_sq);
+    });
+  }
+  void write_states(const TensorStates& in) {
+    states_->fill_states([&](const engine::zero::OptimizerStates::SubGroupStates& group) {
+      copy_in(group.range, group.params, in.masters);
+      copy_in(group.range, group.exp_avg, in.exp_avg);
+      copy_in(group.range, group.exp_avg_sq, in.exp_avg_sq);
+    });
+  }
+
   void step(const engine::StepHyperparameters& hyper, std::vector<std::uintptr_t> params,
             std::vector<std::uintptr_t> grads) {
     TensorGrads source(segments_, std::move(grads), copy_type_ == engine::ParamCopy::bf16,
@@ -235,6 +256,31 @@ class NvmeOptimizer {
   }
 
  private:
+  void copy_out(Range range, std::span<const float> group,
+                const std::vector<std::uintptr_t>& tensors) const {
+    if (group.empty() || tensors.empty()) return;
+    segments_.for_each(
+        range, [&](std::size_t t, std::int64_t in_tensor, std::int64_t at, std::int64_t count) {
+          if (tensors[t] == 0) return;
+          std::memcpy(reinterpret_cast<float*>(tensors[t]) + in_tensor, group.data() + at,
+                      static_cast<std::size_t>(count) * sizeof(float));
+        });
+  }
+  void copy_in(Range range, std::span<float> group,
+               const std::vector<std::uintptr_t>& tensors) const {
+    if (group.empty()) return;
+    segments_.for_each(
+        range, [&](std::size_t t, std::int64_t in_tensor, std::int64_t at, std::int64_t count) {
+          float* target = group.data() + at;
+          if (tensors.empty() || tensors[t] == 0) {
+            std::fill_n(target, count, 0.0f);
+          } else {
+            std::memcpy(target, reinterpret_cast<const float*>(tensors[t]) + in_tensor,
+                        static_cast<std::size_t>(count) * sizeof(float));
+          }
+        });
+  }
+
   std::unique_ptr<gpu::Device> device_;  // the host device: the pool's memory comes from it
   engine::Optimizer optimizer_;
   engine::zero::OptimizerOffloadOptions options_;
@@ -301,6 +347,22 @@ void add_nvme_optimizer(py::module_& module) {
           },
           py::kw_only(), py::arg("step"), py::arg("lr"), py::arg("betas"), py::arg("params"),
           py::arg("grads"), py::call_guard<py::gil_scoped_release>())
+      .def(
+          "read_states",
+          [](NvmeOptimizer& self, std::vector<std::uintptr_t> masters,
+             std::vector<std::uintptr_t> exp_avg, std::vector<std::uintptr_t> exp_avg_sq) {
+            self.read_states({std::move(masters), std::move(exp_avg), std::move(exp_avg_sq)});
+          },
+          py::kw_only(), py::arg("masters"), py::arg("exp_avg"), py::arg("exp_avg_sq"),
+          py::call_guard<py::gil_scoped_release>())
+      .def(
+          "write_states",
+          [](NvmeOptimizer& self, std::vector<std::uintptr_t> masters,
+             std::vector<std::uintptr_t> exp_avg, std::vector<std::uintptr_t> exp_avg_sq) {
+            self.write_states({std::move(masters), std::move(exp_avg), std::move(exp_avg_sq)});
+          },
+          py::kw_only(), py::arg("masters"), py::arg("exp_avg"), py::arg("exp_avg_sq"),
+          py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("nvme_bytes", &NvmeOptimizer::nvme_bytes)
       .def_property_readonly("buffer_bytes", &NvmeOptimizer::buffer_bytes);
 }

@@ -126,10 +126,7 @@ class aio_handle:  # noqa: N801 - DeepSpeed's name
 
     def _transfer(self, read, buffer, filename, validate, async_op, file_offset):
         check_cpu(buffer, "the buffer")
-        if not isinstance(filename, (str, os.PathLike)):
-            raise ValueError(f"filename {filename!r}: strata's handle opens files by path; fix: "
-                             f"pass the file's path")
-        path = os.fspath(filename)
+        path = _path_of(filename)
         nbytes = buffer.numel() * buffer.element_size()
         refusal = self._validate(read, nbytes, path, file_offset)
         if refusal is not None:
@@ -166,6 +163,24 @@ class aio_handle:  # noqa: N801 - DeepSpeed's name
     def _refuse(self, cause, fix):
         print(f"strata.aio: {cause}; fix: {fix}", file=sys.stderr)
         return -1
+
+
+def _path_of(filename):
+    """A path, or an open file descriptor's file by the path it was opened at: strata's engine
+    opens its own O_DIRECT descriptor of the file."""
+    if isinstance(filename, (str, os.PathLike)):
+        return os.fspath(filename)
+    if isinstance(filename, int) and not isinstance(filename, bool):
+        try:
+            path = os.readlink(f"/proc/self/fd/{filename}")
+        except OSError as error:
+            raise ValueError(f"file descriptor {filename} is not open in this process; fix: "
+                             f"pass an open descriptor or the file's path") from error
+        if not os.path.exists(path):
+            raise ValueError(f"file descriptor {filename} is of {path}, which is no longer "
+                             f"there (deleted, or not a file); fix: pass the file's path")
+        return path
+    raise ValueError(f"filename {filename!r}: give a path or an open file descriptor")
 
 
 def _same_as_file(buffer, path, offset):

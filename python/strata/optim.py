@@ -40,6 +40,7 @@ class _CPUOptimizer(torch.optim.Optimizer):
 
     _moments = ()
     _rule = ""  # the engine's name of the rule, for states on NVMe
+    _engine_moments = {}  # torch's key -> the engine's state (exp_avg or exp_avg_sq)
 
     def __init__(self, params, defaults, fp32_optimizer_states, threads, nvme):
         _check_threads(threads)
@@ -51,10 +52,10 @@ class _CPUOptimizer(torch.optim.Optimizer):
         self._nvme = _NvmeStates(self, **nvme) if nvme["states"] == "nvme" else None
 
     def state_dict(self):
+        """torch's state_dict; with the states on NVMe, they are read into it (its tensors take
+        the states' memory, 12 bytes a parameter for Adam, while it is kept)."""
         if self._nvme is not None:
-            raise ValueError(
-                "the optimizer's states are on NVMe and a state_dict would bring them all into "
-                "CPU memory; fix: save the run with states=\"cpu\", or keep the swap directory")
+            return self._nvme.state_dict(self)
         return super().state_dict()
 
     def _states_dtype(self, p):
@@ -121,6 +122,10 @@ class _CPUOptimizer(torch.optim.Optimizer):
         DeepSpeed's (an int step): the moments keep this optimizer's dtypes, and a 16-bit
         parameter's master is the saved one, or the parameter widened when there is none."""
         super().load_state_dict(state_dict)  # the groups; it casts states to the params' dtypes
+        if self._nvme is not None:
+            self.state.clear()  # they go to the swap file instead
+            self._nvme.load(self, state_dict)
+            return
         params = [p for group in self.param_groups for p in group["params"]]
         for index, saved in state_dict["state"].items():
             p = params[index]
@@ -145,6 +150,7 @@ class CPUAdam(_CPUOptimizer):
     signature. amsgrad is refused, as DeepSpeed has none."""
 
     _moments = ("exp_avg", "exp_avg_sq")
+    _engine_moments = {"exp_avg": "exp_avg", "exp_avg_sq": "exp_avg_sq"}
 
     _rule = "adam"
 
@@ -176,6 +182,7 @@ class CPUAdagrad(_CPUOptimizer):
     DeepSpeedCPUAdagrad's signature; the sum of squares is torch's "sum"."""
 
     _moments = ("sum",)
+    _engine_moments = {"sum": "exp_avg_sq"}
 
     _rule = "adagrad"
 
@@ -200,6 +207,7 @@ class CPULion(_CPUOptimizer):
     """Lion (Chen et al. 2023), DeepSpeedCPULion's signature; the momentum is "exp_avg"."""
 
     _moments = ("exp_avg",)
+    _engine_moments = {"exp_avg": "exp_avg"}
 
     _rule = "lion"
 
@@ -216,6 +224,14 @@ class CPULion(_CPUOptimizer):
         _native.lion_step(**arrays, exp_avg=address(state["exp_avg"]), lr=group["lr"],
                           beta1=beta1, beta2=beta2, weight_decay=group["weight_decay"], step=step,
                           threads=self.threads)
+
+
+def _fp32(saved, key, optimizer):
+    if key not in saved:
+        raise ValueError(f"the loaded state has no {key!r} (it has {sorted(saved)}); fix: load a "
+                         f"state_dict of {type(optimizer).__name__} or of torch's optimizer of "
+                         f"the same rule")
+    return saved[key].detach().to("cpu", torch.float32).contiguous()
 
 
 class _NvmeStates:
@@ -259,6 +275,7 @@ class _NvmeStates:
                              f"{sorted(str(d) for d in dtypes)}; fix: one optimizer per dtype")
         if self._native is None:
             self._native = self._make(optimizer, group, params)
+            self._native.fill(params=[p.data_ptr() for p in params])
         self._step += 1
         self._native.step(step=self._step, lr=group["lr"],
                           betas=tuple(group.get("betas", (0.9, 0.999))),
@@ -274,8 +291,53 @@ class _NvmeStates:
             adamw_mode=getattr(optimizer, "adamw_mode", True),
             numels=[p.numel() for p in params], dtype=dtype_name(params[0], "a parameter"),
             **self._settings)
-        native.fill(params=[p.data_ptr() for p in params])
         return native
+
+    def state_dict(self, optimizer):
+        packed = torch.optim.Optimizer.state_dict(optimizer)  # the groups, no state
+        if self._native is None:
+            return packed
+        params = optimizer.param_groups[0]["params"]
+        moments = {key: [torch.empty(p.shape) for p in params] for key in optimizer._moments}
+        masters = [None if p.dtype == torch.float32 else torch.empty(p.shape) for p in params]
+        self._native.read_states(masters=[0 if m is None else m.data_ptr() for m in masters],
+                                 **self._engine_addresses(optimizer, moments))
+        for index in range(len(params)):
+            entry = {"step": torch.tensor(float(self._step))}
+            entry.update({key: moments[key][index] for key in optimizer._moments})
+            if masters[index] is not None:
+                entry["master"] = masters[index]
+            packed["state"][index] = entry
+        return packed
+
+    def load(self, optimizer, state_dict):
+        """The saved states (this class's or torch's, fp32 or not) written to the swap file."""
+        group = optimizer.param_groups[0]
+        params = group["params"]
+        saved = state_dict["state"]
+        if not saved:
+            return
+        missing = [i for i in range(len(params)) if i not in saved]
+        if missing:
+            raise ValueError(f"the loaded state has none for parameters {missing}, and states="
+                             f"\"nvme\" steps them all; fix: load a state_dict of the same model")
+        fp32 = [{key: _fp32(saved[i], key, optimizer) for key in optimizer._moments}
+                for i in range(len(params))]
+        masters = [saved[i].get("master", p).detach().to("cpu", torch.float32).contiguous()
+                   for i, p in enumerate(params)]
+        moments = {key: [entry[key] for entry in fp32] for key in optimizer._moments}
+        if self._native is None:
+            self._native = self._make(optimizer, group, params)
+        self._native.write_states(masters=[m.data_ptr() for m in masters],
+                                  **self._engine_addresses(optimizer, moments))
+        self._step = int(float(saved[0]["step"]))
+
+    @staticmethod
+    def _engine_addresses(optimizer, moments):
+        addresses = {"exp_avg": [], "exp_avg_sq": []}
+        for key, engine_name in optimizer._engine_moments.items():
+            addresses[engine_name] = [tensor.data_ptr() for tensor in moments[key]]
+        return addresses
 
     @property
     def nvme_bytes(self):

@@ -54,6 +54,21 @@ def test_async_ops_return_zero_and_wait_counts_them(tmp_path):
     assert torch.equal(whole, torch.cat(parts))
 
 
+def test_a_file_descriptor_stands_for_its_file(tmp_path):
+    handle = aio_handle()
+    path = tmp_path / "by_fd.bin"
+    data, back = tensor(seed=4), torch.empty(MIB)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        assert handle.sync_pwrite(data, fd) == 1
+        assert handle.sync_pread(back, fd) == 1
+    finally:
+        os.close(fd)
+    assert torch.equal(back, data)
+    with pytest.raises(ValueError, match="not open in this process; fix"):
+        handle.sync_pread(back, fd)
+
+
 def test_read_and_write_return_zero_and_validate(tmp_path):
     handle = aio_handle()
     data, back = tensor(seed=1), torch.empty(MIB)

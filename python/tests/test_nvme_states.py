@@ -1,7 +1,8 @@
 """strata.optim with states="nvme": the same bits as the states in CPU memory for every rule and
 parameter type, sub-groups crossing tensors; the states on disk and only the swap buffers in
 memory, whatever the model's size; a disk that returns other bytes than were written named, and
-every later step refused; the refusals."""
+every later step refused; state_dicts that resume to the bit and move to and from torch; the
+refusals."""
 
 import gc
 import os
@@ -91,5 +92,45 @@ def test_refusals_name_the_fix(tmp_path):
         p.grad = torch.zeros_like(p)
     with pytest.raises(ValueError, match="one dtype.*fix"):
         CPUAdam(mixed, states="nvme", nvme_path=tmp_path).step()
-    with pytest.raises(ValueError, match="on NVMe.*fix"):
-        optimizer.state_dict()
+    assert optimizer.state_dict()["state"] == {}  # nothing stepped yet
+
+
+def test_a_state_dict_of_nvme_states_resumes_to_the_bit(tmp_path):
+    for dtype in (torch.float32, torch.bfloat16):
+        first, resumed, straight = params(dtype), None, params(dtype)
+        optimizer = CPUAdam(first, states="nvme", nvme_path=tmp_path, sub_group_size=4096)
+        train(optimizer, first, steps=10)
+        saved = optimizer.state_dict()
+        assert sorted(saved["state"][1]) == (["exp_avg", "exp_avg_sq", "step"]
+                                            if dtype == torch.float32
+                                            else ["exp_avg", "exp_avg_sq", "master", "step"])
+        resumed = [torch.nn.Parameter(p.detach().clone()) for p in first]
+        again = CPUAdam(resumed, states="nvme", nvme_path=tmp_path, sub_group_size=4096)
+        again.load_state_dict(saved)
+        train(again, resumed, steps=10, seed=2)
+        in_memory = CPUAdam(straight)
+        train(in_memory, straight, steps=10)
+        train(in_memory, straight, steps=10, seed=2)
+        for a, b in zip(resumed, straight):
+            assert torch.equal(a, b)
+
+
+def test_a_state_dict_moves_between_nvme_states_and_torch(tmp_path):
+    ours, theirs = params(), params()
+    optimizer = CPUAdam(ours, lr=1e-2, weight_decay=0.01, states="nvme", nvme_path=tmp_path)
+    train(optimizer, ours, steps=10)
+    with torch.no_grad():
+        for a, b in zip(theirs, ours):
+            a.copy_(b)
+    adamw = torch.optim.AdamW(theirs, lr=1e-2, weight_decay=0.01)
+    adamw.load_state_dict(optimizer.state_dict())
+    train(adamw, theirs, steps=5, seed=3)
+    train(optimizer, ours, steps=5, seed=3)
+    for a, b in zip(ours, theirs):
+        assert (a - b).abs().max() <= 1e-6 * b.abs().max()
+    back = CPUAdam(ours, lr=1e-2, weight_decay=0.01, states="nvme", nvme_path=tmp_path)
+    back.load_state_dict(adamw.state_dict())
+    train(back, ours, steps=5, seed=4)
+    train(adamw, theirs, steps=5, seed=4)
+    for a, b in zip(ours, theirs):
+        assert (a - b).abs().max() <= 1e-6 * b.abs().max()
