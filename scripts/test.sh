@@ -3,7 +3,7 @@
 # preset (with CUDA compiled and linked where nvcc exists) and the ASan+UBSan preset, which also
 # runs the config fuzzer for a short while; the Python package's pytest suite runs after the
 # release tests. Warnings are errors in both. Each phase prints its
-# time as it ends, and a table of them closes the run (about 25 minutes on 2 cores from a clean
+# time as it ends, and a table of them closes the run (about 35 minutes on 2 cores from a clean
 # clone, without ccache; docs/benchmarks.md, "The test command"). The release tests fetch npm
 # packages for the tokenizer's reference check (scripts/tokenizer_oracle.sh).
 set -euo pipefail

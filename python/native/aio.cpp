@@ -99,8 +99,6 @@ class AioHandle {
     return static_cast<int>(done.size());
   }
 
-  const HandleOptions& options() const { return options_; }
-
  private:
   struct Pending {
     bool read;
