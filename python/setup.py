@@ -4,6 +4,7 @@ in build/release/python/strata. Offline, with Debian's setuptools."""
 
 import shutil
 import subprocess
+import sysconfig
 from pathlib import Path
 
 from setuptools import Distribution, setup
@@ -21,8 +22,15 @@ class BuildWithCMake(build_py):
         subprocess.check_call(["cmake", "--preset", "release"], cwd=ROOT)
         subprocess.check_call(["cmake", "--build", "--preset", "release", "--target",
                                "strata_python"], cwd=ROOT)
-        shutil.copytree(ROOT / "build" / "release" / "python" / "strata",
-                        Path(self.build_lib) / "strata", dirs_exist_ok=True)
+        built = ROOT / "build" / "release" / "python" / "strata"
+        # The module is built for Debian's python3 (cmake/dependencies.cmake): a pip of another
+        # Python would install a module its interpreter cannot import.
+        suffix = sysconfig.get_config_var("EXT_SUFFIX")
+        if not (built / f"_native{suffix}").exists():
+            raise RuntimeError(f"the build made a module for another Python than this pip's "
+                               f"({suffix}); fix: run the pip of Debian's python3, or of a venv "
+                               f"made from it")
+        shutil.copytree(built, Path(self.build_lib) / "strata", dirs_exist_ok=True)
 
 
 class NativeDistribution(Distribution):

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -61,8 +62,7 @@ class AioHandle {
               std::int64_t offset) {
     const std::lock_guard<std::mutex> lock(mutex_);
     Pending pending{read, reinterpret_cast<std::byte*>(address), bytes, {}, {}, {}};
-    pending.file = std::make_unique<aio::File>(
-        engine_.open(path, read ? aio::OpenMode::read : aio::OpenMode::create));
+    pending.file = file_for(path, read);
     std::byte* memory = pending.memory;
     if (address % kAlignment != 0) {
       pending.bounce.emplace(bytes);
@@ -78,9 +78,11 @@ class AioHandle {
   // Every transfer submitted, in order; the first failure is thrown once all are done.
   int wait() {
     std::vector<Pending> done;
+    std::map<std::string, OpenFile> files;
     {
       const std::lock_guard<std::mutex> lock(mutex_);
       done.swap(pending_);
+      files.swap(files_);
     }
     std::exception_ptr failure;
     for (Pending& pending : done) {
@@ -90,7 +92,14 @@ class AioHandle {
           std::memcpy(pending.memory, pending.bounce->data(),
                       static_cast<std::size_t>(pending.bytes));
         }
-        if (!pending.read && options_.verify) pending.file->sync();  // the checksums' sidecar
+      } catch (...) {
+        if (!failure) failure = std::current_exception();
+      }
+    }
+    // Each file written: its checksums' sidecar, once, for all the writes to it.
+    for (auto& [path, open] : files) {
+      try {
+        if (open.writable && options_.verify) open.file->sync();
       } catch (...) {
         if (!failure) failure = std::current_exception();
       }
@@ -105,9 +114,24 @@ class AioHandle {
     std::byte* memory;
     std::int64_t bytes;
     std::optional<aio::AlignedBuffer> bounce;
-    std::unique_ptr<aio::File> file;
+    std::shared_ptr<aio::File> file;
     aio::Ticket ticket;
   };
+  // A file the transfers in flight share: one descriptor and one checksum table per path, so
+  // that two writes to a file before a wait() keep both their sectors' CRC32Cs.
+  struct OpenFile {
+    std::shared_ptr<aio::File> file;
+    bool writable;
+  };
+
+  std::shared_ptr<aio::File> file_for(const std::string& path, bool read) {
+    const auto found = files_.find(path);
+    if (found != files_.end() && (read || found->second.writable)) return found->second.file;
+    auto file = std::make_shared<aio::File>(
+        engine_.open(path, read ? aio::OpenMode::read : aio::OpenMode::create));
+    files_[path] = OpenFile{file, !read};
+    return file;
+  }
 
   static aio::EngineOptions engine_options(const HandleOptions& options) {
     aio::EngineOptions engine;
@@ -122,8 +146,9 @@ class AioHandle {
 
   HandleOptions options_;
   aio::Engine engine_;
-  std::mutex mutex_;  // pending_: two Python threads may submit on one handle
+  std::mutex mutex_;  // pending_ and files_: two Python threads may submit on one handle
   std::vector<Pending> pending_;
+  std::map<std::string, OpenFile> files_;  // the files of pending_, by path
 };
 
 // Page-locked memory for new_cpu_locked_tensor: 4 KiB aligned, zeroed, locked with mlock so that

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "aio/errors.h"
 #include "base/error.h"
 #include "cpu_adam/half.h"
 #include "engine/memory/nvme_store.h"
@@ -168,6 +169,20 @@ engine::zero::OptimizerOffloadOptions offload_options(const NvmeSettings& settin
   return options;
 }
 
+// Runs `work`, a call that moves the states through the swap file. A failure there is the
+// states' (OptimizerStates::fail: the transfer that failed, its file and offset, and that the
+// states cannot go on), now and at every later call: the disk's, an OSError in Python.
+template <class Work>
+void on_disk(Work&& work) {
+  try {
+    work();
+  } catch (const aio::IoError&) {
+    throw;  // already the disk's, with its errno and path
+  } catch (const UserError& error) {
+    throw SystemError{EIO, std::string(error.what()) + "; fix: " + error.fix()};
+  }
+}
+
 class NvmeOptimizer {
  public:
   explicit NvmeOptimizer(const NvmeSettings& settings)
@@ -201,6 +216,9 @@ class NvmeOptimizer {
   // file sub-group by sub-group.
   void fill(const std::vector<std::uintptr_t>& params) {
     const bool bf16 = copy_type_ == engine::ParamCopy::bf16;
+    on_disk([&] { fill_masters(params, bf16); });
+  }
+  void fill_masters(const std::vector<std::uintptr_t>& params, bool bf16) {
     states_->fill_states([&](const engine::zero::OptimizerStates::SubGroupStates& group) {
       segments_.for_each(group.range, [&](std::size_t t, std::int64_t in_tensor, std::int64_t out,
                                           std::int64_t count) {
@@ -222,17 +240,21 @@ class NvmeOptimizer {
     std::vector<std::uintptr_t> masters, exp_avg, exp_avg_sq;
   };
   void read_states(const TensorStates& out) {
-    states_->visit_states([&](const engine::zero::OptimizerStates::SubGroupStates& group) {
-      copy_out(group.range, group.params, out.masters);
-      copy_out(group.range, group.exp_avg, out.exp_avg);
-      copy_out(group.range, group.exp_avg_sq, out.exp_avg_sq);
+    on_disk([&] {
+      states_->visit_states([&](const engine::zero::OptimizerStates::SubGroupStates& group) {
+        copy_out(group.range, group.params, out.masters);
+        copy_out(group.range, group.exp_avg, out.exp_avg);
+        copy_out(group.range, group.exp_avg_sq, out.exp_avg_sq);
+      });
     });
   }
   void write_states(const TensorStates& in) {
-    states_->fill_states([&](const engine::zero::OptimizerStates::SubGroupStates& group) {
-      copy_in(group.range, group.params, in.masters);
-      copy_in(group.range, group.exp_avg, in.exp_avg);
-      copy_in(group.range, group.exp_avg_sq, in.exp_avg_sq);
+    on_disk([&] {
+      states_->fill_states([&](const engine::zero::OptimizerStates::SubGroupStates& group) {
+        copy_in(group.range, group.params, in.masters);
+        copy_in(group.range, group.exp_avg, in.exp_avg);
+        copy_in(group.range, group.exp_avg_sq, in.exp_avg_sq);
+      });
     });
   }
 
@@ -241,13 +263,7 @@ class NvmeOptimizer {
     TensorGrads source(segments_, std::move(grads), copy_type_ == engine::ParamCopy::bf16,
                        grad_scratch_);
     TensorParams sink(segments_, std::move(params), param_scratch_);
-    try {
-      offload_->step(hyper, engine::zero::StepIo{&source, copy_type_, &sink});
-    } catch (const UserError& error) {
-      // The states' failure (OptimizerStates::fail: the transfer that failed, its file and
-      // offset, and that the states cannot go on), now and at every later step: the disk's.
-      throw SystemError{EIO, std::string(error.what()) + "; fix: " + error.fix()};
-    }
+    on_disk([&] { offload_->step(hyper, engine::zero::StepIo{&source, copy_type_, &sink}); });
   }
 
   std::int64_t nvme_bytes() const { return states_->nvme_bytes(); }

@@ -21,7 +21,7 @@ import sys
 import torch
 
 from strata import _native
-from strata._tensors import check_cpu
+from strata._tensors import check_host_memory
 
 __all__ = ["aio_handle"]
 
@@ -32,6 +32,7 @@ class aio_handle:  # noqa: N801 - DeepSpeed's name
     def __init__(self, block_size=1048576, queue_depth=128, single_submit=False,
                  overlap_events=False, intra_op_parallelism=1, verify=False,
                  return_codes=False):
+        _check_settings(block_size, queue_depth, intra_op_parallelism)
         self._native = _native.AioHandle(
             block_size=block_size, queue_depth=queue_depth, single_submit=single_submit,
             overlap_events=overlap_events, intra_op_parallelism=intra_op_parallelism,
@@ -125,7 +126,7 @@ class aio_handle:  # noqa: N801 - DeepSpeed's name
         return True
 
     def _transfer(self, read, buffer, filename, validate, async_op, file_offset):
-        check_cpu(buffer, "the buffer")
+        check_host_memory(buffer, "the buffer")
         path = _path_of(filename)
         nbytes = buffer.numel() * buffer.element_size()
         refusal = self._validate(read, nbytes, path, file_offset)
@@ -163,6 +164,21 @@ class aio_handle:  # noqa: N801 - DeepSpeed's name
     def _refuse(self, cause, fix):
         print(f"strata.aio: {cause}; fix: {fix}", file=sys.stderr)
         return -1
+
+
+def _check_settings(block_size, queue_depth, intra_op_parallelism):
+    """The engine's ranges, named by this constructor's keywords."""
+    def count(value):
+        return isinstance(value, int) and not isinstance(value, bool)
+    if not count(block_size) or block_size < _ALIGNMENT or block_size % _ALIGNMENT:
+        raise ValueError(f"block_size={block_size!r}: give a positive multiple of 4096 bytes; "
+                         f"fix: block_size=1048576, the default")
+    if not count(queue_depth) or not 1 <= queue_depth <= 4096:
+        raise ValueError(f"queue_depth={queue_depth!r}: give 1 to 4096; fix: queue_depth=128, "
+                         f"the default")
+    if not count(intra_op_parallelism) or not 1 <= intra_op_parallelism <= 256:
+        raise ValueError(f"intra_op_parallelism={intra_op_parallelism!r}: give 1 to 256 threads; "
+                         f"fix: intra_op_parallelism=1, the default")
 
 
 def _path_of(filename):

@@ -21,7 +21,7 @@ import os
 import torch
 
 from strata import _native
-from strata._tensors import address, check_cpu, dtype_name
+from strata._tensors import address, check_cpu, check_hyperparameters, dtype_name
 
 __all__ = ["CPUAdam", "CPUAdagrad", "CPULion"]
 
@@ -39,6 +39,7 @@ class _CPUOptimizer(torch.optim.Optimizer):
     (torch's state keys) and steps one parameter in _step_one."""
 
     _moments = ()
+    _hyperparameters = ()  # the group's keys check_hyperparameters checks before a step
     _rule = ""  # the engine's name of the rule, for states on NVMe
     _engine_moments = {}  # torch's key -> the engine's state (exp_avg or exp_avg_sq)
 
@@ -107,14 +108,18 @@ class _CPUOptimizer(torch.optim.Optimizer):
             self._nvme.step(self)
             return loss
         for group in self.param_groups:
+            check_hyperparameters(group, self._hyperparameters)
+        for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is None:
                     continue
                 state = self.state[p]
                 if len(state) == 0:
                     state.update(self._new_state(p))
+                arrays = self._arrays(p, state)  # its checks before the step counts
+                step = int(state["step"].item()) + 1
+                self._step_one(group, arrays, state, step)
                 state["step"] += 1
-                self._step_one(group, self._arrays(p, state), state, int(state["step"].item()))
         return loss
 
     def load_state_dict(self, state_dict):
@@ -122,6 +127,9 @@ class _CPUOptimizer(torch.optim.Optimizer):
         DeepSpeed's (an int step): the moments keep this optimizer's dtypes, and a 16-bit
         parameter's master is the saved one, or the parameter widened when there is none."""
         super().load_state_dict(state_dict)  # the groups; it casts states to the params' dtypes
+        for group in self.param_groups:  # torch's groups lack DeepSpeed's keys
+            for key, value in self.defaults.items():
+                group.setdefault(key, value)
         if self._nvme is not None:
             self.state.clear()  # they go to the swap file instead
             self._nvme.load(self, state_dict)
@@ -150,6 +158,7 @@ class CPUAdam(_CPUOptimizer):
     signature. amsgrad is refused, as DeepSpeed has none."""
 
     _moments = ("exp_avg", "exp_avg_sq")
+    _hyperparameters = ("lr", "betas", "eps", "weight_decay")
     _engine_moments = {"exp_avg": "exp_avg", "exp_avg_sq": "exp_avg_sq"}
 
     _rule = "adam"
@@ -182,6 +191,7 @@ class CPUAdagrad(_CPUOptimizer):
     DeepSpeedCPUAdagrad's signature; the sum of squares is torch's "sum"."""
 
     _moments = ("sum",)
+    _hyperparameters = ("lr", "eps", "weight_decay")
     _engine_moments = {"sum": "exp_avg_sq"}
 
     _rule = "adagrad"
@@ -207,6 +217,7 @@ class CPULion(_CPUOptimizer):
     """Lion (Chen et al. 2023), DeepSpeedCPULion's signature; the momentum is "exp_avg"."""
 
     _moments = ("exp_avg",)
+    _hyperparameters = ("lr", "betas", "weight_decay")
     _engine_moments = {"exp_avg": "exp_avg"}
 
     _rule = "lion"
@@ -226,12 +237,17 @@ class CPULion(_CPUOptimizer):
                           threads=self.threads)
 
 
-def _fp32(saved, key, optimizer):
-    if key not in saved:
+def _fp32(saved, key, optimizer, numel, default=None):
+    """A saved state as a contiguous fp32 CPU tensor of its parameter's `numel` elements."""
+    value = saved.get(key, default)
+    if value is None:
         raise ValueError(f"the loaded state has no {key!r} (it has {sorted(saved)}); fix: load a "
                          f"state_dict of {type(optimizer).__name__} or of torch's optimizer of "
                          f"the same rule")
-    return saved[key].detach().to("cpu", torch.float32).contiguous()
+    if value.numel() != numel:
+        raise ValueError(f"the loaded {key!r} has {value.numel()} elements where its parameter "
+                         f"has {numel}; fix: load a state_dict of the same model")
+    return value.detach().to("cpu", torch.float32).contiguous()
 
 
 class _NvmeStates:
@@ -253,15 +269,21 @@ class _NvmeStates:
         if not optimizer.fp32_optimizer_states:
             raise ValueError("states=\"nvme\" keeps fp32 masters and moments; fix: leave "
                              "fp32_optimizer_states=True")
+        for key, value in (("sub_group_size", sub_group_size), ("buffer_count", buffer_count)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{key}={value!r}: give a positive count; fix: leave the "
+                                 f"default")
         self._settings = dict(nvme_path=os.fspath(nvme_path), sub_group_size=sub_group_size,
                               buffer_count=buffer_count, pin_memory=pin_memory,
                               job=f"python-{os.getpid()}-{next(_SWAP_NAMES)}")
         self._native = None
         self._step = 0
+        self._made_for = None  # what the states were made for: see _check_unchanged
 
     def step(self, optimizer):
         group = optimizer.param_groups[0]
         params = group["params"]
+        check_hyperparameters(group, optimizer._hyperparameters)
         for p in params:
             check_cpu(p, "a parameter")
             if p.grad is None:
@@ -276,13 +298,32 @@ class _NvmeStates:
         if self._native is None:
             self._native = self._make(optimizer, group, params)
             self._native.fill(params=[p.data_ptr() for p in params])
+        self._check_unchanged(optimizer, group, params)
         self._step += 1
         self._native.step(step=self._step, lr=group["lr"],
                           betas=tuple(group.get("betas", (0.9, 0.999))),
                           params=[p.data_ptr() for p in params],
                           grads=[p.grad.data_ptr() for p in params])
 
+    @staticmethod
+    def _made_of(optimizer, group, params):
+        """What the native states keep from their making: the parameters' sizes and dtype, and
+        the hyperparameters a step does not pass (lr and betas it does)."""
+        return dict(numels=[p.numel() for p in params], dtype=params[0].dtype,
+                    eps=group.get("eps"), weight_decay=group["weight_decay"],
+                    bias_correction=group.get("bias_correction"),
+                    adamw_mode=getattr(optimizer, "adamw_mode", True))
+
+    def _check_unchanged(self, optimizer, group, params):
+        now = self._made_of(optimizer, group, params)
+        for key, was in self._made_for.items():
+            if now[key] != was:
+                shown = "the parameters' sizes" if key == "numels" else key
+                raise ValueError(f"{shown} changed from {was} to {now[key]} since the states on "
+                                 f"NVMe were made; fix: keep them, or make a new optimizer")
+
     def _make(self, optimizer, group, params):
+        self._made_for = self._made_of(optimizer, group, params)
         native = _native.NvmeOptimizer(
             type=optimizer._rule, lr=group["lr"],
             betas=tuple(group.get("betas", (0.9, 0.999))), eps=group.get("eps", 1e-8),
@@ -315,19 +356,21 @@ class _NvmeStates:
         group = optimizer.param_groups[0]
         params = group["params"]
         saved = state_dict["state"]
-        if not saved:
+        if not saved:  # a fresh optimizer's: start again, as torch's optimizers do
+            self._native, self._step = None, 0
             return
         missing = [i for i in range(len(params)) if i not in saved]
         if missing:
             raise ValueError(f"the loaded state has none for parameters {missing}, and states="
                              f"\"nvme\" steps them all; fix: load a state_dict of the same model")
-        fp32 = [{key: _fp32(saved[i], key, optimizer) for key in optimizer._moments}
-                for i in range(len(params))]
-        masters = [saved[i].get("master", p).detach().to("cpu", torch.float32).contiguous()
+        fp32 = [{key: _fp32(saved[i], key, optimizer, p.numel()) for key in optimizer._moments}
+                for i, p in enumerate(params)]
+        masters = [_fp32(saved[i], "master", optimizer, p.numel(), default=p)
                    for i, p in enumerate(params)]
         moments = {key: [entry[key] for entry in fp32] for key in optimizer._moments}
         if self._native is None:
             self._native = self._make(optimizer, group, params)
+        self._check_unchanged(optimizer, group, params)
         self._native.write_states(masters=[m.data_ptr() for m in masters],
                                   **self._engine_addresses(optimizer, moments))
         self._step = int(float(saved[0]["step"]))

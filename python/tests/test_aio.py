@@ -207,3 +207,28 @@ def test_io_and_a_step_run_in_two_python_threads_at_once(tmp_path):
         worker.join()
     assert all(torch.equal(a, b) for a, b in zip(read_back, data)) and len(read_back) == 4
     assert torch.equal(param.detach(), expected.detach())
+
+
+def test_any_dtype_moves_and_settings_are_checked(tmp_path):
+    handle = aio_handle()
+    raw = torch.arange(8192, dtype=torch.int32).view(torch.uint8)
+    back = handle.new_cpu_locked_tensor(raw.numel(), raw)
+    path = str(tmp_path / "bytes.bin")
+    assert handle.sync_pwrite(raw, path) == 1 and handle.sync_pread(back, path) == 1
+    assert torch.equal(back, raw)
+    with pytest.raises(ValueError, match="block_size=1000.*fix"):
+        aio_handle(block_size=1000)
+    with pytest.raises(ValueError, match="queue_depth=0.*fix"):
+        aio_handle(queue_depth=0)
+
+
+def test_verified_writes_in_flight_to_one_file_keep_their_checksums(tmp_path):
+    handle = aio_handle(verify=True)
+    path = str(tmp_path / "two_writes.bin")
+    halves = [tensor(MIB // 2, 5), tensor(MIB // 2, 6)]
+    assert handle.async_pwrite(halves[0], path, 0) == 0
+    assert handle.async_pwrite(halves[1], path, 2 * MIB) == 0
+    assert handle.wait() == 2
+    whole = torch.empty(MIB)
+    assert aio_handle(verify=True).sync_pread(whole, path) == 1
+    assert torch.equal(whole, torch.cat(halves))

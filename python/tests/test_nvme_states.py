@@ -134,3 +134,23 @@ def test_a_state_dict_moves_between_nvme_states_and_torch(tmp_path):
     train(adamw, theirs, steps=5, seed=4)
     for a, b in zip(ours, theirs):
         assert (a - b).abs().max() <= 1e-6 * b.abs().max()
+
+
+def test_what_the_states_were_made_for_may_not_change(tmp_path):
+    tensors = params()
+    optimizer = CPUAdam(tensors, states="nvme", nvme_path=tmp_path, eps=1e-8)
+    train(optimizer, tensors, steps=1)
+    optimizer.param_groups[0]["eps"] = 1e-6
+    with pytest.raises(ValueError, match="eps changed from 1e-08 to 1e-06.*fix"):
+        train(optimizer, tensors, steps=1)
+    optimizer.param_groups[0]["eps"] = 1e-8
+    optimizer.param_groups[0]["lr"] = -1.0
+    with pytest.raises(ValueError, match="lr=-1.0.*fix"):
+        train(optimizer, tensors, steps=1)
+    optimizer.param_groups[0]["lr"] = 1e-3
+    train(optimizer, tensors, steps=1)  # the refusals left the states usable
+    saved = optimizer.state_dict()
+    saved["state"][1]["exp_avg"] = torch.zeros(3)
+    with pytest.raises(ValueError, match="'exp_avg' has 3 elements where its parameter has "
+                                         "70000; fix"):
+        optimizer.load_state_dict(saved)

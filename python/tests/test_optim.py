@@ -168,7 +168,7 @@ def test_refusals_name_the_argument_and_the_fix():
         CPUAdam([torch.nn.Parameter(torch.zeros(4))], threads=-1)
     on_gpu = torch.nn.Parameter(torch.zeros(4).as_subclass(ReportsCuda))
     on_gpu.grad = torch.zeros(4)
-    with pytest.raises(ValueError, match="a parameter is on cuda:0.*fix: keep the parameters"):
+    with pytest.raises(ValueError, match="a parameter is on cuda:0.*fix: keep it on the CPU"):
         CPUAdam([on_gpu]).step()
     param = torch.nn.Parameter(torch.zeros(4, 4))
     param.grad = torch.zeros(4, 4).t()
@@ -204,3 +204,33 @@ def test_two_python_threads_step_at_the_same_time():
     for worker in workers:
         worker.join()
     assert torch.equal(together[0], alone[0]) and torch.equal(together[1], alone[1])
+
+
+def test_a_fresh_torch_state_dict_loads_and_steps():
+    # torch's groups carry no DeepSpeed keys (bias_correction): the defaults fill them.
+    ours, theirs = pair()
+    adamw = torch.optim.AdamW([theirs], lr=1e-2, weight_decay=0.01)
+    train(adamw, [theirs], gradients(theirs.shape, 15)[:3])
+    with torch.no_grad():
+        ours.copy_(theirs)
+    resumed = CPUAdam([ours], lr=1e-2, weight_decay=0.01)
+    resumed.load_state_dict(adamw.state_dict())
+    more = gradients(ours.shape, 16)[:3]
+    train(resumed, [ours], more)
+    train(adamw, [theirs], more)
+    assert_close(ours, theirs)
+
+
+def test_a_refused_step_changes_nothing():
+    param = torch.nn.Parameter(torch.ones(8))
+    param.grad = torch.ones(8)
+    optimizer = CPUAdam([param], lr=1e-2)
+    optimizer.step()
+    optimizer.param_groups[0]["lr"] = float("nan")
+    with pytest.raises(ValueError, match="lr=nan.*fix"):
+        optimizer.step()
+    assert int(optimizer.state[param]["step"].item()) == 1
+    optimizer.param_groups[0]["lr"] = 1e-2
+    optimizer.param_groups[0]["betas"] = (0.9, 1.5)
+    with pytest.raises(ValueError, match="betas=.*fix"):
+        optimizer.step()
