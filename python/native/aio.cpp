@@ -175,8 +175,6 @@ class LockedBuffer {
     if (locked_) munlock(buffer_.data(), static_cast<std::size_t>(buffer_.size_bytes()));
     locked_ = false;
   }
-  bool locked() const { return locked_; }
-  std::uintptr_t address() const { return reinterpret_cast<std::uintptr_t>(buffer_.data()); }
   py::buffer_info info() {
     return py::buffer_info(buffer_.data(), 1, py::format_descriptor<std::uint8_t>::format(), 1,
                            {bytes_}, {1}, /*readonly=*/false);
@@ -207,8 +205,6 @@ void add_aio(py::module_& module) {
   py::class_<LockedBuffer>(module, "LockedBuffer", py::buffer_protocol())
       .def(py::init<std::int64_t>(), py::arg("bytes"))
       .def_buffer(&LockedBuffer::info)
-      .def_property_readonly("address", &LockedBuffer::address)
-      .def_property_readonly("locked", &LockedBuffer::locked)
       .def("unlock", &LockedBuffer::unlock);
 }
 

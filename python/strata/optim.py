@@ -50,7 +50,8 @@ class _CPUOptimizer(torch.optim.Optimizer):
         self.threads = threads
         if nvme["states"] not in ("cpu", "nvme"):
             raise ValueError(f"states={nvme['states']!r}: give \"cpu\" (the default) or \"nvme\"")
-        self._nvme = _NvmeStates(self, **nvme) if nvme["states"] == "nvme" else None
+        placement = nvme.pop("states")
+        self._nvme = _NvmeStates(self, **nvme) if placement == "nvme" else None
 
     def state_dict(self):
         """torch's state_dict; with the states on NVMe, they are read into it (its tensors take
@@ -257,8 +258,7 @@ class _NvmeStates:
     read theirs; a failed transfer leaves it refusing every later step. It holds no reference
     to its optimizer, so the swap directory goes when the optimizer does."""
 
-    def __init__(self, optimizer, states, nvme_path, sub_group_size, buffer_count, pin_memory):
-        del states  # "nvme", or this would not be made
+    def __init__(self, optimizer, nvme_path, sub_group_size, buffer_count, pin_memory):
         if nvme_path is None:
             raise ValueError("states=\"nvme\" without nvme_path; fix: pass nvme_path=DIR, a "
                              "directory on the disk that is to hold the states")
